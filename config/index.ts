@@ -1,0 +1,129 @@
+// The environment svc reads, as one TypeBox schema: defaults, types and what each variable expects live
+// here and nowhere else. Only the entry points (src/server.ts, src/cli.ts) call loadConfig(process.env);
+// everything else receives the Config object it is given.
+import { Type, type Static, type TSchema } from '@sinclair/typebox'
+import { Value } from '@sinclair/typebox/value'
+
+const port = (fallback: number, expects: string) =>
+  Type.Integer({ minimum: 0, maximum: 65535, default: fallback, description: expects })
+const positive = (fallback: number, expects: string, max = Number.MAX_SAFE_INTEGER) =>
+  Type.Integer({ minimum: 1, maximum: max, default: fallback, description: expects })
+
+export const EnvSchema = Type.Object({
+  PORT: port(3000, 'a TCP port number from 0 to 65535'),
+  HOST: Type.String({ minLength: 1, default: '127.0.0.1', description: 'an interface address to listen on, like 127.0.0.1 or 0.0.0.0' }),
+  NODE_ENV: Type.Union([Type.Literal('development'), Type.Literal('production'), Type.Literal('test')], {
+    default: 'development', description: 'one of development, production, test',
+  }),
+  SVC_SECRET: Type.Optional(Type.String({ minLength: 32, description: 'a random string of at least 32 characters' })),
+  DATA_DIR: Type.String({ minLength: 1, default: './data', description: 'a directory for the embedded store' }),
+  MONGODB_URI: Type.Optional(Type.String({ pattern: '^mongodb(\\+srv)?://', description: 'a mongodb:// or mongodb+srv:// connection string' })),
+  SMTP_URL: Type.Optional(Type.String({ pattern: '^smtps?://', description: 'an smtp:// or smtps:// URL' })),
+  PUBLIC_URL: Type.Optional(Type.String({ pattern: '^https?://[^/]+/?$', description: 'an origin like https://mail.example.com (scheme and host, no path)' })),
+  DELIVERY_THREADS: Type.Optional(positive(2, 'a whole number of worker threads from 1 to 64', 64)),
+  WEBHOOK_ALLOWED_CIDRS: Type.String({ default: '', description: 'a comma-separated list of CIDR ranges, like 10.1.0.0/16,fd00:1::/64' }),
+  RETENTION_DAYS: positive(30, 'a whole number of days, at least 1', 3650),
+  LOG_LEVEL: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)), {
+    default: 'info', description: 'one of fatal, error, warn, info, debug, trace, silent',
+  }),
+  BODY_LIMIT_BYTES: positive(1024 * 1024, 'a size in bytes, at least 1'), // 1 MiB
+  SESSION_TTL_HOURS: positive(7 * 24, 'a whole number of hours, at least 1'), // 7 days, sliding
+  RATE_LIMIT_AUTH_PER_MINUTE: positive(20, 'a whole number of requests, at least 1'),
+  RATE_LIMIT_LOGIN_PER_EMAIL: positive(10, 'a whole number of attempts per 15 minutes, at least 1'),
+  RATE_LIMIT_API_PER_SECOND: positive(1000, 'a whole number of requests, at least 1'),
+  METRICS_TOKEN: Type.Optional(Type.String({ minLength: 16, description: 'a bearer token of at least 16 characters' })),
+  TRUST_PROXY: Type.Union([Type.Literal('true'), Type.Literal('false')], {
+    default: 'false', description: 'true when svc runs behind a reverse proxy that sets X-Forwarded-For, else false',
+  }),
+})
+export type Env = Static<typeof EnvSchema>
+
+// Variables whose value must never be printed, even when it is the wrong one.
+const SECRET_VARIABLES = new Set(['SVC_SECRET', 'METRICS_TOKEN', 'MONGODB_URI', 'SMTP_URL'])
+
+export interface Config {
+  port: number
+  host: string
+  env: 'development' | 'production' | 'test'
+  production: boolean
+  /** Undefined until resolveSecret() has read or generated it (development only). */
+  secret: string | undefined
+  dataDir: string
+  mongodbUri: string | undefined
+  smtpUrl: string | undefined
+  publicUrl: string
+  deliveryThreads: number
+  webhookAllowedCidrs: string
+  retentionDays: number
+  logLevel: string
+  bodyLimit: number
+  sessionTtlMs: number
+  rateLimits: { authPerMinute: number; loginPerEmail: number; apiPerSecond: number }
+  metricsToken: string | undefined
+  trustProxy: boolean
+}
+
+export class ConfigError extends Error {
+  constructor (readonly problems: string[]) {
+    super(problems.join('\n'))
+    this.name = 'ConfigError'
+  }
+}
+
+function describe (schema: TSchema): string {
+  return typeof schema.description === 'string' ? schema.description : 'a valid value'
+}
+
+/**
+ * Validates the environment once. Throws ConfigError with one line per bad variable, naming it and
+ * what it expects; a secret's value is never repeated in the message.
+ */
+export function loadConfig (env: Record<string, string | undefined>, defaults: { cores?: number } = {}): Config {
+  const raw: Record<string, unknown> = {}
+  for (const key of Object.keys(EnvSchema.properties)) {
+    const value = env[key]
+    if (value !== undefined && value !== '') raw[key] = value
+  }
+  const candidate = Value.Default(EnvSchema, Value.Convert(EnvSchema, structuredClone(raw)))
+  const problems: string[] = []
+  const seen = new Set<string>()
+  for (const error of Value.Errors(EnvSchema, candidate)) {
+    const key = error.path.split('/')[1] ?? ''
+    if (seen.has(key)) continue
+    seen.add(key)
+    const schema = (EnvSchema.properties as Record<string, TSchema>)[key]
+    const got = SECRET_VARIABLES.has(key) ? '' : ` (got ${JSON.stringify(raw[key])})`
+    problems.push(`${key} must be ${schema ? describe(schema) : 'valid'}${got}`)
+  }
+  const e = candidate as Env
+  const production = e.NODE_ENV === 'production'
+  if (problems.length === 0 && production && e.SVC_SECRET === undefined) {
+    problems.push('SVC_SECRET must be set in production (a random string of at least 32 characters)')
+  }
+  if (problems.length > 0) throw new ConfigError(problems)
+
+  return {
+    port: e.PORT,
+    host: e.HOST,
+    env: e.NODE_ENV,
+    production,
+    secret: e.SVC_SECRET,
+    dataDir: e.DATA_DIR,
+    mongodbUri: e.MONGODB_URI,
+    smtpUrl: e.SMTP_URL,
+    publicUrl: (e.PUBLIC_URL ?? `http://localhost:${e.PORT}`).replace(/\/$/, ''),
+    deliveryThreads: e.DELIVERY_THREADS ?? Math.max(1, defaults.cores ?? 2),
+    webhookAllowedCidrs: e.WEBHOOK_ALLOWED_CIDRS,
+    retentionDays: e.RETENTION_DAYS,
+    logLevel: e.LOG_LEVEL,
+    bodyLimit: e.BODY_LIMIT_BYTES,
+    sessionTtlMs: e.SESSION_TTL_HOURS * 3_600_000,
+    rateLimits: {
+      authPerMinute: e.RATE_LIMIT_AUTH_PER_MINUTE,
+      loginPerEmail: e.RATE_LIMIT_LOGIN_PER_EMAIL,
+      apiPerSecond: e.RATE_LIMIT_API_PER_SECOND,
+    },
+    metricsToken: e.METRICS_TOKEN,
+    trustProxy: e.TRUST_PROXY === 'true',
+  }
+}

@@ -1,0 +1,144 @@
+// buildApp(config, deps): the Fastify instance with every plugin and route registered, and no listen().
+// Tests build it around a real store; src/server.ts builds it and listens.
+import cookie from '@fastify/cookie'
+import rateLimit from '@fastify/rate-limit'
+import swagger from '@fastify/swagger'
+import swaggerUi from '@fastify/swagger-ui'
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify'
+import { randomBytes } from 'node:crypto'
+import { Registry } from 'prom-client'
+import sjson from 'secure-json-parse'
+import type { Config } from '../config/index.js'
+import { createAccountService } from './domain/accounts.js'
+import { createApiKeyService } from './domain/api-keys.js'
+import { systemClock, type Clock } from './domain/clock.js'
+import { createWebhookService } from './domain/webhooks.js'
+import { parseCidrList, systemResolver, type Resolver } from './domain/webhook-url.js'
+import { RateLimited } from './errors.js'
+import { registerErrorHandling } from './http/errors.js'
+import { registerHttpMetrics } from './http/metrics.js'
+import accountRoutes from './http/routes/auth/index.js'
+import type { RouteContext, Services } from './http/routes/context.js'
+import healthRoutes from './http/routes/health.js'
+import keyRoutes from './http/routes/keys/index.js'
+import webhookRoutes from './http/routes/webhooks/index.js'
+import { validatorCompiler } from './http/validation.js'
+import type { Store } from './store/types.js'
+
+export interface AppDeps {
+  store: Store
+  /** A pino logger; default: none (silent). The server passes its own. */
+  logger?: FastifyBaseLogger
+  /** Where metrics register; default: a fresh Registry. */
+  registry?: Registry
+  /** DNS for the webhook URL guard; tests inject one and never touch public DNS. */
+  resolver?: Resolver
+  clock?: Clock
+}
+
+export type App = FastifyInstance & { services: Services; registry: Registry }
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
+
+export function createServices (config: Config, deps: AppDeps): Services {
+  if (config.secret === undefined) throw new Error('config.secret must be resolved before building the app')
+  const clock = deps.clock ?? systemClock
+  const { store } = deps
+  return {
+    store,
+    accounts: createAccountService({ store, secret: config.secret, clock, sessionTtlMs: config.sessionTtlMs }),
+    apiKeys: createApiKeyService({ store, secret: config.secret, clock }),
+    webhooks: createWebhookService({
+      store,
+      clock,
+      urlPolicy: { production: config.production, allowedCidrs: parseCidrList(config.webhookAllowedCidrs) },
+      resolver: deps.resolver ?? systemResolver,
+    }),
+  }
+}
+
+export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
+  const services = createServices(config, deps)
+  const registry = deps.registry ?? new Registry()
+
+  const app = Fastify({
+    ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
+    bodyLimit: config.bodyLimit,
+    trustProxy: config.trustProxy,
+    // One log line per request (onResponse below) instead of Fastify's two.
+    logController: new LogController({ disableRequestLogging: true }),
+    requestIdHeader: false,
+    genReqId: (req) => {
+      const given = req.headers['x-request-id']
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : `req_${randomBytes(12).toString('hex')}`
+    },
+    routerOptions: { ignoreTrailingSlash: true },
+  }).withTypeProvider<TypeBoxTypeProvider>()
+
+  app.setValidatorCompiler(validatorCompiler)
+  app.decorateRequest('account', null)
+  app.decorateRequest('sessionTokenHash', null)
+  app.decorateRequest('apiKey', null)
+
+  // JSON only. Fastify's text/plain parser goes, so any other body type is 415; an empty JSON body is
+  // "no body" (DELETE with a Content-Type header), and __proto__ keys are refused outright.
+  app.removeAllContentTypeParsers()
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+    if (body === '' || (typeof body === 'string' && body.trim() === '')) return done(null, undefined)
+    try {
+      done(null, sjson.parse(body as string, undefined, { protoAction: 'error', constructorAction: 'error' }))
+    } catch (err) {
+      done(Object.assign(err as Error, { statusCode: 400 }), undefined)
+    }
+  })
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id)
+  })
+  app.addHook('onResponse', async (request, reply) => {
+    request.log.info({
+      method: request.method,
+      path: request.url.split('?', 1)[0],
+      route: request.routeOptions.url,
+      status: reply.statusCode,
+      ms: Math.round(reply.elapsedTime * 100) / 100,
+    }, 'request')
+  })
+
+  registerErrorHandling(app)
+  registerHttpMetrics(app, registry, config.metricsToken)
+
+  await app.register(cookie)
+  await app.register(rateLimit, {
+    global: false,
+    enableDraftSpec: true,
+    errorResponseBuilder: (_request, context) =>
+      RateLimited(`Too many requests; retry in ${Math.ceil(context.ttl / 1000)} s`, undefined, { 'retry-after': String(Math.ceil(context.ttl / 1000)) }),
+  })
+  await app.register(swagger, {
+    openapi: {
+      info: { title: 'svc', version: '0.1.0', description: 'Email sending API with signed webhooks' },
+      components: {
+        securitySchemes: {
+          session: { type: 'apiKey', in: 'cookie', name: 'svc_session' },
+          apiKey: { type: 'apiKey', in: 'header', name: 'x-api-key' },
+        },
+      },
+    },
+  })
+  await app.register(swaggerUi, { routePrefix: '/docs' })
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger())
+
+  const context: RouteContext = { services, config }
+  await app.register(healthRoutes, context)
+  await app.register(accountRoutes, context)
+  await app.register(keyRoutes, context)
+  await app.register(webhookRoutes, context)
+
+  app.addHook('onClose', async () => {
+    await services.apiKeys.flushUsage()
+  })
+
+  return Object.assign(app, { services, registry }) as unknown as App
+}

@@ -1,0 +1,16 @@
+export const PLANS = {
+  free: { name: 'Free', apiKeys: 3, webhooks: 5 },
+  pro: { name: 'Pro', apiKeys: 10, webhooks: 10 },
+} as const
+
+export type Plan = keyof typeof PLANS
+export const PLAN_NAMES = Object.keys(PLANS) as Plan[]
+
+export function isPlan (value: string): value is Plan {
+  return Object.hasOwn(PLANS, value)
+}
+
+export function limitsOf (plan: Plan): { apiKeys: number; webhooks: number } {
+  const { apiKeys, webhooks } = PLANS[plan]
+  return { apiKeys, webhooks }
+}

@@ -1,0 +1,72 @@
+// Secret material: API keys, session tokens, webhook secrets and passwords. Secrets are stored only as
+// hashes; every comparison of secret bytes is constant-time.
+import { createHmac, randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto'
+
+export const API_KEY_PREFIX = 'svc_sk_'
+export const WEBHOOK_SECRET_PREFIX = 'whsec_'
+/** How much of a key stays readable, for people to recognise it in a list. */
+export const KEY_PREFIX_LENGTH = 12
+
+export function randomToken (bytes = 32): string {
+  return randomBytes(bytes).toString('base64url')
+}
+
+export function newApiKey (): { key: string; keyPrefix: string } {
+  const key = API_KEY_PREFIX + randomToken(32)
+  return { key, keyPrefix: key.slice(0, KEY_PREFIX_LENGTH) }
+}
+
+export function newWebhookSecret (): string {
+  return WEBHOOK_SECRET_PREFIX + randomToken(32)
+}
+
+/**
+ * Keyed hash of a high-entropy token (API key, session token). A keyed HMAC rather than a slow hash:
+ * the tokens carry 256 random bits, so a fast hash is safe, and it lets `x-api-key` be checked with one
+ * indexed lookup per request. The server secret as key means a stolen database alone cannot confirm a
+ * guessed key.
+ */
+export function hashToken (secret: string, token: string, purpose: 'api-key' | 'session'): string {
+  return createHmac('sha256', secret).update(purpose).update('\0').update(token).digest('base64url')
+}
+
+// scrypt with N=2^15, r=8: about 32 MiB and tens of milliseconds per hash, so guessing is slow.
+const SCRYPT: ScryptOptions = { N: 1 << 15, r: 8, p: 1, maxmem: 64 * 1024 * 1024 }
+const SCRYPT_KEYLEN = 32
+
+function scryptAsync (password: string, salt: Buffer, options: ScryptOptions): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    scrypt(password.normalize('NFKC'), salt, SCRYPT_KEYLEN, options, (err, key) => (err ? reject(err) : resolve(key)))
+  })
+}
+
+/** `scrypt$N$r$p$salt$hash`: the parameters travel with the hash, so they can be raised later. */
+export async function hashPassword (password: string): Promise<string> {
+  const salt = randomBytes(16)
+  const key = await scryptAsync(password, salt, SCRYPT)
+  return ['scrypt', SCRYPT.N, SCRYPT.r, SCRYPT.p, salt.toString('base64url'), key.toString('base64url')].join('$')
+}
+
+export async function verifyPassword (password: string, stored: string): Promise<boolean> {
+  const [scheme, n, r, p, salt, hash] = stored.split('$')
+  if (scheme !== 'scrypt' || !n || !r || !p || !salt || !hash) return false
+  const expected = Buffer.from(hash, 'base64url')
+  const N = Number(n)
+  const actual = await scryptAsync(password, Buffer.from(salt, 'base64url'), {
+    N, r: Number(r), p: Number(p), maxmem: Math.max(64 * 1024 * 1024, 256 * N * Number(r)),
+  })
+  return actual.length === expected.length && timingSafeEqual(actual, expected)
+}
+
+/** A hash of a password nobody has, so a login for an unknown email costs the same as a wrong password. */
+let decoy: Promise<string> | undefined
+export function decoyPasswordHash (): Promise<string> {
+  decoy ??= hashPassword(randomToken(16))
+  return decoy
+}
+
+export function safeEqual (a: string, b: string): boolean {
+  const x = Buffer.from(a)
+  const y = Buffer.from(b)
+  return x.length === y.length && timingSafeEqual(x, y)
+}

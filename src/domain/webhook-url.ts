@@ -1,0 +1,367 @@
+// The SSRF guard for webhook URLs. A webhook URL is chosen by an account holder and fetched by our
+// servers, so in production it must never reach the machine itself, the private network it sits on, or
+// the cloud metadata service. It runs when a webhook is created and again at every delivery, because
+// DNS answers can change between the two (the sender calls these functions from its connect-time lookup).
+import { lookup } from 'node:dns/promises'
+import { isIP } from 'node:net'
+
+export interface ResolvedAddress { address: string; family: 4 | 6 }
+export type Resolver = (hostname: string) => Promise<ResolvedAddress[]>
+
+// verbatim: keep the resolver's order (it already prefers what the host can reach), no IPv4 reordering.
+export const systemResolver: Resolver = async (hostname) => {
+  const found = await lookup(hostname, { all: true, verbatim: true })
+  return found.map((a) => ({ address: a.address, family: a.family === 6 ? 6 : 4 }))
+}
+
+interface Range {
+  readonly family: 4 | 6
+  readonly bytes: Uint8Array
+  readonly prefix: number
+}
+
+export interface CidrList {
+  /** The entries in canonical form, for logs and error messages. */
+  readonly entries: readonly string[]
+  readonly ranges: readonly Range[]
+}
+
+export interface UrlPolicy { production: boolean; allowedCidrs: CidrList }
+export type UrlVerdict = { ok: true; url: URL } | { ok: false; reason: string }
+
+export const MAX_URL_LENGTH = 2048
+
+// ---------------------------------------------------------------------------------------------------
+// Address parsing. Only canonical textual forms are accepted here: the WHATWG URL parser has already
+// turned `127.1`, `0x7f000001` and friends into dotted quads, and resolvers return canonical text.
+// Anything else is treated as unrecognised and refused, so the guard fails closed.
+
+function parseIPv4 (text: string): Uint8Array | null {
+  if (isIP(text) !== 4) return null
+  return Uint8Array.from(text.split('.').map(Number))
+}
+
+function parseIPv6 (text: string): Uint8Array | null {
+  // A zone index (fe80::1%eth0) says which interface to use, not which address; drop it.
+  const zone = text.indexOf('%')
+  const bare = zone === -1 ? text : text.slice(0, zone)
+  if (isIP(bare) !== 6) return null
+
+  const words: number[] = []
+  const pushGroups = (part: string, into: number[]): void => {
+    if (part === '') return
+    for (const group of part.split(':')) {
+      if (group.includes('.')) {
+        const v4 = parseIPv4(group)
+        if (!v4) throw new Error('bad embedded IPv4')
+        into.push((v4[0]! << 8) | v4[1]!, (v4[2]! << 8) | v4[3]!)
+      } else {
+        into.push(parseInt(group, 16))
+      }
+    }
+  }
+  try {
+    const gap = bare.indexOf('::')
+    if (gap === -1) {
+      pushGroups(bare, words)
+    } else {
+      const head: number[] = []
+      const tail: number[] = []
+      pushGroups(bare.slice(0, gap), head)
+      pushGroups(bare.slice(gap + 2), tail)
+      words.push(...head, ...new Array<number>(8 - head.length - tail.length).fill(0), ...tail)
+    }
+  } catch {
+    return null
+  }
+  if (words.length !== 8) return null
+  const bytes = new Uint8Array(16)
+  words.forEach((w, i) => { bytes[2 * i] = w >> 8; bytes[2 * i + 1] = w & 0xff })
+  return bytes
+}
+
+function parseAddress (text: string): { family: 4 | 6; bytes: Uint8Array } | null {
+  const v4 = parseIPv4(text)
+  if (v4) return { family: 4, bytes: v4 }
+  const v6 = parseIPv6(text)
+  return v6 ? { family: 6, bytes: v6 } : null
+}
+
+function formatRange (family: 4 | 6, bytes: Uint8Array, prefix: number): string {
+  if (family === 4) return `${Array.from(bytes).join('.')}/${prefix}`
+  const words: string[] = []
+  for (let i = 0; i < 16; i += 2) words.push(((bytes[i]! << 8) | bytes[i + 1]!).toString(16))
+  // Compress the longest run of zero words, as RFC 5952 does.
+  let best = -1
+  let bestLen = 1
+  for (let i = 0; i < 8;) {
+    if (words[i] !== '0') { i++; continue }
+    let j = i
+    while (j < 8 && words[j] === '0') j++
+    if (j - i > bestLen) { best = i; bestLen = j - i }
+    i = j
+  }
+  const text = best === -1
+    ? words.join(':')
+    : `${words.slice(0, best).join(':')}::${words.slice(best + bestLen).join(':')}`
+  return `${text}/${prefix}`
+}
+
+function inRange (family: 4 | 6, bytes: Uint8Array, range: Range): boolean {
+  if (range.family !== family) return false
+  const whole = range.prefix >> 3
+  for (let i = 0; i < whole; i++) if (bytes[i] !== range.bytes[i]) return false
+  const rest = range.prefix & 7
+  if (rest === 0) return true
+  const mask = (0xff << (8 - rest)) & 0xff
+  return ((bytes[whole]! ^ range.bytes[whole]!) & mask) === 0
+}
+
+function parseRange (entry: string): Range | string {
+  const slash = entry.indexOf('/')
+  const addrText = slash === -1 ? entry : entry.slice(0, slash)
+  const parsed = parseAddress(addrText)
+  if (!parsed) return `"${addrText}" is not an IPv4 or IPv6 address`
+  const max = parsed.family === 4 ? 32 : 128
+  let prefix = max
+  if (slash !== -1) {
+    const prefixText = entry.slice(slash + 1)
+    if (!/^\d{1,3}$/.test(prefixText) || Number(prefixText) > max) {
+      return `prefix length must be a whole number from 0 to ${max}`
+    }
+    prefix = Number(prefixText)
+  }
+  const range: Range = { family: parsed.family, bytes: parsed.bytes, prefix }
+  // `10.1.2.3/8` is ambiguous (a typo for /32, or for 10.0.0.0/8?); asking is cheaper than guessing
+  // wrong about what the internet may reach.
+  const masked = parsed.bytes.map((b, i) => {
+    const bitsBefore = i * 8
+    if (bitsBefore >= prefix) return 0
+    if (bitsBefore + 8 <= prefix) return b
+    return b & ((0xff << (8 - (prefix - bitsBefore))) & 0xff)
+  })
+  if (masked.some((b, i) => b !== parsed.bytes[i])) {
+    return `it has bits set after the prefix; did you mean ${formatRange(parsed.family, masked, prefix)}?`
+  }
+  return range
+}
+
+/**
+ * Parses a comma-separated list of CIDR ranges such as `10.0.0.0/8, fd00::/8`. A bare address means that
+ * one address. Empty text (or empty entries, as in a trailing comma) contributes nothing.
+ */
+export function parseCidrList (text: string): CidrList {
+  const ranges: Range[] = []
+  for (const raw of text.split(',')) {
+    const entry = raw.trim()
+    if (entry === '') continue
+    const result = parseRange(entry)
+    if (typeof result === 'string') {
+      throw new Error(`invalid CIDR range "${entry}": ${result} (expected a list like "10.0.0.0/8, fd00::/8")`)
+    }
+    ranges.push(result)
+  }
+  return { entries: ranges.map((r) => formatRange(r.family, r.bytes, r.prefix)), ranges }
+}
+
+function rangeOf (cidr: string): Range {
+  const result = parseRange(cidr)
+  if (typeof result === 'string') throw new Error(`built-in range ${cidr}: ${result}`)
+  return result
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The blocklist. First match wins, so single addresses come before the ranges that contain them.
+
+const METADATA = 'cloud metadata address'
+const RESERVED = 'reserved address'
+
+const IPV4_BLOCKED: ReadonlyArray<[Range, string]> = ([
+  ['169.254.169.254/32', METADATA], // AWS, GCP, Azure, Oracle, OpenStack
+  ['100.100.100.200/32', METADATA], // Alibaba Cloud
+  ['0.0.0.0/8', 'unspecified address'], // "this network": 0.0.0.0 connects to the local host on Linux
+  ['127.0.0.0/8', 'loopback address'],
+  ['10.0.0.0/8', 'private address'],
+  ['172.16.0.0/12', 'private address'],
+  ['192.168.0.0/16', 'private address'],
+  ['169.254.0.0/16', 'link-local address'],
+  ['100.64.0.0/10', 'carrier-grade NAT address'],
+  ['255.255.255.255/32', 'broadcast address'],
+  ['224.0.0.0/4', 'multicast address'],
+  ['192.0.0.0/24', RESERVED], // IETF protocol assignments
+  ['192.0.2.0/24', RESERVED], // TEST-NET-1
+  ['192.88.99.0/24', RESERVED], // former 6to4 relay anycast
+  ['198.18.0.0/15', RESERVED], // benchmarking
+  ['198.51.100.0/24', RESERVED], // TEST-NET-2
+  ['203.0.113.0/24', RESERVED], // TEST-NET-3
+  ['240.0.0.0/4', RESERVED],
+] as const).map(([cidr, reason]) => [rangeOf(cidr), reason])
+
+const IPV6_BLOCKED: ReadonlyArray<[Range, string]> = ([
+  ['fd00:ec2::254/128', METADATA], // AWS over IPv6
+  ['::/128', 'unspecified address'],
+  ['::1/128', 'loopback address'],
+  ['fc00::/7', 'private address'], // unique local (RFC 4193)
+  ['fec0::/10', 'private address'], // deprecated site-local, still routed inside some networks
+  ['fe80::/10', 'link-local address'],
+  ['ff00::/8', 'multicast address'],
+  ['::/8', RESERVED], // what is left of it once the IPv4-embedding forms are handled
+  ['100::/64', RESERVED], // discard-only
+  ['64:ff9b:1::/48', RESERVED], // local-use NAT64: where the IPv4 sits is up to the network
+  ['2001::/23', RESERVED], // IETF protocol assignments, including Teredo tunnels to any IPv4
+  ['2001:db8::/32', RESERVED], // documentation
+  ['3fff::/20', RESERVED], // documentation (RFC 9637)
+] as const).map(([cidr, reason]) => [rangeOf(cidr), reason])
+
+/** The IPv4 address an IPv6 address stands for, when the network would deliver it to that IPv4. */
+function embeddedIPv4 (b: Uint8Array): Uint8Array | null {
+  const zeros = (from: number, to: number): boolean => b.subarray(from, to).every((x) => x === 0)
+  // ::ffff:a.b.c.d (mapped) and ::ffff:0:a.b.c.d (translated, RFC 2765)
+  if (zeros(0, 10) && b[10] === 0xff && b[11] === 0xff) return b.slice(12, 16)
+  if (zeros(0, 8) && b[8] === 0xff && b[9] === 0xff && zeros(10, 12)) return b.slice(12, 16)
+  // ::a.b.c.d (compatible, deprecated); :: and ::1 are judged as themselves
+  if (zeros(0, 12) && !(zeros(12, 15) && (b[15] === 0 || b[15] === 1))) return b.slice(12, 16)
+  // 64:ff9b::/96 (NAT64 well-known prefix)
+  if (b[0] === 0x00 && b[1] === 0x64 && b[2] === 0xff && b[3] === 0x9b && zeros(4, 12)) return b.slice(12, 16)
+  // 2002:AABB:CCDD::/48 (6to4)
+  if (b[0] === 0x20 && b[1] === 0x02) return b.slice(2, 6)
+  return null
+}
+
+function allowedBy (family: 4 | 6, bytes: Uint8Array, allowed: CidrList, reason: string): boolean {
+  // Metadata endpoints hand out cloud credentials. Allowing a broad range (100.64.0.0/10 for a
+  // Tailscale network, 169.254.0.0/16) must not open them by accident: only a range of that one
+  // address does.
+  const single = family === 4 ? 32 : 128
+  return allowed.ranges.some((r) => inRange(family, bytes, r) && (reason !== METADATA || r.prefix === single))
+}
+
+function judge (family: 4 | 6, bytes: Uint8Array, allowed: CidrList): string | null {
+  const table = family === 4 ? IPV4_BLOCKED : IPV6_BLOCKED
+  const hit = table.find(([range]) => inRange(family, bytes, range))
+  if (hit && allowedBy(family, bytes, allowed, hit[1])) return null
+  if (family === 6) {
+    const v4 = embeddedIPv4(bytes)
+    if (v4) {
+      if (allowedBy(6, bytes, allowed, '')) return null
+      return judge(4, v4, allowed)
+    }
+  }
+  return hit ? hit[1] : null
+}
+
+/**
+ * Why an address may not be reached in production, or null when it may. `allowed` overrides the
+ * blocklist (internal receivers the operator vouches for). Text that is not a canonical IP address is
+ * refused rather than guessed at.
+ */
+export function blockedReason (address: string, allowed: CidrList): string | null {
+  const parsed = parseAddress(address)
+  if (!parsed) return 'unrecognised address'
+  return judge(parsed.family, parsed.bytes, allowed)
+}
+
+// ---------------------------------------------------------------------------------------------------
+// URL checks
+
+function withArticle (phrase: string): string {
+  return /^[aeiou]/i.test(phrase) ? `an ${phrase}` : `a ${phrase}`
+}
+
+/** `[::1]` → `::1`; names and IPv4 pass through. */
+function bareHost (hostname: string): string {
+  return hostname.startsWith('[') && hostname.endsWith(']') ? hostname.slice(1, -1) : hostname
+}
+
+/** `localhost`, `localhost.`, `api.localhost`: RFC 6761 reserves the whole tree for loopback. */
+function isLocalhostName (hostname: string): boolean {
+  const name = hostname.toLowerCase().replace(/\.+$/, '')
+  return name === 'localhost' || name.endsWith('.localhost')
+}
+
+/**
+ * Everything that can be decided without DNS: syntax, scheme, credentials, length, and in production the
+ * host when it is an IP literal or a localhost name. Names are left to `checkWebhookUrl`.
+ */
+export function checkUrlShape (raw: string, policy: UrlPolicy): UrlVerdict {
+  if (typeof raw !== 'string' || raw.length === 0) return { ok: false, reason: 'webhook URL is required' }
+  if (raw.length > MAX_URL_LENGTH) {
+    return { ok: false, reason: `webhook URL must be at most ${MAX_URL_LENGTH} characters` }
+  }
+  let url: URL
+  try {
+    url = new URL(raw)
+  } catch {
+    return { ok: false, reason: 'webhook URL must be an absolute URL' }
+  }
+  // Percent-encoding can lengthen what gets stored and sent, so the limit holds for both forms.
+  if (url.href.length > MAX_URL_LENGTH) {
+    return { ok: false, reason: `webhook URL must be at most ${MAX_URL_LENGTH} characters` }
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    return { ok: false, reason: policy.production ? 'webhook URL must use https' : 'webhook URL must use http or https' }
+  }
+  if (url.username !== '' || url.password !== '') {
+    return { ok: false, reason: 'webhook URL must not contain a username or password' }
+  }
+  if (url.hostname === '') return { ok: false, reason: 'webhook URL must have a host' }
+  if (!policy.production) return { ok: true, url }
+
+  if (url.protocol !== 'https:') return { ok: false, reason: 'webhook URL must use https' }
+  const host = bareHost(url.hostname)
+  if (isIP(host) !== 0) {
+    const reason = blockedReason(host, policy.allowedCidrs)
+    return reason ? { ok: false, reason: `webhook URL points to ${withArticle(reason)}` } : { ok: true, url }
+  }
+  // A localhost name is loopback whatever a resolver says, unless loopback is explicitly allowed, in
+  // which case resolution decides like for any other name.
+  if (isLocalhostName(host) && blockedReason('127.0.0.1', policy.allowedCidrs) !== null) {
+    return { ok: false, reason: 'webhook URL points to a loopback address (localhost)' }
+  }
+  return { ok: true, url }
+}
+
+export type HostVerdict = { ok: true; addresses: ResolvedAddress[] } | { ok: false; reason: string; code?: string }
+
+/**
+ * Resolves a host name and judges every address it resolves to. One bad address refuses the host: a
+ * connection may go to any of them. This is what the sender runs at connect time, so the address it
+ * connects to is one that was checked.
+ */
+export async function checkHost (hostname: string, allowed: CidrList, resolver: Resolver): Promise<HostVerdict> {
+  const host = bareHost(hostname)
+  if (isIP(host) !== 0) {
+    const reason = blockedReason(host, allowed)
+    if (reason) return { ok: false, reason: `webhook URL points to ${withArticle(reason)}` }
+    return { ok: true, addresses: [{ address: host, family: isIP(host) === 6 ? 6 : 4 }] }
+  }
+  let addresses: ResolvedAddress[]
+  try {
+    addresses = await resolver(host)
+  } catch (err) {
+    const code = (err as { code?: unknown } | null)?.code
+    const suffix = typeof code === 'string' ? ` (${code})` : ''
+    return { ok: false, reason: `webhook URL host ${host} does not resolve${suffix}`, ...(typeof code === 'string' ? { code } : {}) }
+  }
+  if (!Array.isArray(addresses) || addresses.length === 0) {
+    return { ok: false, reason: `webhook URL host ${host} does not resolve to any address` }
+  }
+  for (const a of addresses) {
+    const reason = blockedReason(a.address, allowed)
+    if (reason) return { ok: false, reason: `webhook URL resolves to ${withArticle(reason)}` }
+  }
+  return { ok: true, addresses }
+}
+
+/** The full check for a webhook URL: shape, then in production the addresses its host resolves to. */
+export async function checkWebhookUrl (
+  raw: string,
+  policy: UrlPolicy,
+  resolver: Resolver,
+): Promise<UrlVerdict & { addresses?: ResolvedAddress[] }> {
+  const shape = checkUrlShape(raw, policy)
+  if (!shape.ok || !policy.production) return shape
+  const host = await checkHost(shape.url.hostname, policy.allowedCidrs, resolver)
+  if (!host.ok) return { ok: false, reason: host.reason }
+  return { ok: true, url: shape.url, addresses: host.addresses }
+}

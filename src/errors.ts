@@ -1,0 +1,67 @@
+// Every error a client can see, in one table: the machine code of API.md, its HTTP status, and a default
+// message. Handlers throw these; the error handler in src/http/errors.ts turns them into the envelope
+// { success: false, error: { code, message, details? } }. Match on `code`, never on the class.
+
+export interface ErrorDetail {
+  path: string
+  message: string
+}
+
+export class AppError extends Error {
+  readonly code: string
+  readonly statusCode: number
+  readonly details: ErrorDetail[] | undefined
+  /** Extra response headers (Retry-After, …). */
+  readonly headers: Record<string, string> | undefined
+
+  constructor (code: string, statusCode: number, message: string, details?: ErrorDetail[], headers?: Record<string, string>) {
+    super(message)
+    this.name = 'AppError'
+    this.code = code
+    this.statusCode = statusCode
+    this.details = details
+    this.headers = headers
+  }
+}
+
+export interface ErrorKind {
+  readonly code: string
+  readonly statusCode: number
+  readonly defaultMessage: string
+  (message?: string, details?: ErrorDetail[], headers?: Record<string, string>): AppError
+}
+
+const table = new Map<string, ErrorKind>()
+
+function defineError (code: string, statusCode: number, defaultMessage: string): ErrorKind {
+  const make = (message?: string, details?: ErrorDetail[], headers?: Record<string, string>) =>
+    new AppError(code, statusCode, message ?? defaultMessage, details, headers)
+  const kind = Object.assign(make, { code, statusCode, defaultMessage }) as ErrorKind
+  table.set(code, kind)
+  return kind
+}
+
+export const ValidationError = defineError('validation_error', 400, 'The request is not valid')
+export const AuthenticationRequired = defineError('authentication_required', 401, 'Authentication is required')
+export const InvalidApiKey = defineError('invalid_api_key', 401, 'The API key is not valid')
+export const InvalidSession = defineError('invalid_session', 401, 'The session is not valid; log in again')
+export const InvalidCredentials = defineError('invalid_credentials', 401, 'Email or password is wrong')
+export const PlanLimitReached = defineError('plan_limit_reached', 403, 'The plan limit is reached')
+export const ForbiddenOrigin = defineError('forbidden_origin', 403, 'Requests from this origin are not allowed')
+export const NotFound = defineError('not_found', 404, 'No such resource')
+export const EmailTaken = defineError('email_taken', 409, 'An account with this email already exists')
+export const IdempotencyConflict = defineError('idempotency_conflict', 409, 'This Idempotency-Key was used with a different request')
+export const PayloadTooLarge = defineError('payload_too_large', 413, 'The request body is too large')
+export const UnsupportedMediaType = defineError('unsupported_media_type', 415, 'The request body must be application/json')
+export const WebhookUrlNotAllowed = defineError('webhook_url_not_allowed', 422, 'The webhook URL is not allowed')
+export const RecipientSuppressed = defineError('recipient_suppressed', 422, 'Every recipient is on the suppression list')
+export const RateLimited = defineError('rate_limited', 429, 'Too many requests')
+export const InternalError = defineError('internal_error', 500, 'Something went wrong on our side')
+export const Unavailable = defineError('unavailable', 503, 'The service is temporarily unavailable; the request had no effect')
+
+/** Every defined error kind, for documentation and the test that walks the table. */
+export const errorKinds: ReadonlyMap<string, ErrorKind> = table
+
+export function isAppError (err: unknown): err is AppError {
+  return err instanceof AppError
+}

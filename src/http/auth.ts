@@ -1,0 +1,85 @@
+import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify'
+import type { AccountService } from '../domain/accounts.js'
+import type { ApiKeyService } from '../domain/api-keys.js'
+import { AuthenticationRequired, ForbiddenOrigin } from '../errors.js'
+import type { AccountRecord, ApiKeyRecord } from '../store/types.js'
+
+export const SESSION_COOKIE = 'svc_session'
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Set by the session pre-handler on cookie routes. */
+    account: AccountRecord | null
+    sessionTokenHash: string | null
+    /** Set by the API-key pre-handler on sending routes. */
+    apiKey: ApiKeyRecord | null
+  }
+}
+
+export interface CookieOptions {
+  production: boolean
+  sessionTtlMs: number
+}
+
+export function setSessionCookie (reply: FastifyReply, token: string, expiresAt: number, opts: CookieOptions): void {
+  reply.setCookie(SESSION_COOKIE, token, {
+    httpOnly: true,
+    sameSite: 'lax',
+    path: '/',
+    secure: opts.production,
+    maxAge: Math.max(0, Math.floor((expiresAt - Date.now()) / 1000)),
+  })
+}
+
+export function clearSessionCookie (reply: FastifyReply, opts: CookieOptions): void {
+  reply.clearCookie(SESSION_COOKIE, { httpOnly: true, sameSite: 'lax', path: '/', secure: opts.production })
+}
+
+/**
+ * Cookies ride along on cross-site requests that a browser makes on its own; the Origin header is how we
+ * tell them apart. A request that names an origin other than ours is refused before any cookie is read.
+ * Clients that send no Origin (curl, servers) are not browsers and carry no ambient credentials.
+ */
+export function originGuard (publicUrl: string): preHandlerAsyncHookHandler {
+  const own = new URL(publicUrl).origin
+  return async (request) => {
+    const origin = request.headers.origin
+    if (origin !== undefined && origin !== own) throw ForbiddenOrigin()
+  }
+}
+
+export function sessionAuth (accounts: AccountService, cookieOpts: CookieOptions): preHandlerAsyncHookHandler {
+  return async (request, reply) => {
+    const token = request.cookies[SESSION_COOKIE]
+    if (!token) throw AuthenticationRequired('Log in first: this route needs the session cookie')
+    try {
+      const session = await accounts.authenticate(token)
+      request.account = session.account
+      request.sessionTokenHash = session.tokenHash
+      if (session.renewedUntil !== undefined) setSessionCookie(reply, token, session.renewedUntil, cookieOpts)
+    } catch (err) {
+      clearSessionCookie(reply, cookieOpts)
+      throw err
+    }
+  }
+}
+
+export function apiKeyAuth (keys: ApiKeyService): preHandlerAsyncHookHandler {
+  return async (request: FastifyRequest) => {
+    const presented = request.headers['x-api-key']
+    if (typeof presented !== 'string' || presented === '') {
+      throw AuthenticationRequired('Send your API key in the x-api-key header')
+    }
+    request.apiKey = await keys.authenticate(presented)
+  }
+}
+
+export function requireAccount (request: FastifyRequest): AccountRecord {
+  if (!request.account) throw AuthenticationRequired()
+  return request.account
+}
+
+export function requireApiKey (request: FastifyRequest): ApiKeyRecord {
+  if (!request.apiKey) throw AuthenticationRequired()
+  return request.apiKey
+}

@@ -1,0 +1,49 @@
+import type { FastifyError, FastifyInstance } from 'fastify'
+import {
+  AppError, InternalError, NotFound, PayloadTooLarge, RateLimited, UnsupportedMediaType, ValidationError, isAppError,
+} from '../errors.js'
+import { validationDetails } from './validation.js'
+
+export function envelope (err: AppError): { success: false; error: { code: string; message: string; details?: unknown } } {
+  return {
+    success: false,
+    error: err.details ? { code: err.code, message: err.message, details: err.details } : { code: err.code, message: err.message },
+  }
+}
+
+/** Maps whatever was thrown to one of our typed errors. Unknown errors become internal_error. */
+export function toAppError (err: unknown): AppError {
+  if (isAppError(err)) return err
+  const e = err as FastifyError
+  if (e?.validation) {
+    const part = e.validationContext ?? 'body'
+    return ValidationError('The request is not valid', validationDetails(e.validation, part))
+  }
+  switch (e?.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE': return PayloadTooLarge()
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE': return UnsupportedMediaType()
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return ValidationError('The request body is not valid JSON')
+  }
+  if (e?.statusCode === 429) return RateLimited()
+  if (e instanceof SyntaxError || e?.statusCode === 400) return ValidationError('The request body is not valid JSON')
+  return InternalError()
+}
+
+export function registerErrorHandling (app: FastifyInstance): void {
+  app.setErrorHandler((err, request, reply) => {
+    const appErr = toAppError(err)
+    if (appErr.statusCode >= 500) {
+      // The cause goes to the log with the request id; the client gets the id and a generic message.
+      request.log.error({ err, reqId: request.id }, 'request failed')
+    }
+    if (appErr.headers) reply.headers(appErr.headers)
+    reply.code(appErr.statusCode).type('application/json').send(envelope(appErr))
+  })
+
+  app.setNotFoundHandler((_request, reply) => {
+    reply.code(404).send(envelope(NotFound('No such route')))
+  })
+}

@@ -1,0 +1,32 @@
+import type { FastifyInstance } from 'fastify'
+import { Histogram, type Registry } from 'prom-client'
+import { safeEqual } from '../domain/secrets.js'
+
+export function registerHttpMetrics (app: FastifyInstance, registry: Registry, token: string | undefined): void {
+  const duration = new Histogram({
+    name: 'svc_http_request_duration_seconds',
+    help: 'HTTP requests by method, route and status, with their duration',
+    labelNames: ['method', 'route', 'status'] as const,
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [registry],
+  })
+
+  app.addHook('onResponse', async (request, reply) => {
+    // The route pattern, never the raw URL: ids and tokens in paths would explode the label set.
+    const route = request.routeOptions.url ?? 'unmatched'
+    duration.observe({ method: request.method, route, status: String(reply.statusCode) }, reply.elapsedTime / 1000)
+  })
+
+  app.get('/metrics', { schema: { hide: true } }, async (request, reply) => {
+    if (token !== undefined) {
+      const given = request.headers.authorization ?? ''
+      if (!safeEqual(given, `Bearer ${token}`)) {
+        return reply.code(401).header('www-authenticate', 'Bearer').send({
+          success: false, error: { code: 'authentication_required', message: 'Send the metrics bearer token' },
+        })
+      }
+    }
+    reply.type(registry.contentType)
+    return registry.metrics()
+  })
+}

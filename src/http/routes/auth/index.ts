@@ -1,0 +1,60 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyRequest } from 'fastify'
+import { normaliseEmail } from '../../../domain/accounts.js'
+import { limitsOf } from '../../../domain/plans.js'
+import type { AccountRecord } from '../../../store/types.js'
+import { clearSessionCookie, originGuard, requireAccount, sessionAuth, setSessionCookie } from '../../auth.js'
+import type { RouteContext } from '../context.js'
+import { AccountRoute, LoginRoute, LogoutRoute, SignupRoute, type Credentials } from './schema.js'
+
+function publicAccount (a: AccountRecord) {
+  return { id: a.id, email: a.email, plan: a.plan, createdAt: a.createdAt }
+}
+
+const accountRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
+  const cookieOpts = { production: config.production, sessionTtlMs: config.sessionTtlMs }
+  const sameOrigin = originGuard(config.publicUrl)
+  const session = sessionAuth(services.accounts, cookieOpts)
+
+  // Two limits on the credential routes: per client address, and per email across all addresses, so
+  // that neither one machine nor a botnet can guess one account's password at speed.
+  const perIp = { rateLimit: { max: config.rateLimits.authPerMinute, timeWindow: 60_000 } }
+  const perEmail = app.rateLimit({
+    max: config.rateLimits.loginPerEmail,
+    timeWindow: 15 * 60_000,
+    keyGenerator: (request: FastifyRequest) => `email:${normaliseEmail((request.body as Credentials).email)}`,
+  })
+
+  app.post('/api/auth/signup', { schema: SignupRoute, config: perIp, preHandler: [sameOrigin, perEmail] }, async (request, reply) => {
+    const grant = await services.accounts.signup(request.body.email, request.body.password)
+    setSessionCookie(reply, grant.token, grant.expiresAt, cookieOpts)
+    return reply.code(201).send({ success: true, data: publicAccount(grant.account), message: 'Account created' })
+  })
+
+  app.post('/api/auth/login', { schema: LoginRoute, config: perIp, preHandler: [sameOrigin, perEmail] }, async (request, reply) => {
+    const grant = await services.accounts.login(request.body.email, request.body.password)
+    setSessionCookie(reply, grant.token, grant.expiresAt, cookieOpts)
+    return { success: true as const, data: publicAccount(grant.account), message: 'Logged in' }
+  })
+
+  app.post('/api/auth/logout', { schema: LogoutRoute, preHandler: [sameOrigin, session] }, async (request, reply) => {
+    await services.accounts.logout(request.sessionTokenHash!)
+    clearSessionCookie(reply, cookieOpts)
+    return { success: true as const, data: { loggedOut: true as const }, message: 'Logged out' }
+  })
+
+  app.get('/api/account', { schema: AccountRoute, preHandler: [sameOrigin, session] }, async (request) => {
+    const account = requireAccount(request)
+    const [apiKeys, webhooks] = await Promise.all([
+      services.store.countActiveApiKeys(account.id),
+      services.store.countWebhooks(account.id),
+    ])
+    return {
+      success: true as const,
+      data: { ...publicAccount(account), limits: limitsOf(account.plan), usage: { apiKeys, webhooks } },
+      message: 'Account',
+    }
+  })
+}
+
+export default accountRoutes

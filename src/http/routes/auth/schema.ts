@@ -1,0 +1,56 @@
+import { Type, type Static } from '@sinclair/typebox'
+import { Success, Timestamp, errors } from '../../schemas.js'
+
+export const PlanSchema = Type.Union([Type.Literal('free'), Type.Literal('pro')])
+
+export const CredentialsSchema = Type.Object({
+  email: Type.String({ format: 'email', maxLength: 254 }),
+  password: Type.String({ minLength: 10, maxLength: 200 }),
+}, { additionalProperties: false })
+export type Credentials = Static<typeof CredentialsSchema>
+
+export const AccountSchema = Type.Object({
+  id: Type.String(),
+  email: Type.String(),
+  plan: PlanSchema,
+  createdAt: Timestamp,
+})
+
+const Limits = Type.Object({ apiKeys: Type.Integer(), webhooks: Type.Integer() })
+
+export const AccountDetailSchema = Type.Object({
+  id: Type.String(),
+  email: Type.String(),
+  plan: PlanSchema,
+  createdAt: Timestamp,
+  limits: Limits,
+  usage: Limits,
+})
+
+export const SignupRoute = {
+  tags: ['accounts'],
+  summary: 'Create an account and start a session',
+  body: CredentialsSchema,
+  response: { 201: Success(AccountSchema), ...errors(400, 403, 409, 413, 415, 429) },
+}
+
+export const LoginRoute = {
+  tags: ['accounts'],
+  summary: 'Start a session (sets the svc_session cookie)',
+  body: CredentialsSchema,
+  response: { 200: Success(AccountSchema), ...errors(400, 401, 403, 429) },
+}
+
+export const LogoutRoute = {
+  tags: ['accounts'],
+  summary: 'End the session',
+  security: [{ session: [] }],
+  response: { 200: Success(Type.Object({ loggedOut: Type.Literal(true) })), ...errors(401, 403) },
+}
+
+export const AccountRoute = {
+  tags: ['accounts'],
+  summary: 'The account, its plan, limits and usage',
+  security: [{ session: [] }],
+  response: { 200: Success(AccountDetailSchema), ...errors(401, 403) },
+}

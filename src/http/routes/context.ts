@@ -1,0 +1,18 @@
+import type { Config } from '../../../config/index.js'
+import type { AccountService } from '../../domain/accounts.js'
+import type { ApiKeyService } from '../../domain/api-keys.js'
+import type { WebhookService } from '../../domain/webhooks.js'
+import type { Store } from '../../store/types.js'
+
+export interface Services {
+  store: Store
+  accounts: AccountService
+  apiKeys: ApiKeyService
+  webhooks: WebhookService
+}
+
+/** What every route plugin is registered with: the services and the validated config, nothing global. */
+export interface RouteContext {
+  services: Services
+  config: Config
+}

@@ -1,0 +1,48 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { ApiKeyRecord } from '../../../store/types.js'
+import { originGuard, requireAccount, sessionAuth } from '../../auth.js'
+import type { RouteContext } from '../context.js'
+import { CreateKeyRoute, ListKeysRoute, RevokeKeyRoute } from './schema.js'
+
+function listed (k: ApiKeyRecord) {
+  return {
+    id: k.id,
+    name: k.name,
+    keyPrefix: k.keyPrefix,
+    createdAt: k.createdAt,
+    lastUsedAt: k.lastUsedAt,
+    status: k.revokedAt === null ? 'active' as const : 'revoked' as const,
+    revokedAt: k.revokedAt,
+  }
+}
+
+const keyRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
+  const cookieOpts = { production: config.production, sessionTtlMs: config.sessionTtlMs }
+  app.addHook('preHandler', originGuard(config.publicUrl))
+  app.addHook('preHandler', sessionAuth(services.accounts, cookieOpts))
+
+  app.post('/api/keys', { schema: CreateKeyRoute }, async (request, reply) => {
+    const { record, key } = await services.apiKeys.create(requireAccount(request), request.body.name.trim())
+    return reply.code(201).send({
+      success: true,
+      data: { id: record.id, name: record.name, key, keyPrefix: record.keyPrefix, createdAt: record.createdAt },
+      message: 'API key created. Copy it now: it will not be shown again.',
+    })
+  })
+
+  app.get('/api/keys', { schema: ListKeysRoute }, async (request) => {
+    const keys = await services.apiKeys.list(requireAccount(request).id)
+    return { success: true as const, data: keys.map(listed), message: `${keys.length} API key(s)` }
+  })
+
+  app.delete('/api/keys/:id', { schema: RevokeKeyRoute }, async (request) => {
+    const key = await services.apiKeys.revoke(requireAccount(request).id, request.params.id)
+    return {
+      success: true as const,
+      data: { id: key.id, status: 'revoked' as const, revokedAt: key.revokedAt! },
+      message: 'API key revoked',
+    }
+  })
+}
+
+export default keyRoutes

@@ -1,0 +1,48 @@
+import { Type, type Static } from '@sinclair/typebox'
+import { IdParams, Success, Timestamp, errors } from '../../schemas.js'
+
+export const CreateKeySchema = Type.Object({
+  // At least one visible character, no control characters; stored trimmed.
+  name: Type.String({ minLength: 1, maxLength: 50, pattern: '^(?=.*\\S)[^\\u0000-\\u001F\\u007F]+$' }),
+}, { additionalProperties: false })
+export type CreateKey = Static<typeof CreateKeySchema>
+
+export const CreatedKeySchema = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  key: Type.String({ description: 'The full key. Shown in this response only: store it now.' }),
+  keyPrefix: Type.String(),
+  createdAt: Timestamp,
+})
+
+export const KeySchema = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  keyPrefix: Type.String(),
+  createdAt: Timestamp,
+  lastUsedAt: Type.Union([Timestamp, Type.Null()]),
+  status: Type.Union([Type.Literal('active'), Type.Literal('revoked')]),
+  revokedAt: Type.Union([Timestamp, Type.Null()]),
+})
+
+const security = [{ session: [] }]
+
+export const CreateKeyRoute = {
+  tags: ['api keys'], summary: 'Create an API key', security,
+  body: CreateKeySchema,
+  response: { 201: Success(CreatedKeySchema), ...errors(400, 401, 403, 413, 415) },
+}
+
+export const ListKeysRoute = {
+  tags: ['api keys'], summary: 'List the API keys, newest first', security,
+  response: { 200: Success(Type.Array(KeySchema)), ...errors(401, 403) },
+}
+
+export const RevokeKeyRoute = {
+  tags: ['api keys'], summary: 'Revoke an API key (at once, idempotent)', security,
+  params: IdParams,
+  response: {
+    200: Success(Type.Object({ id: Type.String(), status: Type.Literal('revoked'), revokedAt: Timestamp })),
+    ...errors(401, 403, 404),
+  },
+}

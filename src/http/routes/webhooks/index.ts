@@ -1,0 +1,58 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { WebhookRecord } from '../../../store/types.js'
+import { originGuard, requireAccount, sessionAuth } from '../../auth.js'
+import type { RouteContext } from '../context.js'
+import {
+  CreateWebhookRoute, DeleteWebhookRoute, GetWebhookRoute, ListWebhooksRoute, PatchWebhookRoute, RotateSecretRoute,
+} from './schema.js'
+
+function shown (w: WebhookRecord) {
+  return { id: w.id, url: w.url, events: w.events, status: w.status, createdAt: w.createdAt, updatedAt: w.updatedAt }
+}
+
+const webhookRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
+  const cookieOpts = { production: config.production, sessionTtlMs: config.sessionTtlMs }
+  app.addHook('preHandler', originGuard(config.publicUrl))
+  app.addHook('preHandler', sessionAuth(services.accounts, cookieOpts))
+  const hooks = services.webhooks
+
+  app.post('/api/webhooks', { schema: CreateWebhookRoute }, async (request, reply) => {
+    const w = await hooks.create(requireAccount(request), request.body)
+    return reply.code(201).send({
+      success: true,
+      data: { id: w.id, url: w.url, events: w.events, secret: w.secret, status: w.status, createdAt: w.createdAt },
+      message: 'Webhook created. Keep the secret: it verifies our signatures.',
+    })
+  })
+
+  app.get('/api/webhooks', { schema: ListWebhooksRoute }, async (request) => {
+    const list = await hooks.list(requireAccount(request).id)
+    return { success: true as const, data: list.map(shown), message: `${list.length} webhook(s)` }
+  })
+
+  app.get('/api/webhooks/:id', { schema: GetWebhookRoute }, async (request) => {
+    const w = await hooks.get(requireAccount(request).id, request.params.id)
+    return { success: true as const, data: shown(w), message: 'Webhook' }
+  })
+
+  app.patch('/api/webhooks/:id', { schema: PatchWebhookRoute }, async (request) => {
+    const w = await hooks.update(requireAccount(request).id, request.params.id, request.body)
+    return { success: true as const, data: shown(w), message: 'Webhook updated' }
+  })
+
+  app.delete('/api/webhooks/:id', { schema: DeleteWebhookRoute }, async (request) => {
+    await hooks.remove(requireAccount(request).id, request.params.id)
+    return { success: true as const, data: { id: request.params.id, deleted: true as const }, message: 'Webhook deleted' }
+  })
+
+  app.post('/api/webhooks/:id/rotate-secret', { schema: RotateSecretRoute }, async (request) => {
+    const w = await hooks.rotateSecret(requireAccount(request).id, request.params.id)
+    return {
+      success: true as const,
+      data: { secret: w.secret, previousSecretExpiresAt: w.previousSecretExpiresAt! },
+      message: 'Secret rotated. The previous secret keeps signing for 24 hours.',
+    }
+  })
+}
+
+export default webhookRoutes

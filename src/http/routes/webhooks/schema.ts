@@ -1,0 +1,66 @@
+import { Type, type Static } from '@sinclair/typebox'
+import { EventTypeSchema, IdParams, Success, Timestamp, errors } from '../../schemas.js'
+
+const Url = Type.String({ minLength: 1, maxLength: 2048, description: 'https URL of the receiver (http and localhost only in development)' })
+const Events = Type.Array(EventTypeSchema, { minItems: 1, maxItems: 7, uniqueItems: true })
+const Status = Type.Union([Type.Literal('enabled'), Type.Literal('disabled'), Type.Literal('auto_disabled')])
+
+export const CreateWebhookSchema = Type.Object({ url: Url, events: Events }, { additionalProperties: false })
+export type CreateWebhook = Static<typeof CreateWebhookSchema>
+
+export const PatchWebhookSchema = Type.Object({
+  url: Type.Optional(Url),
+  events: Type.Optional(Events),
+  status: Type.Optional(Type.Union([Type.Literal('enabled'), Type.Literal('disabled')])),
+}, { additionalProperties: false, minProperties: 1 })
+
+export const WebhookSchema = Type.Object({
+  id: Type.String(),
+  url: Type.String(),
+  events: Type.Array(Type.String()),
+  status: Status,
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+})
+
+export const CreatedWebhookSchema = Type.Object({
+  id: Type.String(),
+  url: Type.String(),
+  events: Type.Array(Type.String()),
+  secret: Type.String({ description: 'whsec_… signing secret. Shown on creation and rotation only.' }),
+  status: Status,
+  createdAt: Timestamp,
+})
+
+const security = [{ session: [] }]
+const tags = ['webhooks']
+
+export const CreateWebhookRoute = {
+  tags, security, summary: 'Create a webhook',
+  body: CreateWebhookSchema,
+  response: { 201: Success(CreatedWebhookSchema), ...errors(400, 401, 403, 413, 415, 422) },
+}
+export const ListWebhooksRoute = {
+  tags, security, summary: 'List the webhooks, newest first',
+  response: { 200: Success(Type.Array(WebhookSchema)), ...errors(401, 403) },
+}
+export const GetWebhookRoute = {
+  tags, security, summary: 'One webhook', params: IdParams,
+  response: { 200: Success(WebhookSchema), ...errors(401, 403, 404) },
+}
+export const PatchWebhookRoute = {
+  tags, security, summary: 'Change url, events or status (enabled/disabled)', params: IdParams,
+  body: PatchWebhookSchema,
+  response: { 200: Success(WebhookSchema), ...errors(400, 401, 403, 404, 422) },
+}
+export const DeleteWebhookRoute = {
+  tags, security, summary: 'Delete a webhook; its pending deliveries are cancelled', params: IdParams,
+  response: { 200: Success(Type.Object({ id: Type.String(), deleted: Type.Literal(true) })), ...errors(401, 403, 404) },
+}
+export const RotateSecretRoute = {
+  tags, security, summary: 'New signing secret; the old one keeps signing beside it for 24 hours', params: IdParams,
+  response: {
+    200: Success(Type.Object({ secret: Type.String(), previousSecretExpiresAt: Timestamp })),
+    ...errors(401, 403, 404),
+  },
+}

@@ -1,0 +1,75 @@
+// The entry point: read the environment once, open the store, serve HTTP, and stop cleanly on SIGTERM.
+import os from 'node:os'
+import pino from 'pino'
+import { collectDefaultMetrics, Registry } from 'prom-client'
+import { ConfigError, loadConfig, type Config } from '../config/index.js'
+import { resolveSecret } from '../config/secret.js'
+import { buildApp } from './app.js'
+import { openStore } from './store/open.js'
+
+function readConfig (): Config {
+  try {
+    const config = loadConfig(process.env, { cores: os.availableParallelism() })
+    return { ...config, secret: resolveSecret(config) }
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      for (const problem of err.problems) process.stderr.write(`svc: configuration: ${problem}\n`)
+      process.exit(1)
+    }
+    throw err
+  }
+}
+
+async function main (): Promise<void> {
+  const config = readConfig()
+  // The log format follows where the logs go, not NODE_ENV: JSON lines always, one per request; an
+  // operator who wants them pretty pipes them through pino-pretty.
+  const logger = pino({
+    level: config.logLevel,
+    redact: {
+      paths: ['req.headers.cookie', 'req.headers["x-api-key"]', 'req.headers.authorization', '*.password', '*.secret', '*.key', '*.token'],
+      censor: '[redacted]',
+    },
+  })
+  const registry = new Registry()
+  collectDefaultMetrics({ register: registry })
+
+  const store = await openStore(config)
+  const app = await buildApp(config, { store, logger, registry })
+  if (config.smtpUrl === undefined) {
+    logger.warn('SMTP_URL is not set: the sandbox transport is in use and no email leaves this machine')
+  }
+  if (!config.production) logger.info('development mode: webhooks may use http:// and localhost')
+
+  let stopping = false
+  const stop = async (signal: string) => {
+    if (stopping) return
+    stopping = true
+    logger.info({ signal }, 'stopping')
+    const deadline = setTimeout(() => {
+      logger.error('did not stop within 30 s; exiting')
+      process.exit(1)
+    }, 30_000).unref()
+    try {
+      await app.close()
+      await store.close()
+      clearTimeout(deadline)
+      logger.info('stopped')
+      logger.flush()
+      process.exitCode = 0
+    } catch (err) {
+      logger.error({ err }, 'error while stopping')
+      process.exit(1)
+    }
+  }
+  process.once('SIGTERM', () => { void stop('SIGTERM') })
+  process.once('SIGINT', () => { void stop('SIGINT') })
+
+  await app.listen({ port: config.port, host: config.host })
+  logger.info({ store: store.kind, publicUrl: config.publicUrl }, 'svc is ready')
+}
+
+main().catch((err) => {
+  process.stderr.write(`svc: failed to start: ${err instanceof Error ? err.message : String(err)}\n`)
+  process.exit(1)
+})

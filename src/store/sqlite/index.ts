@@ -1,0 +1,264 @@
+// The embedded store: one SQLite file in DATA_DIR through better-sqlite3, WAL mode, synchronous=FULL.
+// better-sqlite3 is synchronous; reads answer at once (wrapped in a promise), writes go through the
+// WriteQueue so that concurrent requests share one durable commit.
+import Database from 'better-sqlite3'
+import { mkdirSync } from 'node:fs'
+import { join } from 'node:path'
+import type { EventType } from '../../domain/events.js'
+import type { Plan } from '../../domain/plans.js'
+import type {
+  AccountRecord, ApiKeyRecord, LimitedInsert, SessionRecord, Store, WebhookPatch, WebhookRecord, WebhookStatus,
+} from '../types.js'
+import { migrations } from './migrations.js'
+import { WriteQueue } from './write-queue.js'
+
+export interface SqliteOptions {
+  /** Directory of the database file (created when missing). */
+  dataDir: string
+  /** File name inside dataDir; default svc.db. */
+  fileName?: string
+}
+
+type Row = Record<string, unknown>
+
+const str = (v: unknown): string => v as string
+const strOrNull = (v: unknown): string | null => (v ?? null) as string | null
+
+function toAccount (r: Row): AccountRecord {
+  return { id: str(r.id), email: str(r.email), passwordHash: str(r.password_hash), plan: r.plan as Plan, createdAt: str(r.created_at) }
+}
+
+function toApiKey (r: Row): ApiKeyRecord {
+  return {
+    id: str(r.id),
+    accountId: str(r.account_id),
+    name: str(r.name),
+    keyHash: str(r.key_hash),
+    keyPrefix: str(r.key_prefix),
+    createdAt: str(r.created_at),
+    lastUsedAt: strOrNull(r.last_used_at),
+    revokedAt: strOrNull(r.revoked_at),
+  }
+}
+
+function toWebhook (r: Row): WebhookRecord {
+  return {
+    id: str(r.id),
+    accountId: str(r.account_id),
+    url: str(r.url),
+    events: JSON.parse(str(r.events)) as EventType[],
+    secret: str(r.secret),
+    previousSecret: strOrNull(r.previous_secret),
+    previousSecretExpiresAt: strOrNull(r.previous_secret_expires_at),
+    status: r.status as WebhookStatus,
+    createdAt: str(r.created_at),
+    updatedAt: str(r.updated_at),
+  }
+}
+
+export function migrate (db: Database.Database): void {
+  const current = db.pragma('user_version', { simple: true }) as number
+  if (current > migrations.length) {
+    throw new Error(`the database schema is version ${current}, newer than this svc knows (${migrations.length}); upgrade svc`)
+  }
+  for (let v = current; v < migrations.length; v++) {
+    db.transaction(() => {
+      db.exec(migrations[v]!)
+      db.pragma(`user_version = ${v + 1}`)
+    }).immediate()
+  }
+}
+
+export function openSqliteStore (options: SqliteOptions): SqliteStore {
+  mkdirSync(options.dataDir, { recursive: true })
+  const db = new Database(join(options.dataDir, options.fileName ?? 'svc.db'))
+  try {
+    db.pragma('journal_mode = WAL')
+    // FULL: a commit is fsynced before its promise resolves, so an accepted request survives power loss.
+    // Group commit (WriteQueue) keeps the cost of that fsync shared across concurrent writes.
+    db.pragma('synchronous = FULL')
+    db.pragma('foreign_keys = ON')
+    // The CLI and the server may hold the same file; wait for the other writer instead of failing.
+    db.pragma('busy_timeout = 5000')
+    migrate(db)
+  } catch (err) {
+    db.close()
+    throw err
+  }
+  return new SqliteStore(db)
+}
+
+export class SqliteStore implements Store {
+  readonly kind = 'sqlite' as const
+  private readonly writes: WriteQueue
+  private readonly q
+
+  constructor (readonly db: Database.Database) {
+    this.writes = new WriteQueue(db)
+    const p = (sql: string) => db.prepare(sql)
+    this.q = {
+      ping: p('SELECT 1'),
+      insertAccount: p('INSERT INTO accounts (id, email, password_hash, plan, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (email) DO NOTHING'),
+      accountById: p('SELECT * FROM accounts WHERE id = ?'),
+      accountByEmail: p('SELECT * FROM accounts WHERE email = ?'),
+      setPlan: p('UPDATE accounts SET plan = ? WHERE id = ?'),
+
+      insertSession: p('INSERT INTO sessions (token_hash, account_id, created_at, expires_at) VALUES (?, ?, ?, ?)'),
+      sessionByHash: p('SELECT * FROM sessions WHERE token_hash = ?'),
+      extendSession: p('UPDATE sessions SET expires_at = ? WHERE token_hash = ?'),
+      deleteSession: p('DELETE FROM sessions WHERE token_hash = ?'),
+      deleteExpiredSessions: p('DELETE FROM sessions WHERE expires_at < ?'),
+
+      countActiveKeys: p('SELECT count(*) AS n FROM api_keys WHERE account_id = ? AND revoked_at IS NULL'),
+      insertKey: p(`INSERT INTO api_keys (id, account_id, name, key_hash, key_prefix, created_at, last_used_at, revoked_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+      listKeys: p('SELECT * FROM api_keys WHERE account_id = ? ORDER BY id DESC'),
+      keyByHash: p('SELECT * FROM api_keys WHERE key_hash = ?'),
+      keyById: p('SELECT * FROM api_keys WHERE account_id = ? AND id = ?'),
+      revokeKey: p('UPDATE api_keys SET revoked_at = ? WHERE account_id = ? AND id = ? AND revoked_at IS NULL'),
+      touchKey: p('UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)'),
+
+      countWebhooks: p('SELECT count(*) AS n FROM webhooks WHERE account_id = ? AND deleted_at IS NULL'),
+      insertWebhook: p(`INSERT INTO webhooks (id, account_id, url, events, secret, previous_secret, previous_secret_expires_at,
+                          status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+      listWebhooks: p('SELECT * FROM webhooks WHERE account_id = ? AND deleted_at IS NULL ORDER BY id DESC'),
+      webhookById: p('SELECT * FROM webhooks WHERE account_id = ? AND id = ? AND deleted_at IS NULL'),
+      updateWebhook: p(`UPDATE webhooks SET url = ?, events = ?, status = ?, secret = ?, previous_secret = ?,
+                          previous_secret_expires_at = ?, updated_at = ? WHERE account_id = ? AND id = ? AND deleted_at IS NULL`),
+      deleteWebhook: p('UPDATE webhooks SET deleted_at = ?, updated_at = ? WHERE account_id = ? AND id = ? AND deleted_at IS NULL'),
+    }
+  }
+
+  async ping (): Promise<void> {
+    this.q.ping.get()
+  }
+
+  async close (): Promise<void> {
+    this.writes.flush()
+    if (this.db.open) this.db.close()
+  }
+
+  // Accounts
+
+  createAccount (a: AccountRecord): Promise<'created' | 'email_taken'> {
+    return this.writes.run(() =>
+      this.q.insertAccount.run(a.id, a.email, a.passwordHash, a.plan, a.createdAt).changes === 1 ? 'created' : 'email_taken')
+  }
+
+  async findAccountById (id: string): Promise<AccountRecord | null> {
+    const row = this.q.accountById.get(id) as Row | undefined
+    return row ? toAccount(row) : null
+  }
+
+  async findAccountByEmail (email: string): Promise<AccountRecord | null> {
+    const row = this.q.accountByEmail.get(email) as Row | undefined
+    return row ? toAccount(row) : null
+  }
+
+  setAccountPlan (accountId: string, plan: Plan): Promise<boolean> {
+    return this.writes.run(() => this.q.setPlan.run(plan, accountId).changes === 1)
+  }
+
+  // Sessions
+
+  async createSession (s: SessionRecord): Promise<void> {
+    await this.writes.run(() => this.q.insertSession.run(s.tokenHash, s.accountId, s.createdAt, s.expiresAt))
+  }
+
+  async findSession (tokenHash: string): Promise<SessionRecord | null> {
+    const r = this.q.sessionByHash.get(tokenHash) as Row | undefined
+    return r ? { tokenHash: str(r.token_hash), accountId: str(r.account_id), createdAt: str(r.created_at), expiresAt: str(r.expires_at) } : null
+  }
+
+  async extendSession (tokenHash: string, expiresAt: string): Promise<void> {
+    await this.writes.run(() => this.q.extendSession.run(expiresAt, tokenHash))
+  }
+
+  async deleteSession (tokenHash: string): Promise<void> {
+    await this.writes.run(() => this.q.deleteSession.run(tokenHash))
+  }
+
+  deleteExpiredSessions (now: string): Promise<number> {
+    return this.writes.run(() => this.q.deleteExpiredSessions.run(now).changes)
+  }
+
+  // API keys
+
+  insertApiKey (k: ApiKeyRecord, limit: number): Promise<LimitedInsert> {
+    return this.writes.run(() => {
+      const { n } = this.q.countActiveKeys.get(k.accountId) as { n: number }
+      if (n >= limit) return 'limit_reached'
+      this.q.insertKey.run(k.id, k.accountId, k.name, k.keyHash, k.keyPrefix, k.createdAt, k.lastUsedAt, k.revokedAt)
+      return 'created'
+    })
+  }
+
+  async listApiKeys (accountId: string): Promise<ApiKeyRecord[]> {
+    return (this.q.listKeys.all(accountId) as Row[]).map(toApiKey)
+  }
+
+  async findApiKeyByHash (keyHash: string): Promise<ApiKeyRecord | null> {
+    const row = this.q.keyByHash.get(keyHash) as Row | undefined
+    return row ? toApiKey(row) : null
+  }
+
+  revokeApiKey (accountId: string, id: string, at: string): Promise<ApiKeyRecord | null> {
+    return this.writes.run(() => {
+      this.q.revokeKey.run(at, accountId, id)
+      const row = this.q.keyById.get(accountId, id) as Row | undefined
+      return row ? toApiKey(row) : null
+    })
+  }
+
+  async touchApiKeys (uses: Array<{ id: string; lastUsedAt: string }>): Promise<void> {
+    if (uses.length === 0) return
+    await this.writes.run(() => {
+      for (const u of uses) this.q.touchKey.run(u.lastUsedAt, u.id, u.lastUsedAt)
+    })
+  }
+
+  async countActiveApiKeys (accountId: string): Promise<number> {
+    return (this.q.countActiveKeys.get(accountId) as { n: number }).n
+  }
+
+  // Webhooks
+
+  insertWebhook (w: WebhookRecord, limit: number): Promise<LimitedInsert> {
+    return this.writes.run(() => {
+      const { n } = this.q.countWebhooks.get(w.accountId) as { n: number }
+      if (n >= limit) return 'limit_reached'
+      this.q.insertWebhook.run(w.id, w.accountId, w.url, JSON.stringify(w.events), w.secret, w.previousSecret,
+        w.previousSecretExpiresAt, w.status, w.createdAt, w.updatedAt)
+      return 'created'
+    })
+  }
+
+  async listWebhooks (accountId: string): Promise<WebhookRecord[]> {
+    return (this.q.listWebhooks.all(accountId) as Row[]).map(toWebhook)
+  }
+
+  async findWebhook (accountId: string, id: string): Promise<WebhookRecord | null> {
+    const row = this.q.webhookById.get(accountId, id) as Row | undefined
+    return row ? toWebhook(row) : null
+  }
+
+  updateWebhook (accountId: string, id: string, patch: WebhookPatch, updatedAt: string): Promise<WebhookRecord | null> {
+    return this.writes.run(() => {
+      const row = this.q.webhookById.get(accountId, id) as Row | undefined
+      if (!row) return null
+      const changes = Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined)) as WebhookPatch
+      const w = { ...toWebhook(row), ...changes, updatedAt }
+      this.q.updateWebhook.run(w.url, JSON.stringify(w.events), w.status, w.secret, w.previousSecret,
+        w.previousSecretExpiresAt, updatedAt, accountId, id)
+      return w
+    })
+  }
+
+  deleteWebhook (accountId: string, id: string, deletedAt: string): Promise<boolean> {
+    return this.writes.run(() => this.q.deleteWebhook.run(deletedAt, deletedAt, accountId, id).changes === 1)
+  }
+
+  async countWebhooks (accountId: string): Promise<number> {
+    return (this.q.countWebhooks.get(accountId) as { n: number }).n
+  }
+}
