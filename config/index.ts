@@ -20,7 +20,8 @@ export const EnvSchema = Type.Object({
   MONGODB_URI: Type.Optional(Type.String({ pattern: '^mongodb(\\+srv)?://', description: 'a mongodb:// or mongodb+srv:// connection string' })),
   SMTP_URL: Type.Optional(Type.String({ pattern: '^smtps?://', description: 'an smtp:// or smtps:// URL' })),
   PUBLIC_URL: Type.Optional(Type.String({ pattern: '^https?://[^/]+/?$', description: 'an origin like https://mail.example.com (scheme and host, no path)' })),
-  DELIVERY_THREADS: Type.Optional(positive(2, 'a whole number of worker threads from 1 to 64', 64)),
+  // No default here: unset means one thread per core, known only at start.
+  DELIVERY_THREADS: Type.Optional(Type.Integer({ minimum: 1, maximum: 64, description: 'a whole number of worker threads from 1 to 64' })),
   WEBHOOK_ALLOWED_CIDRS: Type.String({ default: '', description: 'a comma-separated list of CIDR ranges, like 10.1.0.0/16,fd00:1::/64' }),
   RETENTION_DAYS: positive(30, 'a whole number of days, at least 1', 3650),
   LOG_LEVEL: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)), {

@@ -44,17 +44,24 @@ export function createAccountService ({ store, secret, clock, sessionTtlMs }: Ac
     return { account, token, expiresAt }
   }
 
+  async function register (email: string, password: string, plan: Plan = 'free'): Promise<AccountRecord> {
+    const account: AccountRecord = {
+      id: newId('acct'),
+      email: normaliseEmail(email),
+      passwordHash: await hashPassword(password),
+      plan,
+      createdAt: iso(clock.now()),
+    }
+    if (await store.createAccount(account) === 'email_taken') throw EmailTaken()
+    return account
+  }
+
   return {
-    async signup (email: string, password: string, plan: Plan = 'free'): Promise<SessionGrant> {
-      const account: AccountRecord = {
-        id: newId('acct'),
-        email: normaliseEmail(email),
-        passwordHash: await hashPassword(password),
-        plan,
-        createdAt: iso(clock.now()),
-      }
-      if (await store.createAccount(account) === 'email_taken') throw EmailTaken()
-      return openSession(account)
+    /** An account without a session (the operator's CLI). */
+    register,
+
+    async signup (email: string, password: string): Promise<SessionGrant> {
+      return openSession(await register(email, password))
     },
 
     async login (email: string, password: string): Promise<SessionGrant> {

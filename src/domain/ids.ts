@@ -7,8 +7,20 @@ export type IdPrefix = 'acct' | 'key' | 'wh' | 'em' | 'evt' | 'dlv'
  * creation time (cursor pages and "newest first" need no extra column) and need no help from the store,
  * so the SQLite and MongoDB adapters make the same ids.
  */
+let lastMs = -1
+let lastRandom = 0n
+const RANDOM_MAX = (1n << 64n) - 1n
+
 export function newId (prefix: IdPrefix, now = Date.now()): string {
-  return `${prefix}_${now.toString(16).padStart(12, '0')}${randomBytes(8).toString('hex')}`
+  // Within one millisecond the random part counts up from the previous id (as ULIDs do), so ids made in
+  // one process also sort in the order they were made.
+  if (now === lastMs && lastRandom < RANDOM_MAX) {
+    lastRandom += 1n
+  } else {
+    lastMs = now
+    lastRandom = randomBytes(8).readBigUInt64BE() >> 1n // headroom for the increments
+  }
+  return `${prefix}_${now.toString(16).padStart(12, '0')}${lastRandom.toString(16).padStart(16, '0')}`
 }
 
 const ID_PATTERN = /^[a-z]{2,4}_[0-9a-f]{28}$/

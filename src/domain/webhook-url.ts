@@ -237,17 +237,17 @@ function allowedBy (family: 4 | 6, bytes: Uint8Array, allowed: CidrList, reason:
 }
 
 function judge (family: 4 | 6, bytes: Uint8Array, allowed: CidrList): string | null {
-  const table = family === 4 ? IPV4_BLOCKED : IPV6_BLOCKED
-  const hit = table.find(([range]) => inRange(family, bytes, range))
-  if (hit && allowedBy(family, bytes, allowed, hit[1])) return null
   if (family === 6) {
     const v4 = embeddedIPv4(bytes)
     if (v4) {
-      if (allowedBy(6, bytes, allowed, '')) return null
-      return judge(4, v4, allowed)
+      const inner = judge(4, v4, allowed)
+      return inner === null || allowedBy(6, bytes, allowed, inner) ? null : inner
     }
   }
-  return hit ? hit[1] : null
+  const table = family === 4 ? IPV4_BLOCKED : IPV6_BLOCKED
+  const hit = table.find(([range]) => inRange(family, bytes, range))
+  if (!hit || allowedBy(family, bytes, allowed, hit[1])) return null
+  return hit[1]
 }
 
 /**
@@ -321,7 +321,27 @@ export function checkUrlShape (raw: string, policy: UrlPolicy): UrlVerdict {
   return { ok: true, url }
 }
 
-export type HostVerdict = { ok: true; addresses: ResolvedAddress[] } | { ok: false; reason: string; code?: string }
+/** `unresolved` tells a DNS failure (worth retrying as is) from a refusal. */
+export type HostVerdict = { ok: true; addresses: ResolvedAddress[] } | { ok: false; reason: string; unresolved?: true }
+
+/** Resolution alone, with the refusal a name that does not resolve gets. No judging. */
+export async function resolveHost (hostname: string, resolver: Resolver): Promise<HostVerdict> {
+  const host = bareHost(hostname)
+  const family = isIP(host)
+  if (family !== 0) return { ok: true, addresses: [{ address: host, family: family === 6 ? 6 : 4 }] }
+  let addresses: ResolvedAddress[]
+  try {
+    addresses = await resolver(host)
+  } catch (err) {
+    const code = (err as { code?: unknown } | null)?.code
+    const suffix = typeof code === 'string' ? ` (${code})` : ''
+    return { ok: false, reason: `webhook URL host ${host} does not resolve${suffix}`, unresolved: true }
+  }
+  if (!Array.isArray(addresses) || addresses.length === 0) {
+    return { ok: false, reason: `webhook URL host ${host} does not resolve to any address`, unresolved: true }
+  }
+  return { ok: true, addresses }
+}
 
 /**
  * Resolves a host name and judges every address it resolves to. One bad address refuses the host: a
@@ -329,28 +349,14 @@ export type HostVerdict = { ok: true; addresses: ResolvedAddress[] } | { ok: fal
  * connects to is one that was checked.
  */
 export async function checkHost (hostname: string, allowed: CidrList, resolver: Resolver): Promise<HostVerdict> {
-  const host = bareHost(hostname)
-  if (isIP(host) !== 0) {
-    const reason = blockedReason(host, allowed)
-    if (reason) return { ok: false, reason: `webhook URL points to ${withArticle(reason)}` }
-    return { ok: true, addresses: [{ address: host, family: isIP(host) === 6 ? 6 : 4 }] }
-  }
-  let addresses: ResolvedAddress[]
-  try {
-    addresses = await resolver(host)
-  } catch (err) {
-    const code = (err as { code?: unknown } | null)?.code
-    const suffix = typeof code === 'string' ? ` (${code})` : ''
-    return { ok: false, reason: `webhook URL host ${host} does not resolve${suffix}`, ...(typeof code === 'string' ? { code } : {}) }
-  }
-  if (!Array.isArray(addresses) || addresses.length === 0) {
-    return { ok: false, reason: `webhook URL host ${host} does not resolve to any address` }
-  }
-  for (const a of addresses) {
+  const literal = isIP(bareHost(hostname)) !== 0
+  const resolved = await resolveHost(hostname, resolver)
+  if (!resolved.ok) return resolved
+  for (const a of resolved.addresses) {
     const reason = blockedReason(a.address, allowed)
-    if (reason) return { ok: false, reason: `webhook URL resolves to ${withArticle(reason)}` }
+    if (reason) return { ok: false, reason: `webhook URL ${literal ? 'points to' : 'resolves to'} ${withArticle(reason)}` }
   }
-  return { ok: true, addresses }
+  return resolved
 }
 
 /** The full check for a webhook URL: shape, then in production the addresses its host resolves to. */

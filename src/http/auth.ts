@@ -1,4 +1,4 @@
-import type { FastifyReply, FastifyRequest, preHandlerAsyncHookHandler } from 'fastify'
+import type { FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify'
 import type { AccountService } from '../domain/accounts.js'
 import type { ApiKeyService } from '../domain/api-keys.js'
 import { AuthenticationRequired, ForbiddenOrigin } from '../errors.js'
@@ -40,7 +40,7 @@ export function clearSessionCookie (reply: FastifyReply, opts: CookieOptions): v
  * tell them apart. A request that names an origin other than ours is refused before any cookie is read.
  * Clients that send no Origin (curl, servers) are not browsers and carry no ambient credentials.
  */
-export function originGuard (publicUrl: string): preHandlerAsyncHookHandler {
+export function originGuard (publicUrl: string): onRequestAsyncHookHandler {
   const own = new URL(publicUrl).origin
   return async (request) => {
     const origin = request.headers.origin
@@ -48,7 +48,7 @@ export function originGuard (publicUrl: string): preHandlerAsyncHookHandler {
   }
 }
 
-export function sessionAuth (accounts: AccountService, cookieOpts: CookieOptions): preHandlerAsyncHookHandler {
+export function sessionAuth (accounts: AccountService, cookieOpts: CookieOptions): onRequestAsyncHookHandler {
   return async (request, reply) => {
     const token = request.cookies[SESSION_COOKIE]
     if (!token) throw AuthenticationRequired('Log in first: this route needs the session cookie')
@@ -64,7 +64,7 @@ export function sessionAuth (accounts: AccountService, cookieOpts: CookieOptions
   }
 }
 
-export function apiKeyAuth (keys: ApiKeyService): preHandlerAsyncHookHandler {
+export function apiKeyAuth (keys: ApiKeyService): onRequestAsyncHookHandler {
   return async (request: FastifyRequest) => {
     const presented = request.headers['x-api-key']
     if (typeof presented !== 'string' || presented === '') {

@@ -1,7 +1,330 @@
-import type { Store } from '../types.js'
+// The MongoDB store, through the official driver, chosen by MONGODB_URI. Works on a standalone mongod, a
+// replica set or a sharded cluster: nothing here needs a multi-document transaction.
+//
+// Durability: every write uses the write concern of the URI (the driver's default is w=1: acknowledged
+// by the primary). Put `w=majority` (and `journal=true` if wanted) in MONGODB_URI to make a resolved
+// write survive a failover; with w=1 a write acknowledged just before the primary dies can be rolled back.
+//
+// Query safety: every filter and update below is built here from typed parameters, each value passed
+// through String() (or Number()) where a caller could hand in an object; no request object is ever used
+// as a filter, and inserted documents are rebuilt field by field (documents.ts). `$ne`, `{"$gt":""}` and
+// the like are therefore plain strings to MongoDB.
+import { MongoClient, MongoServerError, type Collection, type Db, type Filter, type UpdateFilter } from 'mongodb'
+import type { Plan } from '../../domain/plans.js'
+import type {
+  AccountRecord, ApiKeyRecord, LimitedInsert, SessionRecord, Store, WebhookPatch, WebhookRecord,
+} from '../types.js'
+import {
+  accountDoc, apiKeyDoc, nullableString, sessionDoc, toAccount, toApiKey, toDate, toSession, toWebhook, webhookDoc,
+  type AccountDoc, type ApiKeyDoc, type SessionDoc, type WebhookDoc,
+} from './documents.js'
 
-export interface MongoOptions { uri: string; dbName?: string }
+export interface MongoOptions {
+  uri: string
+  /** Database name; default: the one in the URI's path, else 'svc'. */
+  dbName?: string
+}
 
-export async function openMongoStore (_options: MongoOptions): Promise<Store> {
-  throw new Error('the MongoDB store is not available in this build yet')
+/** The database named in a MongoDB connection string (`mongodb[+srv]://auth@hosts/<db>?options`), if any. */
+export function dbNameFromUri (uri: string): string | undefined {
+  const rest = uri.replace(/^mongodb(\+srv)?:\/\//i, '')
+  // Reserved characters in credentials and socket paths are percent-encoded, so the first '/' ends the hosts.
+  const slash = rest.indexOf('/')
+  if (slash < 0) return undefined
+  const path = rest.slice(slash + 1).split('?')[0] ?? ''
+  const name = decodeURIComponent(path)
+  return name === '' ? undefined : name
+}
+
+export async function openMongoStore (options: MongoOptions): Promise<MongoStore> {
+  const client = new MongoClient(options.uri, { appName: 'svc' })
+  try {
+    await client.connect()
+    const store = new MongoStore(client, client.db(options.dbName ?? dbNameFromUri(options.uri) ?? 'svc'))
+    await store.ensureIndexes()
+    return store
+  } catch (err) {
+    await client.close().catch(() => {})
+    throw err
+  }
+}
+
+type SlotField = 'activeApiKeyIds' | 'webhookIds'
+
+const ACCOUNT_EMAIL_INDEX = 'accounts_email'
+
+function isDuplicateKeyOn (err: unknown, field: string, indexName: string): boolean {
+  if (!(err instanceof MongoServerError) || err.code !== 11000) return false
+  const pattern = err.keyPattern as Record<string, unknown> | undefined
+  if (pattern !== undefined && pattern !== null) return Object.hasOwn(pattern, field)
+  return err.message.includes(`index: ${indexName} `)
+}
+
+/**
+ * Limits without transactions. A standalone mongod has no multi-document transactions, so "count the
+ * active keys, then insert" cannot be one atomic step across two collections. Instead each account
+ * document holds its limit slots: the ids of its active API keys (`activeApiKeyIds`) and of its live
+ * webhooks (`webhookIds`). Taking a slot is ONE conditional update of ONE document, which MongoDB applies
+ * atomically on any deployment:
+ *
+ *   findOneAndUpdate({ _id: account, 'activeApiKeyIds.<limit-1>': { $exists: false } },
+ *                    { $addToSet: { activeApiKeyIds: keyId } })
+ *
+ * (the array has fewer than `limit` elements), so 20 concurrent inserts with limit 3 take exactly 3
+ * slots. The record is inserted after its slot is taken; if the insert is refused, the slot is given back.
+ * Revoking a key / deleting a webhook first marks the record, then pulls its id from the slots. Keeping
+ * ids rather than a counter makes both steps idempotent: pulling an id that is not there changes nothing,
+ * so a revoke that is retried (or repeated) never frees a second slot, and a retry repairs a release
+ * that failed.
+ *
+ * The trade-off: the slots and the records are two writes, not one. Every step is ordered so that a crash
+ * or a lost connection between them errs on the safe side: a slot can stay taken by an id whose record
+ * was never inserted or is already revoked/deleted (the account then gets one key/webhook fewer than its
+ * plan allows until that id is pulled), but an active record never lacks its slot, so the limit itself is
+ * never exceeded. Counting (countActiveApiKeys, countWebhooks) reads the records, which are the truth; a
+ * leaked slot shows up as `slots - count > 0` and can be pulled by id.
+ */
+export class MongoStore implements Store {
+  readonly kind = 'mongo' as const
+  readonly accounts: Collection<AccountDoc>
+  readonly sessions: Collection<SessionDoc>
+  readonly apiKeys: Collection<ApiKeyDoc>
+  readonly webhooks: Collection<WebhookDoc>
+
+  constructor (readonly client: MongoClient, readonly db: Db) {
+    this.accounts = db.collection<AccountDoc>('accounts')
+    this.sessions = db.collection<SessionDoc>('sessions')
+    this.apiKeys = db.collection<ApiKeyDoc>('api_keys')
+    this.webhooks = db.collection<WebhookDoc>('webhooks')
+  }
+
+  /** Creates the indexes; idempotent (an index that exists with the same definition is left alone). */
+  async ensureIndexes (): Promise<void> {
+    await Promise.all([
+      this.accounts.createIndexes([{ key: { email: 1 }, name: ACCOUNT_EMAIL_INDEX, unique: true }]),
+      this.sessions.createIndexes([
+        { key: { expiresAt: 1 }, name: 'sessions_expiry' },
+        // Expired sessions also disappear on their own (the TTL monitor runs about once a minute);
+        // deleteExpiredSessions stays the contract, this only keeps the collection small.
+        { key: { expiresAtDate: 1 }, name: 'sessions_ttl', expireAfterSeconds: 0 },
+      ]),
+      this.apiKeys.createIndexes([
+        { key: { keyHash: 1 }, name: 'api_keys_hash', unique: true },
+        { key: { accountId: 1, _id: -1 }, name: 'api_keys_account' },
+      ]),
+      this.webhooks.createIndexes([{ key: { accountId: 1, _id: -1 }, name: 'webhooks_account' }]),
+    ])
+  }
+
+  async ping (): Promise<void> {
+    await this.db.command({ ping: 1 })
+  }
+
+  async close (): Promise<void> {
+    await this.client.close()
+  }
+
+  // Accounts
+
+  async createAccount (account: AccountRecord): Promise<'created' | 'email_taken'> {
+    try {
+      await this.accounts.insertOne(accountDoc(account))
+      return 'created'
+    } catch (err) {
+      if (isDuplicateKeyOn(err, 'email', ACCOUNT_EMAIL_INDEX)) return 'email_taken'
+      throw err
+    }
+  }
+
+  async findAccountById (id: string): Promise<AccountRecord | null> {
+    const doc = await this.accounts.findOne({ _id: String(id) }, { projection: { activeApiKeyIds: 0, webhookIds: 0 } })
+    return doc ? toAccount(doc) : null
+  }
+
+  async findAccountByEmail (email: string): Promise<AccountRecord | null> {
+    const doc = await this.accounts.findOne({ email: String(email) }, { projection: { activeApiKeyIds: 0, webhookIds: 0 } })
+    return doc ? toAccount(doc) : null
+  }
+
+  async setAccountPlan (accountId: string, plan: Plan): Promise<boolean> {
+    const r = await this.accounts.updateOne({ _id: String(accountId) }, { $set: { plan: String(plan) } })
+    return r.matchedCount === 1
+  }
+
+  // Sessions
+
+  async createSession (session: SessionRecord): Promise<void> {
+    await this.sessions.insertOne(sessionDoc(session))
+  }
+
+  async findSession (tokenHash: string): Promise<SessionRecord | null> {
+    const doc = await this.sessions.findOne({ _id: String(tokenHash) })
+    return doc ? toSession(doc) : null
+  }
+
+  async extendSession (tokenHash: string, expiresAt: string): Promise<void> {
+    const at = String(expiresAt)
+    await this.sessions.updateOne({ _id: String(tokenHash) }, { $set: { expiresAt: at, expiresAtDate: toDate(at) } })
+  }
+
+  async deleteSession (tokenHash: string): Promise<void> {
+    await this.sessions.deleteOne({ _id: String(tokenHash) })
+  }
+
+  async deleteExpiredSessions (now: string): Promise<number> {
+    const r = await this.sessions.deleteMany({ expiresAt: { $lt: String(now) } })
+    return r.deletedCount
+  }
+
+  // Limit slots (see the class comment)
+
+  /** Rejects when the account does not exist (SQLite's foreign key does the same). */
+  private async requireAccount (accountId: string): Promise<void> {
+    if (await this.accounts.findOne({ _id: accountId }, { projection: { _id: 1 } }) === null) {
+      throw new Error(`cannot insert for account ${accountId}: no such account`)
+    }
+  }
+
+  private async releaseSlot (accountId: string, field: SlotField, id: string): Promise<void> {
+    await this.accounts.updateOne({ _id: accountId }, { $pull: { [field]: id } } as UpdateFilter<AccountDoc>)
+  }
+
+  /**
+   * Takes a slot for `id` unless the account's `field` already holds `limit` ids, then runs `insert`.
+   * When the insert fails the slot is given back, unless the record may have been written after all
+   * (an error other than a duplicate key, e.g. a lost connection or a write concern timeout: `written`
+   * is asked, and an unanswered question keeps the slot, the safe side). The error is rethrown either way.
+   */
+  private async insertWithinLimit (
+    accountId: string, field: SlotField, id: string, limit: number,
+    insert: () => Promise<unknown>, written: () => Promise<boolean>,
+  ): Promise<LimitedInsert> {
+    // "fewer than limit" as a whole number of records (ceil keeps SQLite's `count >= limit` for any number).
+    const max = Math.ceil(Number(limit))
+    if (!(max > 0)) {
+      await this.requireAccount(accountId)
+      return 'limit_reached'
+    }
+    // `<field>.<max-1>` does not exist: the array has fewer than `max` elements (or is missing).
+    const filter = { _id: accountId, [`${field}.${max - 1}`]: { $exists: false } } as Filter<AccountDoc>
+    const before = await this.accounts.findOneAndUpdate(filter, { $addToSet: { [field]: id } } as UpdateFilter<AccountDoc>,
+      { returnDocument: 'before', projection: { [field]: 1 } })
+    if (before === null) {
+      await this.requireAccount(accountId)
+      return 'limit_reached'
+    }
+    // The id was already there (a record with this id holds it): a failure must not free that slot.
+    const slotIsOurs = !(before[field] ?? []).includes(id)
+    try {
+      await insert()
+    } catch (err) {
+      if (slotIsOurs) {
+        const refused = err instanceof MongoServerError && err.code === 11000
+        const keep = !refused && await written().catch(() => true)
+        if (!keep) await this.releaseSlot(accountId, field, id).catch(() => {})
+      }
+      throw err
+    }
+    return 'created'
+  }
+
+  // API keys
+
+  async insertApiKey (key: ApiKeyRecord, limit: number): Promise<LimitedInsert> {
+    const doc = apiKeyDoc(key)
+    const result = await this.insertWithinLimit(doc.accountId, 'activeApiKeyIds', doc._id, limit,
+      () => this.apiKeys.insertOne(doc),
+      async () => await this.apiKeys.findOne({ _id: doc._id, accountId: doc.accountId, keyHash: doc.keyHash }) !== null)
+    // A key inserted already revoked holds no slot (SQLite still counts it against the limit on the way in).
+    if (result === 'created' && doc.revokedAt !== null) await this.releaseSlot(doc.accountId, 'activeApiKeyIds', doc._id)
+    return result
+  }
+
+  async listApiKeys (accountId: string): Promise<ApiKeyRecord[]> {
+    const docs = await this.apiKeys.find({ accountId: String(accountId) }).sort({ _id: -1 }).toArray()
+    return docs.map(toApiKey)
+  }
+
+  async findApiKeyByHash (keyHash: string): Promise<ApiKeyRecord | null> {
+    const doc = await this.apiKeys.findOne({ keyHash: String(keyHash) })
+    return doc ? toApiKey(doc) : null
+  }
+
+  async revokeApiKey (accountId: string, id: string, at: string): Promise<ApiKeyRecord | null> {
+    const account = String(accountId)
+    const keyId = String(id)
+    const doc = await this.apiKeys.findOneAndUpdate({ _id: keyId, accountId: account, revokedAt: null },
+      { $set: { revokedAt: String(at) } }, { returnDocument: 'after' }) ??
+      await this.apiKeys.findOne({ _id: keyId, accountId: account }) // already revoked (first time kept), or absent
+    if (doc === null) return null
+    // Revoked now or before: give its slot back. Idempotent, so this also repairs a release that failed.
+    await this.releaseSlot(account, 'activeApiKeyIds', keyId)
+    return toApiKey(doc)
+  }
+
+  async touchApiKeys (uses: Array<{ id: string; lastUsedAt: string }>): Promise<void> {
+    if (uses.length === 0) return
+    // $max: ISO strings compare in time order, and null sorts below every string; unknown ids match nothing.
+    await this.apiKeys.bulkWrite(uses.map((u) => ({
+      updateOne: { filter: { _id: String(u.id) }, update: { $max: { lastUsedAt: String(u.lastUsedAt) } } },
+    })), { ordered: false })
+  }
+
+  async countActiveApiKeys (accountId: string): Promise<number> {
+    return await this.apiKeys.countDocuments({ accountId: String(accountId), revokedAt: null })
+  }
+
+  // Webhooks
+
+  async insertWebhook (webhook: WebhookRecord, limit: number): Promise<LimitedInsert> {
+    const doc = webhookDoc(webhook)
+    return await this.insertWithinLimit(doc.accountId, 'webhookIds', doc._id, limit,
+      () => this.webhooks.insertOne(doc),
+      async () => await this.webhooks.findOne({ _id: doc._id, accountId: doc.accountId, createdAt: doc.createdAt }) !== null)
+  }
+
+  async listWebhooks (accountId: string): Promise<WebhookRecord[]> {
+    const docs = await this.webhooks.find({ accountId: String(accountId), deletedAt: null }).sort({ _id: -1 }).toArray()
+    return docs.map(toWebhook)
+  }
+
+  async findWebhook (accountId: string, id: string): Promise<WebhookRecord | null> {
+    const doc = await this.webhooks.findOne({ _id: String(id), accountId: String(accountId), deletedAt: null })
+    return doc ? toWebhook(doc) : null
+  }
+
+  async updateWebhook (accountId: string, id: string, patch: WebhookPatch, updatedAt: string): Promise<WebhookRecord | null> {
+    // Only the fields the patch gives (a key present with the value undefined is "not given").
+    const set: Partial<WebhookDoc> = { updatedAt: String(updatedAt) }
+    if (patch.url !== undefined) set.url = String(patch.url)
+    if (patch.events !== undefined) set.events = Array.from(patch.events, String)
+    if (patch.status !== undefined) set.status = String(patch.status)
+    if (patch.secret !== undefined) set.secret = String(patch.secret)
+    if (patch.previousSecret !== undefined) set.previousSecret = nullableString(patch.previousSecret)
+    if (patch.previousSecretExpiresAt !== undefined) set.previousSecretExpiresAt = nullableString(patch.previousSecretExpiresAt)
+    const doc = await this.webhooks.findOneAndUpdate({ _id: String(id), accountId: String(accountId), deletedAt: null },
+      { $set: set }, { returnDocument: 'after' })
+    return doc ? toWebhook(doc) : null
+  }
+
+  async deleteWebhook (accountId: string, id: string, deletedAt: string): Promise<boolean> {
+    const account = String(accountId)
+    const webhookId = String(id)
+    const at = String(deletedAt)
+    const r = await this.webhooks.updateOne({ _id: webhookId, accountId: account, deletedAt: null },
+      { $set: { deletedAt: at, updatedAt: at } })
+    if (r.matchedCount === 1) {
+      await this.releaseSlot(account, 'webhookIds', webhookId)
+      return true
+    }
+    // Already deleted: make sure its slot is free (repairs a release that failed); the answer stays false.
+    if (await this.webhooks.findOne({ _id: webhookId, accountId: account }, { projection: { _id: 1 } }) !== null) {
+      await this.releaseSlot(account, 'webhookIds', webhookId)
+    }
+    return false
+  }
+
+  async countWebhooks (accountId: string): Promise<number> {
+    return await this.webhooks.countDocuments({ accountId: String(accountId), deletedAt: null })
+  }
 }

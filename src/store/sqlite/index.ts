@@ -246,8 +246,14 @@ export class SqliteStore implements Store {
     return this.writes.run(() => {
       const row = this.q.webhookById.get(accountId, id) as Row | undefined
       if (!row) return null
-      const changes = Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined)) as WebhookPatch
-      const w = { ...toWebhook(row), ...changes, updatedAt }
+      const w = { ...toWebhook(row), updatedAt }
+      // Only the fields a patch may carry, and only those given: ids and ownership never change here.
+      if (patch.url !== undefined) w.url = patch.url
+      if (patch.events !== undefined) w.events = patch.events
+      if (patch.status !== undefined) w.status = patch.status
+      if (patch.secret !== undefined) w.secret = patch.secret
+      if (patch.previousSecret !== undefined) w.previousSecret = patch.previousSecret
+      if (patch.previousSecretExpiresAt !== undefined) w.previousSecretExpiresAt = patch.previousSecretExpiresAt
       this.q.updateWebhook.run(w.url, JSON.stringify(w.events), w.status, w.secret, w.previousSecret,
         w.previousSecretExpiresAt, updatedAt, accountId, id)
       return w

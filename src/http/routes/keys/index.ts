@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { preValidationAsyncHookHandler } from 'fastify'
 import type { ApiKeyRecord } from '../../../store/types.js'
 import { originGuard, requireAccount, sessionAuth } from '../../auth.js'
 import type { RouteContext } from '../context.js'
@@ -18,11 +19,17 @@ function listed (k: ApiKeyRecord) {
 
 const keyRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
   const cookieOpts = { production: config.production, sessionTtlMs: config.sessionTtlMs }
-  app.addHook('preHandler', originGuard(config.publicUrl))
-  app.addHook('preHandler', sessionAuth(services.accounts, cookieOpts))
+  // Who is asking is settled before the body is even read: a stranger learns nothing from validation.
+  app.addHook('onRequest', originGuard(config.publicUrl))
+  app.addHook('onRequest', sessionAuth(services.accounts, cookieOpts))
 
-  app.post('/api/keys', { schema: CreateKeyRoute }, async (request, reply) => {
-    const { record, key } = await services.apiKeys.create(requireAccount(request), request.body.name.trim())
+  const trimName: preValidationAsyncHookHandler = async (request) => {
+    const body = request.body as { name?: unknown } | undefined
+    if (body && typeof body === 'object' && typeof body.name === 'string') body.name = body.name.trim()
+  }
+
+  app.post('/api/keys', { schema: CreateKeyRoute, preValidation: trimName }, async (request, reply) => {
+    const { record, key } = await services.apiKeys.create(requireAccount(request), request.body.name)
     return reply.code(201).send({
       success: true,
       data: { id: record.id, name: record.name, key, keyPrefix: record.keyPrefix, createdAt: record.createdAt },

@@ -2,8 +2,9 @@ import { Type, type Static } from '@sinclair/typebox'
 import { IdParams, Success, Timestamp, errors } from '../../schemas.js'
 
 export const CreateKeySchema = Type.Object({
-  // At least one visible character, no control characters; stored trimmed.
-  name: Type.String({ minLength: 1, maxLength: 50, pattern: '^(?=.*\\S)[^\\u0000-\\u001F\\u007F]+$' }),
+  // Trimmed before validation (see the route), then 1 to 50 characters with no control characters
+  // (C0, DEL, C1: a name is printed in terminals by the CLI and in logs).
+  name: Type.String({ minLength: 1, maxLength: 50, pattern: '^[^\\u0000-\\u001F\\u007F-\\u009F]+$' }),
 }, { additionalProperties: false })
 export type CreateKey = Static<typeof CreateKeySchema>
 

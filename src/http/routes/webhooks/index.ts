@@ -12,8 +12,8 @@ function shown (w: WebhookRecord) {
 
 const webhookRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
   const cookieOpts = { production: config.production, sessionTtlMs: config.sessionTtlMs }
-  app.addHook('preHandler', originGuard(config.publicUrl))
-  app.addHook('preHandler', sessionAuth(services.accounts, cookieOpts))
+  app.addHook('onRequest', originGuard(config.publicUrl))
+  app.addHook('onRequest', sessionAuth(services.accounts, cookieOpts))
   const hooks = services.webhooks
 
   app.post('/api/webhooks', { schema: CreateWebhookRoute }, async (request, reply) => {

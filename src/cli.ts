@@ -1,0 +1,129 @@
+// Operator commands. They act on the same store as the server (DATA_DIR or MONGODB_URI, read from the
+// environment exactly as the server reads it), so they can run beside a live server.
+import { pathToFileURL } from 'node:url'
+import { ConfigError, loadConfig } from '../config/index.js'
+import { resolveSecret } from '../config/secret.js'
+import { createAccountService, normaliseEmail } from './domain/accounts.js'
+import { systemClock } from './domain/clock.js'
+import { PLAN_NAMES, PLANS, isPlan, limitsOf } from './domain/plans.js'
+import { randomToken } from './domain/secrets.js'
+import { isAppError } from './errors.js'
+import { openStore } from './store/open.js'
+import type { Store } from './store/types.js'
+
+const USAGE = `usage: npm run cli -- <command>
+
+commands:
+  account create <email> [--password <password>] [--plan free|pro]
+                                  create an account (a password is generated and printed when omitted)
+  account show <email>            the account's plan, limits and usage
+  plan set <email> <free|pro>     change an account's plan
+  plan list                       the plans and their limits
+  migrate                         create or upgrade the store's schema and indexes, then exit
+  help                            this text`
+
+class UsageError extends Error {}
+class CommandError extends Error {}
+
+interface Output { out(line: string): void }
+
+function option (args: string[], name: string): string | undefined {
+  const i = args.indexOf(name)
+  if (i === -1) return undefined
+  const value = args[i + 1]
+  if (value === undefined || value.startsWith('--')) throw new UsageError(`${name} needs a value`)
+  args.splice(i, 2)
+  return value
+}
+
+async function findAccount (store: Store, email: string) {
+  const account = await store.findAccountByEmail(normaliseEmail(email))
+  if (!account) throw new CommandError(`no account with email ${normaliseEmail(email)}`)
+  return account
+}
+
+export async function runCli (argv: string[], env: Record<string, string | undefined>, io: Output): Promise<void> {
+  const args = [...argv]
+  const [group, action] = args
+  if (group === undefined || group === 'help' || group === '--help' || group === '-h') {
+    io.out(USAGE)
+    return
+  }
+  if (group === 'plan' && action === 'list') {
+    for (const plan of PLAN_NAMES) io.out(`${plan}\t${PLANS[plan].apiKeys} API keys\t${PLANS[plan].webhooks} webhooks`)
+    return
+  }
+  const known = ['account create', 'account show', 'plan set', 'migrate']
+  const command = group === 'migrate' ? 'migrate' : `${group} ${action ?? ''}`.trim()
+  if (!known.includes(command)) throw new UsageError(`unknown command: ${command}`)
+
+  const config = loadConfig(env)
+  const secret = resolveSecret(config)
+  const store = await openStore(config)
+  try {
+    switch (command) {
+      case 'migrate':
+        io.out(`the ${store.kind} store is up to date`)
+        return
+      case 'account create': {
+        const rest = args.slice(2)
+        const given = option(rest, '--password')
+        const plan = option(rest, '--plan') ?? 'free'
+        const [email, ...extra] = rest
+        if (!email || extra.length > 0) throw new UsageError('account create takes one email')
+        if (!/^[^@\s]+@[^@\s]+$/.test(email)) throw new UsageError(`not an email address: ${email}`)
+        if (!isPlan(plan)) throw new UsageError(`unknown plan "${plan}" (plans: ${PLAN_NAMES.join(', ')})`)
+        const password = given ?? randomToken(18)
+        if (password.length < 10 || password.length > 200) throw new UsageError('--password must be 10 to 200 characters')
+        const accounts = createAccountService({ store, secret, clock: systemClock, sessionTtlMs: config.sessionTtlMs })
+        try {
+          const account = await accounts.register(email, password, plan)
+          io.out(`created account ${account.id} ${account.email} on the ${PLANS[plan].name} plan`)
+          if (given === undefined) io.out(`password: ${password}`)
+        } catch (err) {
+          if (isAppError(err) && err.code === 'email_taken') throw new CommandError(`an account with email ${normaliseEmail(email)} already exists`)
+          throw err
+        }
+        return
+      }
+      case 'account show': {
+        const email = args[2]
+        if (!email) throw new UsageError('account show takes an email')
+        const account = await findAccount(store, email)
+        const limits = limitsOf(account.plan)
+        const [keys, hooks] = await Promise.all([store.countActiveApiKeys(account.id), store.countWebhooks(account.id)])
+        io.out(`${account.id} ${account.email} plan=${account.plan} apiKeys=${keys}/${limits.apiKeys} webhooks=${hooks}/${limits.webhooks}`)
+        return
+      }
+      case 'plan set': {
+        const [, , email, plan, ...extra] = args
+        if (!email || !plan || extra.length > 0) throw new UsageError('plan set takes an email and a plan')
+        if (!isPlan(plan)) throw new UsageError(`unknown plan "${plan}" (plans: ${PLAN_NAMES.join(', ')})`)
+        const account = await findAccount(store, email)
+        await store.setAccountPlan(account.id, plan)
+        const limits = limitsOf(plan)
+        io.out(`${account.email} is now on the ${PLANS[plan].name} plan (${limits.apiKeys} API keys, ${limits.webhooks} webhooks)`)
+        // Existing keys and webhooks above a lower plan's limits stay; only new ones are refused.
+        return
+      }
+    }
+  } finally {
+    await store.close()
+  }
+}
+
+const isMain = process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href
+if (isMain) {
+  runCli(process.argv.slice(2), process.env, { out: (line) => process.stdout.write(line + '\n') }).catch((err: unknown) => {
+    if (err instanceof UsageError) {
+      process.stderr.write(`svc: ${err.message}\n\n${USAGE}\n`)
+      process.exit(2)
+    }
+    if (err instanceof ConfigError) {
+      for (const p of err.problems) process.stderr.write(`svc: configuration: ${p}\n`)
+      process.exit(2)
+    }
+    process.stderr.write(`svc: ${err instanceof Error ? err.message : String(err)}\n`)
+    process.exit(1)
+  })
+}

@@ -1,0 +1,281 @@
+// Sends webhook deliveries over HTTP: sign, POST, classify the answer. It runs inside the Piscina worker
+// threads, so everything it returns is plain data (Error objects and their fields do not survive the
+// thread boundary), and it never throws out of send(): every task gets exactly one result.
+import { performance } from 'node:perf_hooks'
+import type { LookupAddress, LookupOptions } from 'node:dns'
+import { isIP } from 'node:net'
+import type { Readable } from 'node:stream'
+import { Agent, request } from 'undici'
+import {
+  checkHost,
+  checkUrlShape,
+  parseCidrList,
+  resolveHost,
+  systemResolver,
+  type CidrList,
+  type HostVerdict,
+  type Resolver,
+  type UrlPolicy,
+} from '../domain/webhook-url.js'
+import { signatureHeader } from './signature.js'
+
+export interface DeliveryTask { deliveryId: string; url: string; event: string; body: string; secrets: string[] }
+
+export interface SenderOptions {
+  /** Whole attempt, DNS and connect to the last body byte, in milliseconds. */
+  timeoutMs: number
+  /** How much of a response body is kept for the delivery log, in bytes. */
+  maxResponseBytes: number
+  production: boolean
+  /** Raw `WEBHOOK_ALLOWED_CIDRS` text; parsed here so that plain text is all that crosses into a thread. */
+  allowedCidrs: string
+  resolver?: Resolver
+  userAgent?: string
+  /** Sockets per origin; unlimited when absent (the actor's in-flight window bounds it in practice). */
+  connections?: number
+}
+
+export interface DeliveryResult {
+  deliveryId: string
+  outcome: 'delivered' | 'retry' | 'gone'
+  status?: number
+  error?: string
+  retryAfterMs?: number
+  durationMs: number
+  responseBody?: string
+}
+
+export interface HttpSender {
+  send (batch: DeliveryTask[]): Promise<DeliveryResult[]>
+  close (): Promise<void>
+}
+
+export const DEFAULT_USER_AGENT = 'svc-webhooks/1'
+
+// After the kept part of a response body, this much more is read and discarded so the keep-alive
+// connection can be reused; beyond it the socket is cheaper to close than to drain.
+const DRAIN_LIMIT_BYTES = 64 * 1024
+
+// Marks errors whose message is already the sentence to show the account (SSRF refusals, DNS failures),
+// as opposed to socket errors that need translating.
+const GUARD_ERROR = 'ERR_SVC_WEBHOOK_GUARD'
+
+function guardError (message: string): Error {
+  return Object.assign(new Error(message), { code: GUARD_ERROR })
+}
+
+/**
+ * The DNS step of every new connection. In production it resolves with the injected resolver, judges
+ * EVERY address, and hands only checked addresses to the socket, so nothing can re-resolve the name
+ * between the check and the connect (DNS rebinding).
+ */
+function connectLookup (resolver: Resolver, production: boolean, allowed: CidrList) {
+  return (
+    hostname: string,
+    options: LookupOptions,
+    callback: (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void,
+  ): void => {
+    const verdict: Promise<HostVerdict> = production ? checkHost(hostname, allowed, resolver) : resolveHost(hostname, resolver)
+    verdict.then((v) => {
+      if (!v.ok) {
+        callback(guardError(v.unresolved ? v.reason : `blocked: ${v.reason}`), '')
+        return
+      }
+      // The family comes from the text, not from the resolver's word for it, so that the socket is never
+      // handed something net would reject (which would throw inside this promise chain).
+      const wanted = options.family === 4 || options.family === 6 ? options.family : 0
+      const usable: LookupAddress[] = v.addresses
+        .map((a) => ({ address: a.address, family: isIP(a.address) }))
+        .filter((a) => a.family !== 0 && (wanted === 0 || a.family === wanted))
+      const first = usable[0]
+      if (!first) {
+        callback(guardError(`webhook URL host ${hostname} has no usable ${wanted === 0 ? 'IP' : `IPv${wanted}`} address`), '')
+      } else if (options.all) {
+        callback(null, usable)
+      } else {
+        callback(null, first.address, first.family)
+      }
+    }, (err: unknown) => callback(guardError(`webhook URL host ${hostname} could not be checked${codeSuffix(err)}`), ''))
+  }
+}
+
+function codeSuffix (err: unknown): string {
+  const code = (err as { code?: unknown } | null)?.code
+  return typeof code === 'string' ? ` (${code})` : ''
+}
+
+const ERROR_PHRASES: Record<string, string> = {
+  ECONNREFUSED: 'connection refused',
+  ECONNRESET: 'connection reset by the receiver',
+  EPIPE: 'connection closed by the receiver',
+  ENOTFOUND: 'DNS lookup failed',
+  EAI_AGAIN: 'DNS lookup failed temporarily',
+  EHOSTUNREACH: 'host unreachable',
+  ENETUNREACH: 'network unreachable',
+  ETIMEDOUT: 'connect timed out',
+  UND_ERR_SOCKET: 'connection closed by the receiver',
+  UND_ERR_CLOSED: 'connection closed',
+  UND_ERR_RES_CONTENT_LENGTH_MISMATCH: 'response body shorter or longer than its Content-Length',
+}
+
+/** A short, stack-free description, without addresses the socket layer tends to put in messages. */
+function describeError (err: unknown, timeoutMs: number): string {
+  const e = err as { code?: unknown; message?: unknown; cause?: unknown } | null
+  const code = typeof e?.code === 'string' ? e.code : undefined
+  if (code === GUARD_ERROR) return String(e?.message)
+  if (code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
+    return `timeout after ${timeoutMs} ms`
+  }
+  if (code && ERROR_PHRASES[code]) return `${ERROR_PHRASES[code]} (${code})`
+  // undici's argument errors describe our own request (a header value it refused), never the network.
+  if (code === 'UND_ERR_INVALID_ARG' && typeof e?.message === 'string') return `${e.message.slice(0, 200)} (${code})`
+  if (code && (code.startsWith('ERR_TLS') || code.startsWith('ERR_SSL') || code.includes('CERT'))) return `TLS error (${code})`
+  if (code) return code
+  if (e?.cause) return describeError(e.cause, timeoutMs)
+  const message = typeof e?.message === 'string' ? e.message : String(err)
+  return (message.split('\n')[0] ?? '').slice(0, 200) || 'unknown error'
+}
+
+/** `Retry-After` as milliseconds from now: delta-seconds or an HTTP date. Undefined when unusable. */
+export function parseRetryAfter (value: string | string[] | undefined, nowMs: number = Date.now()): number | undefined {
+  const text = (Array.isArray(value) ? value[0] : value)?.trim()
+  if (!text) return undefined
+  if (/^\d+$/.test(text)) return Number(text) * 1000
+  // All three HTTP-date formats start with a day name; Date.parse alone would accept "-5" as a year.
+  if (!/^[A-Za-z]{3}/.test(text)) return undefined
+  const at = Date.parse(text)
+  if (Number.isNaN(at)) return undefined
+  return Math.max(0, at - nowMs)
+}
+
+/**
+ * Keeps the first `max` bytes of a body as text and drains or drops the rest, so the socket is either
+ * reusable or closed, never left stalled holding a pooled connection.
+ */
+function readCapped (body: Readable, max: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const kept: Buffer[] = []
+    let keptBytes = 0
+    let seen = 0
+    let cut = false
+    body.on('data', (chunk: Buffer) => {
+      seen += chunk.length
+      if (keptBytes < max) {
+        const piece = chunk.subarray(0, max - keptBytes)
+        kept.push(piece)
+        keptBytes += piece.length
+      }
+      if (!cut && seen > max + DRAIN_LIMIT_BYTES) {
+        cut = true
+        body.destroy()
+      }
+    })
+    body.on('error', (err) => { if (!cut) reject(err) })
+    body.on('close', () => resolve(Buffer.concat(kept).toString('utf8')))
+  })
+}
+
+function classify (status: number): Pick<DeliveryResult, 'outcome' | 'error'> {
+  if (status >= 200 && status < 300) return { outcome: 'delivered' }
+  if (status === 410) return { outcome: 'gone', error: 'receiver answered 410 Gone' }
+  if (status >= 300 && status < 400) return { outcome: 'retry', error: 'redirect not followed (3xx)' }
+  return { outcome: 'retry', error: `receiver answered ${status}` }
+}
+
+function requireNumber (name: string, value: unknown, min: number): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min) {
+    throw new RangeError(`http sender: ${name} must be an integer ≥ ${min}, got ${String(value)}`)
+  }
+  return value
+}
+
+export function createHttpSender (options: SenderOptions): HttpSender {
+  const timeoutMs = requireNumber('timeoutMs', options.timeoutMs, 1)
+  const maxResponseBytes = requireNumber('maxResponseBytes', options.maxResponseBytes, 0)
+  if (options.connections !== undefined) requireNumber('connections', options.connections, 1)
+  const production = options.production === true
+  const allowedCidrs = parseCidrList(options.allowedCidrs ?? '')
+  const policy: UrlPolicy = { production, allowedCidrs }
+  const userAgent = options.userAgent ?? DEFAULT_USER_AGENT
+
+  // Development keeps the platform's DNS unless a resolver is injected; production always goes through
+  // the guard.
+  const resolver = options.resolver ?? (production ? systemResolver : undefined)
+  const agent = new Agent({
+    ...(options.connections !== undefined ? { connections: options.connections } : {}),
+    headersTimeout: timeoutMs,
+    bodyTimeout: timeoutMs,
+    connect: {
+      timeout: timeoutMs,
+      ...(resolver ? { lookup: connectLookup(resolver, production, allowedCidrs) } : {}),
+    },
+  })
+
+  async function sendOne (task: DeliveryTask): Promise<DeliveryResult> {
+    const started = performance.now()
+    const done = (fields: Omit<DeliveryResult, 'deliveryId' | 'durationMs'>): DeliveryResult => ({
+      deliveryId: task.deliveryId,
+      ...fields,
+      durationMs: Math.round(performance.now() - started),
+    })
+
+    // Literal-IP hosts never reach the lookup (there is nothing to resolve), so the shape check is what
+    // judges them; names are judged at connect time.
+    const shape = checkUrlShape(task.url, policy)
+    if (!shape.ok) return done({ outcome: 'retry', error: `blocked: ${shape.reason}` })
+
+    const controller = new AbortController()
+    let timedOut = false
+    const timer = setTimeout(() => { timedOut = true; controller.abort() }, timeoutMs)
+    let status: number | undefined
+    try {
+      const timestamp = Math.floor(Date.now() / 1000)
+      const res = await request(shape.url, {
+        dispatcher: agent,
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'user-agent': userAgent,
+          'x-svc-event': task.event,
+          'x-svc-delivery': task.deliveryId,
+          'x-svc-signature': signatureHeader(task.secrets, timestamp, task.body),
+        },
+        body: task.body,
+        signal: controller.signal,
+      })
+      status = res.statusCode
+      const responseBody = await readCapped(res.body, maxResponseBytes)
+      const { outcome, error } = classify(status)
+      const retryAfterMs = status === 429 || status === 503 ? parseRetryAfter(res.headers['retry-after']) : undefined
+      return done({
+        outcome,
+        status,
+        ...(error !== undefined ? { error } : {}),
+        ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
+        ...(responseBody !== '' ? { responseBody } : {}),
+      })
+    } catch (err) {
+      return done({
+        outcome: 'retry',
+        ...(status !== undefined ? { status } : {}),
+        error: timedOut ? `timeout after ${timeoutMs} ms` : describeError(err, timeoutMs),
+      })
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+
+  return {
+    async send (batch) {
+      return Promise.all(batch.map((task) => sendOne(task).catch((err: unknown) => ({
+        deliveryId: task.deliveryId,
+        outcome: 'retry' as const,
+        error: describeError(err, timeoutMs),
+        durationMs: 0,
+      }))))
+    },
+    async close () {
+      await agent.close()
+    },
+  }
+}

@@ -1,0 +1,154 @@
+// The documents the MongoDB adapter keeps, and the mapping between them and the Store records.
+// Ids are the application's (src/domain/ids.ts) and serve as `_id`; timestamps stay ISO strings, so
+// they compare (and sort) as strings exactly as they do in SQLite. Every value written is rebuilt here
+// from the record's typed fields with String(): an object smuggled into a record can never become
+// query or update syntax, and nothing beyond the listed fields reaches the database.
+import type { EventType } from '../../domain/events.js'
+import type { Plan } from '../../domain/plans.js'
+import type { AccountRecord, ApiKeyRecord, SessionRecord, WebhookRecord, WebhookStatus } from '../types.js'
+
+export interface AccountDoc {
+  _id: string
+  email: string
+  passwordHash: string
+  plan: string
+  createdAt: string
+  /**
+   * The limit slots: ids of the account's active (unrevoked) API keys and of its webhooks that are not
+   * deleted. A slot is taken before the record is inserted and given back after it is revoked/deleted;
+   * see the MongoStore comment. May hold an id whose record is gone (a crash between two writes), never
+   * lacks one whose record is active.
+   */
+  activeApiKeyIds: string[]
+  webhookIds: string[]
+}
+
+export interface SessionDoc {
+  _id: string // tokenHash
+  accountId: string
+  createdAt: string
+  expiresAt: string
+  /** expiresAt as a Date, for the TTL index only; null when expiresAt does not parse (TTL then ignores it). */
+  expiresAtDate: Date | null
+}
+
+export interface ApiKeyDoc {
+  _id: string
+  accountId: string
+  name: string
+  keyHash: string
+  keyPrefix: string
+  createdAt: string
+  lastUsedAt: string | null
+  revokedAt: string | null
+}
+
+export interface WebhookDoc {
+  _id: string
+  accountId: string
+  url: string
+  events: string[]
+  secret: string
+  previousSecret: string | null
+  previousSecretExpiresAt: string | null
+  status: string
+  createdAt: string
+  updatedAt: string
+  /** Set by deleteWebhook; a webhook with deletedAt is invisible to every Store method. */
+  deletedAt: string | null
+}
+
+export const nullableString = (v: unknown): string | null => (v === null || v === undefined ? null : String(v))
+
+export function toDate (iso: string): Date | null {
+  const d = new Date(iso)
+  return Number.isNaN(d.getTime()) ? null : d
+}
+
+export function accountDoc (a: AccountRecord): AccountDoc {
+  return {
+    _id: String(a.id),
+    email: String(a.email),
+    passwordHash: String(a.passwordHash),
+    plan: String(a.plan),
+    createdAt: String(a.createdAt),
+    activeApiKeyIds: [],
+    webhookIds: [],
+  }
+}
+
+export function toAccount (d: AccountDoc): AccountRecord {
+  return { id: d._id, email: d.email, passwordHash: d.passwordHash, plan: d.plan as Plan, createdAt: d.createdAt }
+}
+
+export function sessionDoc (s: SessionRecord): SessionDoc {
+  const expiresAt = String(s.expiresAt)
+  return {
+    _id: String(s.tokenHash),
+    accountId: String(s.accountId),
+    createdAt: String(s.createdAt),
+    expiresAt,
+    expiresAtDate: toDate(expiresAt),
+  }
+}
+
+export function toSession (d: SessionDoc): SessionRecord {
+  return { tokenHash: d._id, accountId: d.accountId, createdAt: d.createdAt, expiresAt: d.expiresAt }
+}
+
+export function apiKeyDoc (k: ApiKeyRecord): ApiKeyDoc {
+  return {
+    _id: String(k.id),
+    accountId: String(k.accountId),
+    name: String(k.name),
+    keyHash: String(k.keyHash),
+    keyPrefix: String(k.keyPrefix),
+    createdAt: String(k.createdAt),
+    lastUsedAt: nullableString(k.lastUsedAt),
+    revokedAt: nullableString(k.revokedAt),
+  }
+}
+
+export function toApiKey (d: ApiKeyDoc): ApiKeyRecord {
+  return {
+    id: d._id,
+    accountId: d.accountId,
+    name: d.name,
+    keyHash: d.keyHash,
+    keyPrefix: d.keyPrefix,
+    createdAt: d.createdAt,
+    lastUsedAt: d.lastUsedAt ?? null,
+    revokedAt: d.revokedAt ?? null,
+  }
+}
+
+export function webhookDoc (w: WebhookRecord): WebhookDoc {
+  return {
+    _id: String(w.id),
+    accountId: String(w.accountId),
+    url: String(w.url),
+    events: Array.from(w.events, String),
+    secret: String(w.secret),
+    previousSecret: nullableString(w.previousSecret),
+    previousSecretExpiresAt: nullableString(w.previousSecretExpiresAt),
+    status: String(w.status),
+    createdAt: String(w.createdAt),
+    updatedAt: String(w.updatedAt),
+    deletedAt: null,
+  }
+}
+
+export function toWebhook (d: WebhookDoc): WebhookRecord {
+  return {
+    id: d._id,
+    accountId: d.accountId,
+    url: d.url,
+    events: [...d.events] as EventType[],
+    secret: d.secret,
+    previousSecret: d.previousSecret ?? null,
+    previousSecretExpiresAt: d.previousSecretExpiresAt ?? null,
+    status: d.status as WebhookStatus,
+    createdAt: d.createdAt,
+    updatedAt: d.updatedAt,
+  }
+}

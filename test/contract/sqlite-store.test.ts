@@ -1,0 +1,165 @@
+// The Store contract against the embedded SQLite adapter (a real file in a temporary directory), then
+// what only SQLite promises: WAL, migrations that run once, a file shared by two processes (the CLI and
+// the server), and group commit that isolates a failing write.
+import { after, before, describe, test } from 'node:test'
+import assert from 'node:assert/strict'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { newId } from '../../src/domain/ids.js'
+import { migrate, openSqliteStore, type SqliteStore } from '../../src/store/sqlite/index.js'
+import { migrations } from '../../src/store/sqlite/migrations.js'
+import type { AccountRecord, ApiKeyRecord } from '../../src/store/types.js'
+import { storeContract, type MadeStore } from './store-contract.js'
+
+async function makeSqlite (): Promise<MadeStore & { dir: string; open(): SqliteStore }> {
+  const dir = await mkdtemp(join(tmpdir(), 'svc-sqlite-'))
+  const opened: SqliteStore[] = []
+  const open = (): SqliteStore => {
+    const s = openSqliteStore({ dataDir: dir })
+    opened.push(s)
+    return s
+  }
+  return {
+    dir,
+    open,
+    store: open(),
+    reopen: async () => open(),
+    cleanup: async () => {
+      for (const s of opened) await s.close()
+      await rm(dir, { recursive: true, force: true })
+    },
+  }
+}
+
+storeContract('sqlite', makeSqlite)
+
+let seq = 0
+let clock = Date.now() // increasing ids, so that "newest first" is deterministic
+const stamp = (): string => `${Date.now()}-${++seq}`
+const iso = (): string => new Date().toISOString()
+
+function account (): AccountRecord {
+  return { id: newId('acct'), email: `sqlite-${stamp()}@example.test`, passwordHash: 'h', plan: 'free', createdAt: iso() }
+}
+
+function key (accountId: string, overrides: Partial<ApiKeyRecord> = {}): ApiKeyRecord {
+  return {
+    id: newId('key', ++clock), accountId, name: 'k', keyHash: `hash-${stamp()}`, keyPrefix: 'svc_x',
+    createdAt: iso(), lastUsedAt: null, revokedAt: null, ...overrides,
+  }
+}
+
+describe('sqlite store: adapter-specific', () => {
+  let made: Awaited<ReturnType<typeof makeSqlite>>
+  let store: SqliteStore
+
+  before(async () => {
+    made = await makeSqlite()
+    store = made.store as SqliteStore
+  })
+
+  after(async () => {
+    await made?.cleanup()
+  })
+
+  test('runs in WAL mode with synchronous=FULL and foreign keys on', () => {
+    assert.equal(store.db.pragma('journal_mode', { simple: true }), 'wal')
+    assert.equal(store.db.pragma('synchronous', { simple: true }), 2)
+    assert.equal(store.db.pragma('foreign_keys', { simple: true }), 1)
+  })
+
+  test('reopening the same directory keeps the data and does not re-run migrations', async () => {
+    const own = await makeSqlite()
+    try {
+      const first = own.store as SqliteStore
+      assert.equal(first.db.pragma('user_version', { simple: true }), migrations.length)
+      const a = account()
+      assert.equal(await first.createAccount(a), 'created')
+      await first.close()
+
+      const second = own.open()
+      assert.equal(second.db.pragma('user_version', { simple: true }), migrations.length)
+      assert.deepEqual(await second.findAccountById(a.id), a)
+      // Re-running a migration would fail on CREATE TABLE of an existing table; a no-op does not.
+      assert.doesNotThrow(() => migrate(second.db))
+      assert.equal(second.db.pragma('user_version', { simple: true }), migrations.length)
+    } finally {
+      await own.cleanup()
+    }
+  })
+
+  test('refuses to open a database whose schema is newer than this build', async () => {
+    const own = await makeSqlite()
+    try {
+      const s = own.store as SqliteStore
+      s.db.pragma(`user_version = ${migrations.length + 1}`)
+      await s.close()
+      assert.throws(() => own.open(), /newer than this svc knows/)
+    } finally {
+      await own.cleanup()
+    }
+  })
+
+  test("a second store on the same file sees the first one's writes", async () => {
+    const other = made.open()
+    const a = account()
+    assert.equal(await store.createAccount(a), 'created')
+    assert.deepEqual(await other.findAccountById(a.id), a)
+    const k = key(a.id)
+    assert.equal(await other.insertApiKey(k, 3), 'created')
+    assert.deepEqual(await store.findApiKeyByHash(k.keyHash), k)
+    assert.equal(await other.createAccount({ ...account(), email: a.email }), 'email_taken')
+  })
+
+  test('the limit holds across two stores on the same file', async () => {
+    const other = made.open()
+    const a = account()
+    assert.equal(await store.createAccount(a), 'created')
+    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? store : other).insertApiKey(key(a.id), 3)))
+    assert.equal(results.filter((r) => r === 'created').length, 3)
+    assert.equal(await other.countActiveApiKeys(a.id), 3)
+  })
+
+  test('a failing write in a group commit rejects only its own promise; the others in the same tick commit', async () => {
+    const a = account()
+    assert.equal(await store.createAccount(a), 'created')
+    const k1 = key(a.id)
+    const dupId = key(a.id, { id: k1.id })
+    const k3 = key(a.id)
+    const dupHash = key(a.id, { keyHash: k3.keyHash })
+    const k5 = key(a.id)
+    const b = account()
+    const bDupId = { ...account(), id: b.id }
+    // All issued in one tick: one transaction, one savepoint each.
+    const settled = await Promise.allSettled([
+      store.insertApiKey(k1, 10),
+      store.insertApiKey(dupId, 10),
+      store.insertApiKey(k3, 10),
+      store.insertApiKey(dupHash, 10),
+      store.insertApiKey(k5, 10),
+      store.createAccount(b),
+      store.createAccount(bDupId),
+      store.insertApiKey(key(newId('acct')), 10), // no such account: the foreign key refuses it
+    ])
+    assert.deepEqual(settled.map((s) => s.status), ['fulfilled', 'rejected', 'fulfilled', 'rejected', 'fulfilled', 'fulfilled', 'rejected', 'rejected'])
+    assert.deepEqual(settled.filter((s) => s.status === 'fulfilled').map((s) => s.value), ['created', 'created', 'created', 'created'])
+    assert.deepEqual((await store.listApiKeys(a.id)).map((k) => k.id), [k5.id, k3.id, k1.id])
+    assert.deepEqual(await store.findAccountById(b.id), b)
+    assert.equal(await store.findAccountByEmail(bDupId.email), null)
+    assert.equal(await store.countActiveApiKeys(a.id), 3)
+  })
+
+  test('a write issued just before close is committed by close', async () => {
+    const own = await makeSqlite()
+    try {
+      const a = account()
+      const pending = own.store.createAccount(a)
+      await own.store.close()
+      assert.equal(await pending, 'created')
+      assert.deepEqual(await own.open().findAccountById(a.id), a)
+    } finally {
+      await own.cleanup()
+    }
+  })
+})

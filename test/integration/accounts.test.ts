@@ -1,0 +1,199 @@
+import assert from 'node:assert/strict'
+import { describe, test } from 'node:test'
+import { PASSWORD, errorOf, signedUp, startServer, uniqueEmail } from '../helpers/server.js'
+
+function cookieLine (headers: Record<string, string | string[] | undefined>): string {
+  const raw = headers['set-cookie']
+  const line = (Array.isArray(raw) ? raw : [raw ?? '']).find((l) => l.startsWith('svc_session='))
+  assert.ok(line, 'a svc_session cookie is set')
+  return line
+}
+
+describe('signup', () => {
+  test('creates a Free account, answers 201 and sets an HttpOnly, SameSite=Lax session cookie', async (t) => {
+    const server = await startServer(t)
+    const client = server.client()
+    const email = uniqueEmail('Signup')
+    const res = await client.post('/api/auth/signup', { email: `  ${email.toUpperCase()} `.trim(), password: PASSWORD })
+    assert.equal(res.status, 201)
+    assert.equal(res.body.success, true)
+    assert.deepEqual(Object.keys(res.body.data).sort(), ['createdAt', 'email', 'id', 'plan'])
+    assert.equal(res.body.data.email, email.toLowerCase(), 'email is stored in lower case')
+    assert.equal(res.body.data.plan, 'free')
+    assert.match(res.body.data.id, /^acct_/)
+    assert.match(res.body.data.createdAt, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
+    const cookie = cookieLine(res.headers)
+    assert.match(cookie, /HttpOnly/i)
+    assert.match(cookie, /SameSite=Lax/i)
+    assert.match(cookie, /Path=\//)
+    assert.doesNotMatch(cookie, /Secure/i, 'no Secure flag in development (plain http on localhost)')
+    const token = cookie.split(';')[0]!.slice('svc_session='.length)
+    assert.ok(Buffer.from(token, 'base64url').length >= 32, 'session token carries at least 32 random bytes')
+    assert.equal(res.text.includes(PASSWORD), false)
+
+    const me = await client.get('/api/account')
+    assert.equal(me.status, 200)
+    assert.equal(me.body.data.email, email.toLowerCase())
+  })
+
+  test('the session token is stored only as a hash', async (t) => {
+    const server = await startServer(t)
+    const { client } = await signedUp(server)
+    const token = client.cookie!.slice('svc_session='.length)
+    const { SqliteStore } = await import('../../src/store/sqlite/index.js')
+    const db = (server.store as InstanceType<typeof SqliteStore>).db
+    const rows = db.prepare('SELECT * FROM sessions').all()
+    assert.equal(rows.length, 1)
+    assert.equal(JSON.stringify(rows).includes(token), false)
+  })
+
+  test('production cookies carry Secure', async (t) => {
+    const server = await startServer(t, { env: { NODE_ENV: 'production' } })
+    const res = await server.client().post('/api/auth/signup', { email: uniqueEmail(), password: PASSWORD })
+    assert.equal(res.status, 201)
+    assert.match(cookieLine(res.headers), /Secure/i)
+  })
+
+  test('an email already registered, in any case, is 409 email_taken', async (t) => {
+    const server = await startServer(t)
+    const email = uniqueEmail()
+    await signedUp(server, email)
+    const res = await server.client().post('/api/auth/signup', { email: email.toUpperCase(), password: PASSWORD })
+    assert.equal(res.status, 409)
+    assert.equal(errorOf(res).code, 'email_taken')
+    assert.equal(res.headers['set-cookie'], undefined)
+  })
+
+  test('bad input is 400 validation_error naming the field, and creates nothing', async (t) => {
+    const server = await startServer(t)
+    const cases: Array<[unknown, string]> = [
+      [{ email: uniqueEmail(), password: 'short' }, 'body.password'],
+      [{ email: uniqueEmail(), password: 'x'.repeat(201) }, 'body.password'],
+      [{ email: 'not-an-email', password: PASSWORD }, 'body.email'],
+      [{ email: { $ne: null }, password: PASSWORD }, 'body.email'],
+      [{ email: uniqueEmail(), password: { $gt: '' } }, 'body.password'],
+      [{ email: uniqueEmail() }, 'body.password'],
+      [{ password: PASSWORD }, 'body.email'],
+      [{ email: uniqueEmail(), password: PASSWORD, plan: 'pro' }, 'body.plan'],
+    ]
+    for (const [body, path] of cases) {
+      const res = await server.client().post('/api/auth/signup', body)
+      assert.equal(res.status, 400, JSON.stringify(body))
+      const err = errorOf(res)
+      assert.equal(err.code, 'validation_error')
+      assert.ok(err.details?.some((d) => d.path === path), `${JSON.stringify(body)} → ${JSON.stringify(err.details)}`)
+    }
+    const bodies = cases.map(([b]) => b as { email?: unknown })
+    for (const b of bodies) {
+      if (typeof b.email === 'string') assert.equal(await server.store.findAccountByEmail(b.email), null)
+    }
+  })
+})
+
+describe('login and logout', () => {
+  test('login with the right password opens a new session', async (t) => {
+    const server = await startServer(t)
+    const { email } = await signedUp(server)
+    const client = server.client()
+    const res = await client.post('/api/auth/login', { email: email.toUpperCase(), password: PASSWORD })
+    assert.equal(res.status, 200)
+    assert.equal(res.body.data.email, email)
+    assert.ok(client.cookie)
+    assert.equal((await client.get('/api/account')).status, 200)
+  })
+
+  test('a wrong password and an unknown email get the same 401 invalid_credentials', async (t) => {
+    const server = await startServer(t)
+    const { email } = await signedUp(server)
+    const wrong = await server.client().post('/api/auth/login', { email, password: 'wrong password!' })
+    const unknown = await server.client().post('/api/auth/login', { email: uniqueEmail('nobody'), password: PASSWORD })
+    for (const res of [wrong, unknown]) {
+      assert.equal(res.status, 401)
+      assert.equal(res.headers['set-cookie'], undefined)
+    }
+    assert.deepEqual(wrong.body, unknown.body)
+    assert.equal(errorOf(wrong).code, 'invalid_credentials')
+  })
+
+  test('logout deletes the session server-side: the old cookie is refused afterwards', async (t) => {
+    const server = await startServer(t)
+    const { client } = await signedUp(server)
+    const stolen = client.cookie!
+    const res = await client.post('/api/auth/logout')
+    assert.equal(res.status, 200)
+    assert.match(cookieLine(res.headers), /svc_session=;|Expires=Thu, 01 Jan 1970/)
+    const replay = await server.client().get('/api/account', { cookie: stolen })
+    assert.equal(replay.status, 401)
+    assert.equal(errorOf(replay).code, 'invalid_session')
+  })
+
+  test('no cookie is 401 authentication_required; a forged one is 401 invalid_session', async (t) => {
+    const server = await startServer(t)
+    const none = await server.client().get('/api/account')
+    assert.equal(none.status, 401)
+    assert.equal(errorOf(none).code, 'authentication_required')
+    const forged = await server.client().get('/api/account', { cookie: 'svc_session=' + 'A'.repeat(43) })
+    assert.equal(forged.status, 401)
+    assert.equal(errorOf(forged).code, 'invalid_session')
+  })
+
+  test('an x-api-key is not a credential on the management routes', async (t) => {
+    const server = await startServer(t)
+    const { client } = await signedUp(server)
+    const created = await client.post('/api/keys', { name: 'k' })
+    const res = await server.client().get('/api/account', { 'x-api-key': created.body.data.key })
+    assert.equal(res.status, 401)
+    assert.equal(errorOf(res).code, 'authentication_required')
+  })
+})
+
+describe('sessions expire', () => {
+  test('a session dies after its lifetime and slides forward when used', async (t) => {
+    let now = Date.parse('2026-01-01T00:00:00.000Z')
+    const clock = { now: () => now }
+    const server = await startServer(t, { env: { SESSION_TTL_HOURS: '24' }, deps: { clock } })
+    const { client } = await signedUp(server)
+    now += 20 * 3_600_000
+    const used = await client.get('/api/account')
+    assert.equal(used.status, 200)
+    assert.ok(used.headers['set-cookie'], 'the cookie is sent again with the new lifetime')
+    now += 20 * 3_600_000 // 40 h after login, 20 h after last use: still alive thanks to the slide
+    assert.equal((await client.get('/api/account')).status, 200)
+    now += 25 * 3_600_000 // 25 h idle: expired
+    const expired = await client.get('/api/account')
+    assert.equal(expired.status, 401)
+    assert.equal(errorOf(expired).code, 'invalid_session')
+    assert.equal(await server.store.deleteExpiredSessions(new Date(now).toISOString()), 1)
+  })
+})
+
+describe('cross-site requests', () => {
+  test('a foreign Origin is 403 forbidden_origin and changes nothing; our own origin is fine', async (t) => {
+    const server = await startServer(t)
+    const { client, id } = await signedUp(server)
+    const evil = await client.post('/api/keys', { name: 'csrf' }, { origin: 'https://evil.example' })
+    assert.equal(evil.status, 403)
+    assert.equal(errorOf(evil).code, 'forbidden_origin')
+    assert.equal(await server.store.countActiveApiKeys(id), 0)
+    const loginCsrf = await server.client().post('/api/auth/login', { email: 'x@example.test', password: PASSWORD }, { origin: 'null' })
+    assert.equal(loginCsrf.status, 403)
+    const own = await client.post('/api/keys', { name: 'ok' }, { origin: server.config.publicUrl })
+    assert.equal(own.status, 201)
+  })
+})
+
+describe('account', () => {
+  test('shows plan, limits and usage, and follows plan changes', async (t) => {
+    const server = await startServer(t)
+    const { client, id } = await signedUp(server)
+    await client.post('/api/keys', { name: 'a' })
+    await client.post('/api/webhooks', { url: 'http://127.0.0.1:9/h', events: ['email.sent'] })
+    const free = await client.get('/api/account')
+    assert.deepEqual(free.body.data.limits, { apiKeys: 3, webhooks: 5 })
+    assert.deepEqual(free.body.data.usage, { apiKeys: 1, webhooks: 1 })
+    await server.store.setAccountPlan(id, 'pro')
+    const pro = await client.get('/api/account')
+    assert.equal(pro.body.data.plan, 'pro')
+    assert.deepEqual(pro.body.data.limits, { apiKeys: 10, webhooks: 10 })
+  })
+})

@@ -1,0 +1,98 @@
+// The compiled entry points as an operator runs them: the server and the CLI as child processes on a
+// real data directory.
+import assert from 'node:assert/strict'
+import { spawn, spawnSync } from 'node:child_process'
+import { once } from 'node:events'
+import { describe, test } from 'node:test'
+import { fileURLToPath } from 'node:url'
+import { PASSWORD, startServer, tempDir, TEST_SECRET, uniqueEmail } from '../helpers/server.js'
+
+const SERVER = fileURLToPath(new URL('../../src/server.js', import.meta.url))
+const CLI = fileURLToPath(new URL('../../src/cli.js', import.meta.url))
+
+function cli (args: string[], env: Record<string, string>) {
+  const r = spawnSync(process.execPath, [CLI, ...args], { env: { PATH: process.env.PATH ?? '', ...env }, encoding: 'utf8' })
+  return { code: r.status, out: r.stdout, err: r.stderr }
+}
+
+describe('server process', () => {
+  test('a bad variable stops the start with one line naming it, exit code 1', () => {
+    const r = spawnSync(process.execPath, [SERVER], { env: { PATH: process.env.PATH ?? '', PORT: 'eighty', DATA_DIR: '/nonexistent' }, encoding: 'utf8' })
+    assert.equal(r.status, 1)
+    assert.equal(r.stderr.trim(), 'svc: configuration: PORT must be a TCP port number from 0 to 65535 (got "eighty")')
+  })
+
+  test('starts on the embedded store, serves, and exits 0 on SIGTERM', async (t) => {
+    const dataDir = tempDir(t)
+    const child = spawn(process.execPath, [SERVER], {
+      env: { PATH: process.env.PATH ?? '', PORT: '0', DATA_DIR: dataDir, SVC_SECRET: TEST_SECRET },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    t.after(() => { child.kill('SIGKILL') })
+    let output = ''
+    const url = await new Promise<string>((resolve, reject) => {
+      child.stdout.on('data', (chunk: Buffer) => {
+        output += chunk
+        const m = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(output)
+        if (m) resolve(m[1]!)
+      })
+      child.once('exit', (code) => reject(new Error(`server exited early (${code}): ${output}`)))
+    })
+    const res = await fetch(url + '/readyz')
+    assert.equal(res.status, 200)
+    assert.equal((await res.json() as { status: string }).status, 'ready')
+    child.kill('SIGTERM')
+    const [code] = await once(child, 'exit')
+    assert.equal(code, 0)
+    const lines = output.trim().split('\n').map((l) => JSON.parse(l) as { msg: string })
+    assert.ok(lines.some((l) => l.msg.includes('sandbox transport')), 'warns that no email leaves the machine')
+    assert.equal(lines.at(-1)?.msg, 'stopped')
+  })
+})
+
+describe('cli', () => {
+  test('moves an account to Pro, and the running service applies the new limits at once', async (t) => {
+    const server = await startServer(t)
+    const env = { DATA_DIR: server.dataDir, SVC_SECRET: TEST_SECRET }
+    const email = uniqueEmail('cli')
+    const client = server.client()
+    await client.post('/api/auth/signup', { email, password: PASSWORD })
+    for (let i = 0; i < 3; i++) assert.equal((await client.post('/api/keys', { name: `k${i}` })).status, 201)
+    assert.equal((await client.post('/api/keys', { name: 'k4' })).status, 403)
+
+    const r = cli(['plan', 'set', email.toUpperCase(), 'pro'], env)
+    assert.equal(r.code, 0, r.err)
+    assert.match(r.out, /now on the Pro plan \(10 API keys, 10 webhooks\)/)
+    assert.equal((await client.post('/api/keys', { name: 'k4' })).status, 201)
+    assert.equal((await client.get('/api/account')).body.data.plan, 'pro')
+  })
+
+  test('account create makes an account that can log in; a second one with that email is refused', async (t) => {
+    const server = await startServer(t)
+    const env = { DATA_DIR: server.dataDir, SVC_SECRET: TEST_SECRET }
+    const email = uniqueEmail('ops')
+    const made = cli(['account', 'create', email, '--plan', 'pro', '--password', PASSWORD], env)
+    assert.equal(made.code, 0, made.err)
+    assert.match(made.out, /created account acct_\w+ .* on the Pro plan/)
+    assert.equal(made.out.includes(PASSWORD), false, 'a given password is not printed back')
+    const login = await server.client().post('/api/auth/login', { email, password: PASSWORD })
+    assert.equal(login.status, 200)
+    assert.equal(login.body.data.plan, 'pro')
+    const again = cli(['account', 'create', email], env)
+    assert.equal(again.code, 1)
+    assert.match(again.err, /already exists/)
+  })
+
+  test('clear errors: unknown account (exit 1), unknown plan and unknown command (exit 2)', (t) => {
+    const env = { DATA_DIR: tempDir(t), SVC_SECRET: TEST_SECRET }
+    const missing = cli(['plan', 'set', 'nobody@example.test', 'pro'], env)
+    assert.equal(missing.code, 1)
+    assert.equal(missing.err.trim(), 'svc: no account with email nobody@example.test')
+    const plan = cli(['plan', 'set', 'nobody@example.test', 'gold'], env)
+    assert.equal(plan.code, 2)
+    assert.match(plan.err, /unknown plan "gold" \(plans: free, pro\)/)
+    const unknown = cli(['frobnicate'], env)
+    assert.equal(unknown.code, 2)
+    assert.match(unknown.err, /unknown command/)
+  })
+})

@@ -1,0 +1,441 @@
+import { after, before, describe, test } from 'node:test'
+import assert from 'node:assert/strict'
+import { once } from 'node:events'
+import net, { type AddressInfo } from 'node:net'
+import { SMTPServer } from 'smtp-server'
+import { createSmtpTransport, parseSmtpUrl } from '../../src/mail/smtp-transport.js'
+import { SIMULATOR, type OutgoingMessage, type RecipientResult } from '../../src/mail/transport.js'
+
+interface Received {
+  mailFrom: string
+  rcptTo: string[]
+  raw: string
+}
+
+/** Temporary or permanent failures the sink plays, chosen by the recipient's local part. */
+function smtpError(message: string, responseCode: number): Error {
+  const err = new Error(message) as Error & { responseCode: number }
+  err.responseCode = responseCode
+  return err
+}
+
+interface Sink {
+  port: number
+  received: Received[]
+  connections: number
+  close(): Promise<void>
+}
+
+async function startSink(opts: { password?: string } = {}): Promise<Sink> {
+  const sink: Sink = { port: 0, received: [], connections: 0, close: async () => {} }
+  const server = new SMTPServer({
+    authOptional: opts.password === undefined,
+    allowInsecureAuth: true,
+    // Loopback only: no certificate to offer, so STARTTLS is not advertised at all.
+    disabledCommands: ['STARTTLS'],
+    logger: false,
+    onConnect(_session, cb) {
+      sink.connections++
+      cb()
+    },
+    onAuth(auth, _session, cb) {
+      if (auth.username === 'svc' && auth.password === opts.password) cb(null, { user: 'svc' })
+      else cb(smtpError('authentication failed', 535))
+    },
+    onMailFrom(address, _session, cb) {
+      if (address.address.startsWith('blocked')) return cb(smtpError('sender address not allowed', 553))
+      cb()
+    },
+    onRcptTo(address, _session, cb) {
+      const local = address.address.split('@')[0] ?? ''
+      if (local.startsWith('nosuch')) return cb(smtpError('no such user', 550))
+      if (local.startsWith('busy')) return cb(smtpError('mailbox busy, try again later', 451))
+      if (local.startsWith('shutdown')) return cb(smtpError('service shutting down', 421))
+      cb()
+    },
+    onData(stream, session, cb) {
+      const chunks: Buffer[] = []
+      stream.on('data', (c: Buffer) => chunks.push(c))
+      stream.on('end', () => {
+        const rcptTo = session.envelope.rcptTo.map((a) => a.address)
+        const mailFrom = session.envelope.mailFrom === false ? '' : session.envelope.mailFrom.address
+        if (rcptTo.some((a) => a.startsWith('spamtrap'))) return cb(smtpError('message content rejected', 554))
+        if (rcptTo.some((a) => a.startsWith('greylist'))) return cb(smtpError('greylisted, come back later', 451))
+        sink.received.push({ mailFrom, rcptTo, raw: Buffer.concat(chunks).toString('utf8') })
+        cb(null, 'queued as 42')
+      })
+    },
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  sink.port = (server.server.address() as AddressInfo).port
+  sink.close = () =>
+    new Promise<void>((resolve) => {
+      server.close(() => resolve())
+    })
+  return sink
+}
+
+function message(over: Partial<OutgoingMessage> = {}): OutgoingMessage {
+  return {
+    messageId: 'em_test1',
+    from: 'Sender <sender@mail.example.com>',
+    to: ['alice@example.net'],
+    cc: [],
+    bcc: [],
+    subject: 'Hello',
+    html: '<p>Hi</p>',
+    text: 'Hi',
+    headers: {},
+    ...over,
+  }
+}
+
+function headerBlock(raw: string): string {
+  const end = raw.indexOf('\r\n\r\n')
+  return end < 0 ? raw : raw.slice(0, end)
+}
+
+/** Header lines as they appear, continuation lines folded back onto their header. */
+function headerLines(raw: string): string[] {
+  return headerBlock(raw).replace(/\r\n[ \t]+/g, ' ').split('\r\n')
+}
+
+function header(raw: string, name: string): string | undefined {
+  const prefix = name.toLowerCase() + ':'
+  return headerLines(raw)
+    .find((l) => l.toLowerCase().startsWith(prefix))
+    ?.slice(prefix.length)
+    .trim()
+}
+
+function byRecipient(results: RecipientResult[]): Record<string, RecipientResult> {
+  return Object.fromEntries(results.map((r) => [r.recipient, r]))
+}
+
+/** A port nothing listens on: bind one, then give it back. */
+async function closedPort(): Promise<number> {
+  const s = net.createServer()
+  s.listen(0, '127.0.0.1')
+  await once(s, 'listening')
+  const port = (s.address() as AddressInfo).port
+  await new Promise<void>((resolve) => s.close(() => resolve()))
+  return port
+}
+
+describe('SMTP transport against a real SMTP server', () => {
+  let sink: Sink
+  let transport: ReturnType<typeof createSmtpTransport>
+
+  before(async () => {
+    sink = await startSink()
+    transport = createSmtpTransport(`smtp://127.0.0.1:${sink.port}`, { connectionTimeoutMs: 5_000 })
+  })
+  after(async () => {
+    await transport.close()
+    await sink.close()
+  })
+
+  test('an accepted message is delivered to every recipient, with the final 250 reply', async () => {
+    const before = sink.received.length
+    const results = await transport.send(
+      message({ to: ['Alice <Alice@Example.net>'], cc: ['carol@example.net'], bcc: ['dave@example.net'] }),
+    )
+    assert.deepEqual(
+      results.map((r) => [r.recipient, r.outcome, r.code]),
+      [
+        ['alice@example.net', 'delivered', 250],
+        ['carol@example.net', 'delivered', 250],
+        ['dave@example.net', 'delivered', 250],
+      ],
+    )
+    assert.match(results[0]?.response ?? '', /queued as 42/)
+    const got = sink.received.slice(before)
+    assert.equal(got.length, 1)
+    assert.deepEqual(got[0]?.rcptTo, ['alice@example.net', 'carol@example.net', 'dave@example.net'])
+    assert.equal(got[0]?.mailFrom, 'sender@mail.example.com')
+    // Bcc recipients get the mail but nobody sees them in the headers.
+    assert.equal(header(got[0]?.raw ?? '', 'Bcc'), undefined)
+    assert.doesNotMatch(headerBlock(got[0]?.raw ?? ''), /dave@example\.net/)
+  })
+
+  test('the Message-ID is ours, on the sender domain, even when a custom header tries to set one', async () => {
+    const before = sink.received.length
+    await transport.send(message({ messageId: 'em_abc123', headers: { 'Message-ID': '<forged@evil.test>' } }))
+    const raw = sink.received[before]?.raw ?? ''
+    assert.equal(header(raw, 'Message-ID'), '<em_abc123@mail.example.com>')
+    assert.equal(headerLines(raw).filter((l) => /^message-id:/i.test(l)).length, 1)
+  })
+
+  test('custom headers and List-Unsubscribe arrive as given', async () => {
+    const before = sink.received.length
+    await transport.send(
+      message({
+        replyTo: ['support@example.com'],
+        headers: {
+          'X-Campaign': 'spring-2026',
+          'List-Unsubscribe': '<https://svc.example.com/t/u/abc.def>',
+          'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click',
+        },
+      }),
+    )
+    const raw = sink.received[before]?.raw ?? ''
+    assert.equal(header(raw, 'X-Campaign'), 'spring-2026')
+    assert.equal(header(raw, 'List-Unsubscribe'), '<https://svc.example.com/t/u/abc.def>')
+    assert.equal(header(raw, 'List-Unsubscribe-Post'), 'List-Unsubscribe=One-Click')
+    assert.equal(header(raw, 'Reply-To'), 'support@example.com')
+  })
+
+  test('CR/LF in the subject or a header value cannot inject a header line', async () => {
+    const before = sink.received.length
+    const results = await transport.send(
+      message({
+        subject: 'Hi\r\nBcc: victim@evil.test\r\nX-Injected: subject',
+        headers: { 'X-Note': 'ok\r\nX-Injected: header\nReply-To: thief@evil.test' },
+      }),
+    )
+    assert.equal(results.length, 1)
+    const got = sink.received[before]
+    assert.ok(got)
+    const lines = headerLines(got.raw)
+    assert.deepEqual(lines.filter((l) => /^(bcc|x-injected|reply-to):/i.test(l)), [])
+    assert.deepEqual(got.rcptTo, ['alice@example.net'])
+    // The text is still there, just inside the header it was given in.
+    assert.match(header(got.raw, 'Subject') ?? '', /Bcc: victim@evil\.test/)
+  })
+
+  test('a header name that is not a field-name is refused before anything is sent', async () => {
+    const before = sink.received.length
+    await assert.rejects(
+      transport.send(message({ headers: { 'X-Bad\r\nBcc': 'victim@evil.test' } })),
+      /invalid header name/,
+    )
+    assert.equal(sink.received.length, before)
+  })
+
+  test('a recipient refused with 550 at RCPT bounces with the code and the server text', async () => {
+    const results = await transport.send(message({ to: ['nosuch@example.net'] }))
+    assert.equal(results.length, 1)
+    assert.equal(results[0]?.outcome, 'bounced')
+    assert.equal(results[0]?.code, 550)
+    assert.match(results[0]?.response ?? '', /no such user/)
+  })
+
+  test('a recipient refused with 451 at RCPT is deferred for a retry', async () => {
+    const results = await transport.send(message({ to: ['busy@example.net'] }))
+    assert.deepEqual(
+      results.map((r) => [r.recipient, r.outcome, r.code]),
+      [['busy@example.net', 'deferred', 451]],
+    )
+    assert.match(results[0]?.response ?? '', /try again later/)
+  })
+
+  test('mixed recipients: accepted ones are delivered, refused ones bounced or deferred', async () => {
+    const before = sink.received.length
+    const results = byRecipient(
+      await transport.send(
+        message({ to: ['alice@example.net', 'nosuch@example.net'], cc: ['busy@example.net'], bcc: ['bob@example.net'] }),
+      ),
+    )
+    assert.equal(results['alice@example.net']?.outcome, 'delivered')
+    assert.equal(results['bob@example.net']?.outcome, 'delivered')
+    assert.equal(results['nosuch@example.net']?.outcome, 'bounced')
+    assert.equal(results['nosuch@example.net']?.code, 550)
+    assert.equal(results['busy@example.net']?.outcome, 'deferred')
+    assert.equal(results['busy@example.net']?.code, 451)
+    assert.equal(sink.received.length, before + 1)
+    assert.deepEqual(sink.received[before]?.rcptTo, ['alice@example.net', 'bob@example.net'])
+  })
+
+  test('when every RCPT is refused, each recipient gets its own outcome', async () => {
+    const results = byRecipient(await transport.send(message({ to: ['nosuch1@example.net', 'busy1@example.net'] })))
+    assert.equal(results['nosuch1@example.net']?.outcome, 'bounced')
+    assert.equal(results['busy1@example.net']?.outcome, 'deferred')
+  })
+
+  test('a message refused with 5xx after DATA bounces every recipient', async () => {
+    const results = await transport.send(message({ to: ['spamtrap@example.net', 'alice@example.net'] }))
+    assert.deepEqual(
+      results.map((r) => [r.recipient, r.outcome, r.code]),
+      [
+        ['spamtrap@example.net', 'bounced', 554],
+        ['alice@example.net', 'bounced', 554],
+      ],
+    )
+    assert.match(results[0]?.response ?? '', /content rejected/)
+  })
+
+  test('a message refused with 4xx after DATA is deferred for every recipient', async () => {
+    const results = await transport.send(message({ to: ['greylist@example.net'] }))
+    assert.deepEqual(
+      results.map((r) => [r.outcome, r.code]),
+      [['deferred', 451]],
+    )
+  })
+
+  test('a refused sender (5xx at MAIL FROM) defers instead of bouncing the recipients', async () => {
+    const results = await transport.send(message({ from: 'blocked@mail.example.com', to: ['alice@example.net'] }))
+    assert.deepEqual(
+      results.map((r) => [r.recipient, r.outcome, r.code]),
+      [['alice@example.net', 'deferred', 553]],
+    )
+    assert.match(results[0]?.response ?? '', /sender address not allowed/)
+  })
+
+  test('a 421 that closes the connection defers the message, and the next send still works', async () => {
+    const results = await transport.send(message({ to: ['shutdown@example.net', 'alice@example.net'] }))
+    assert.deepEqual(
+      results.map((r) => r.outcome),
+      ['deferred', 'deferred'],
+    )
+    const next = await transport.send(message({ to: ['alice@example.net'] }))
+    assert.equal(next[0]?.outcome, 'delivered')
+  })
+
+  test('simulator addresses get their outcome and never reach the server', async () => {
+    const before = sink.received.length
+    const results = await transport.send(
+      message({
+        to: ['alice@example.net', SIMULATOR.delivered],
+        cc: [SIMULATOR.bounced],
+        bcc: [SIMULATOR.complained],
+      }),
+    )
+    assert.deepEqual(
+      results.map((r) => [r.recipient, r.outcome]),
+      [
+        ['alice@example.net', 'delivered'],
+        [SIMULATOR.delivered, 'delivered'],
+        [SIMULATOR.bounced, 'bounced'],
+        [SIMULATOR.complained, 'complained'],
+      ],
+    )
+    assert.equal(results[2]?.code, 550)
+    assert.equal(sink.received.length, before + 1)
+    assert.deepEqual(sink.received[before]?.rcptTo, ['alice@example.net'])
+  })
+
+  test('a send to simulator addresses only opens no connection', async () => {
+    const s = await startSink()
+    const t = createSmtpTransport(`smtp://127.0.0.1:${s.port}`)
+    try {
+      const results = await t.send(message({ to: [SIMULATOR.delivered, 'Bounced@Simulator.test'] }))
+      assert.deepEqual(
+        results.map((r) => [r.recipient, r.outcome]),
+        [
+          [SIMULATOR.delivered, 'delivered'],
+          [SIMULATOR.bounced, 'bounced'],
+        ],
+      )
+      assert.equal(s.connections, 0)
+      assert.equal(s.received.length, 0)
+    } finally {
+      await t.close()
+      await s.close()
+    }
+  })
+
+  test('consecutive sends reuse one pooled connection', async () => {
+    const s = await startSink()
+    const t = createSmtpTransport(`smtp://127.0.0.1:${s.port}`, { maxConnections: 1 })
+    try {
+      for (let i = 0; i < 3; i++) {
+        const r = await t.send(message({ messageId: `em_pool${i}` }))
+        assert.equal(r[0]?.outcome, 'delivered')
+      }
+      assert.equal(s.received.length, 3)
+      assert.equal(s.connections, 1)
+    } finally {
+      await t.close()
+      await s.close()
+    }
+  })
+})
+
+describe('SMTP transport connection faults', () => {
+  test('connection refused defers every real recipient and still answers simulator ones', async () => {
+    const port = await closedPort()
+    const t = createSmtpTransport(`smtp://127.0.0.1:${port}`, { connectionTimeoutMs: 5_000 })
+    try {
+      const results = await t.send(message({ to: ['alice@example.net', SIMULATOR.bounced] }))
+      assert.deepEqual(
+        results.map((r) => [r.recipient, r.outcome]),
+        [
+          ['alice@example.net', 'deferred'],
+          [SIMULATOR.bounced, 'bounced'],
+        ],
+      )
+      assert.match(results[0]?.response ?? '', /ECONNREFUSED/)
+    } finally {
+      await t.close()
+    }
+  })
+
+  test('a server that never greets times out as deferred', async () => {
+    const silent = net.createServer(() => {})
+    const sockets = new Set<net.Socket>()
+    silent.on('connection', (s) => sockets.add(s))
+    silent.listen(0, '127.0.0.1')
+    await once(silent, 'listening')
+    const port = (silent.address() as AddressInfo).port
+    const t = createSmtpTransport(`smtp://127.0.0.1:${port}`, { connectionTimeoutMs: 200, pool: false })
+    try {
+      const results = await t.send(message())
+      assert.equal(results[0]?.outcome, 'deferred')
+      assert.match(results[0]?.response ?? '', /^ETIMEDOUT: /)
+    } finally {
+      await t.close()
+      for (const s of sockets) s.destroy()
+      await new Promise<void>((resolve) => silent.close(() => resolve()))
+    }
+  })
+})
+
+describe('SMTP credentials', () => {
+  const password = 'correct horse battery staple'
+
+  test('authenticates with the URL credentials and never exposes the password', async () => {
+    const s = await startSink({ password })
+    const t = createSmtpTransport(`smtp://svc:${encodeURIComponent(password)}@127.0.0.1:${s.port}`)
+    try {
+      const results = await t.send(message())
+      assert.equal(results[0]?.outcome, 'delivered')
+      assert.equal(s.received.length, 1)
+      assert.doesNotMatch(JSON.stringify(results), /horse/)
+      assert.doesNotMatch(JSON.stringify(t), /horse/)
+    } finally {
+      await t.close()
+      await s.close()
+    }
+  })
+
+  test('a refused login is deferred (our account, not the recipient) and does not echo the password', async () => {
+    const s = await startSink({ password })
+    const t = createSmtpTransport(`smtp://svc:wrong-password-xyz@127.0.0.1:${s.port}`)
+    try {
+      const results = await t.send(message())
+      assert.equal(results[0]?.outcome, 'deferred')
+      assert.equal(results[0]?.code, 535)
+      assert.doesNotMatch(JSON.stringify(results), /wrong-password-xyz/)
+      assert.equal(s.received.length, 0)
+    } finally {
+      await t.close()
+      await s.close()
+    }
+  })
+
+  test('a malformed URL is refused without repeating it', () => {
+    assert.throws(
+      () => createSmtpTransport('smtp://svc:s3cret-pw@exa mple.com'),
+      (err: Error) => !err.message.includes('s3cret-pw'),
+    )
+    assert.throws(() => parseSmtpUrl('http://svc:s3cret-pw@example.com'), (err: Error) => !err.message.includes('s3cret-pw'))
+    assert.deepEqual(parseSmtpUrl('smtps://u%40x:p%3Aw@relay.example.com'), {
+      host: 'relay.example.com',
+      port: 465,
+      secure: true,
+      user: 'u@x',
+      pass: 'p:w',
+      requireTLS: false,
+    })
+  })
+})

@@ -1,0 +1,84 @@
+import assert from 'node:assert/strict'
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, test } from 'node:test'
+import { ConfigError, loadConfig } from '../../config/index.js'
+import { resolveSecret } from '../../config/secret.js'
+
+function problems (env: Record<string, string>): string[] {
+  try {
+    loadConfig(env)
+  } catch (err) {
+    assert.ok(err instanceof ConfigError)
+    return err.problems
+  }
+  assert.fail('expected a ConfigError')
+}
+
+describe('loadConfig', () => {
+  test('an empty environment gives the documented defaults', () => {
+    const c = loadConfig({}, { cores: 4 })
+    assert.equal(c.port, 3000)
+    assert.equal(c.host, '127.0.0.1')
+    assert.equal(c.production, false)
+    assert.equal(c.dataDir, './data')
+    assert.equal(c.publicUrl, 'http://localhost:3000')
+    assert.equal(c.deliveryThreads, 4)
+    assert.equal(c.bodyLimit, 1024 * 1024)
+    assert.equal(c.sessionTtlMs, 7 * 24 * 3_600_000)
+    assert.equal(c.retentionDays, 30)
+    assert.equal(c.secret, undefined)
+  })
+
+  test('values are converted and the public URL loses its trailing slash', () => {
+    const c = loadConfig({ PORT: '8080', PUBLIC_URL: 'https://mail.example.com/', DELIVERY_THREADS: '3', TRUST_PROXY: 'true' })
+    assert.equal(c.port, 8080)
+    assert.equal(c.publicUrl, 'https://mail.example.com')
+    assert.equal(c.deliveryThreads, 3)
+    assert.equal(c.trustProxy, true)
+  })
+
+  test('each bad variable gets one line naming it and what it expects', () => {
+    const lines = problems({ PORT: 'http', NODE_ENV: 'staging', RETENTION_DAYS: '0', PUBLIC_URL: 'mail.example.com' })
+    assert.equal(lines.length, 4)
+    assert.ok(lines.some((l) => l.startsWith('PORT must be a TCP port number from 0 to 65535') && l.includes('"http"')))
+    assert.ok(lines.some((l) => l.startsWith('NODE_ENV must be one of development, production, test')))
+    assert.ok(lines.some((l) => l.startsWith('RETENTION_DAYS must be')))
+    assert.ok(lines.some((l) => l.startsWith('PUBLIC_URL must be an origin')))
+  })
+
+  test('production needs SVC_SECRET, and a short secret is refused without being repeated', () => {
+    assert.deepEqual(problems({ NODE_ENV: 'production' }), ['SVC_SECRET must be set in production (a random string of at least 32 characters)'])
+    const [line] = problems({ SVC_SECRET: 'hunter2' })
+    assert.ok(line?.startsWith('SVC_SECRET must be'))
+    assert.equal(line?.includes('hunter2'), false)
+  })
+
+  test('a connection string with a password is never echoed', () => {
+    const [line] = problems({ MONGODB_URI: 'postgres://admin:s3cret@db' })
+    assert.ok(line?.startsWith('MONGODB_URI must be'))
+    assert.equal(line?.includes('s3cret'), false)
+  })
+})
+
+describe('resolveSecret', () => {
+  test('development generates a secret once into DATA_DIR, readable by the owner only, and reuses it', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'svc-secret-'))
+    try {
+      const config = loadConfig({ DATA_DIR: dir })
+      const first = resolveSecret(config)
+      assert.ok(first.length >= 32)
+      assert.equal(resolveSecret(config), first)
+      assert.equal(readFileSync(join(dir, 'secret'), 'utf8').trim(), first)
+      assert.equal(statSync(join(dir, 'secret')).mode & 0o077, 0)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  test('SVC_SECRET wins over any file', () => {
+    const config = loadConfig({ SVC_SECRET: 'x'.repeat(40), DATA_DIR: '/nonexistent/never-created' })
+    assert.equal(resolveSecret(config), 'x'.repeat(40))
+  })
+})
