@@ -4,7 +4,7 @@ import pino from 'pino'
 import { collectDefaultMetrics, Registry } from 'prom-client'
 import { ConfigError, loadConfig, type Config } from '../config/index.js'
 import { resolveSecret } from '../config/secret.js'
-import { buildApp } from './app.js'
+import { createService } from './service.js'
 import { openStore } from './store/open.js'
 
 function readConfig (): Config {
@@ -35,7 +35,8 @@ async function main (): Promise<void> {
   collectDefaultMetrics({ register: registry })
 
   const store = await openStore(config)
-  const app = await buildApp(config, { store, logger, registry })
+  const service = await createService(config, { store, logger, registry })
+  const { app } = service
   if (config.smtpUrl === undefined) {
     logger.warn('SMTP_URL is not set: the sandbox transport is in use and no email leaves this machine')
   }
@@ -51,7 +52,7 @@ async function main (): Promise<void> {
       process.exit(1)
     }, 30_000).unref()
     try {
-      await app.close()
+      await service.stop()
       await store.close()
       clearTimeout(deadline)
       logger.info('stopped')
@@ -65,6 +66,7 @@ async function main (): Promise<void> {
   process.once('SIGTERM', () => { void stop('SIGTERM') })
   process.once('SIGINT', () => { void stop('SIGINT') })
 
+  await service.start()
   await app.listen({ port: config.port, host: config.host })
   logger.info({ store: store.kind, publicUrl: config.publicUrl }, 'svc is ready')
 }

@@ -13,3 +13,38 @@ export type EventType = (typeof EVENT_TYPES)[number]
 export function isEventType (value: string): value is EventType {
   return (EVENT_TYPES as readonly string[]).includes(value)
 }
+
+/**
+ * A stored email event: the outbox row the delivery engine turns into webhook deliveries. `payload` is
+ * the webhook body, serialised once when the event is made, so every delivery and every retry of it
+ * sends (and signs) the same bytes.
+ */
+export interface EventRecord {
+  id: string
+  accountId: string
+  emailId: string
+  type: EventType
+  /** The recipient address the event is about. */
+  recipient: string
+  /** When it happened: ISO 8601 UTC with milliseconds. */
+  occurredAt: string
+  payload: string
+}
+
+/** Extra facts some events carry in their body, beside the five fields every event has. */
+export interface EventData {
+  /** email.clicked: the original link. */
+  url?: string
+  /** email.bounced / email.complained: what the receiving server said. */
+  reason?: string
+}
+
+/**
+ * The webhook body: the seed's `emailId`, `to` and `timestamp` first, then `type` and `eventId`
+ * (API.md), then `data` when the event has any.
+ */
+export function eventPayload (e: { id: string; emailId: string; type: EventType; recipient: string; occurredAt: string }, data?: EventData): string {
+  const body: Record<string, unknown> = { emailId: e.emailId, to: e.recipient, timestamp: e.occurredAt, type: e.type, eventId: e.id }
+  if (data && Object.keys(data).length > 0) body.data = data
+  return JSON.stringify(body)
+}

@@ -7,7 +7,7 @@
 // - Values from requests are bound as parameters, never spliced into a query.
 // - "Not found" is `null` (or `false`), never an exception; exceptions mean the store itself failed.
 // - Timestamps are ISO 8601 UTC strings with milliseconds.
-import type { EventType } from '../domain/events.js'
+import type { EventRecord, EventType } from '../domain/events.js'
 import type { Plan } from '../domain/plans.js'
 
 export interface AccountRecord {
@@ -115,4 +115,10 @@ export interface Store {
   /** false when the account has no such webhook. */
   deleteWebhook(accountId: string, id: string, deletedAt: string): Promise<boolean>
   countWebhooks(accountId: string): Promise<number>
+
+  // Events (the outbox read by the delivery engine)
+  /** Appends events in one atomic write. Events are never changed afterwards except for routing. */
+  insertEvents(events: EventRecord[]): Promise<void>
+  /** The email's events in the order they were stored. */
+  listEmailEvents(accountId: string, emailId: string): Promise<EventRecord[]>
 }

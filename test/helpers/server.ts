@@ -6,7 +6,8 @@ import { join } from 'node:path'
 import type { TestContext } from 'node:test'
 import http from 'node:http'
 import { loadConfig, type Config } from '../../config/index.js'
-import { buildApp, type App, type AppDeps } from '../../src/app.js'
+import type { App } from '../../src/app.js'
+import { createService, type Service, type ServiceDeps } from '../../src/service.js'
 import { openSqliteStore } from '../../src/store/sqlite/index.js'
 import type { Store } from '../../src/store/types.js'
 
@@ -25,6 +26,7 @@ export function testConfig (env: Record<string, string> = {}, overrides: Partial
 export interface TestServer {
   url: string
   app: App
+  service: Service
   store: Store
   config: Config
   dataDir: string
@@ -33,22 +35,24 @@ export interface TestServer {
 
 export async function startServer (
   t: Pick<TestContext, 'after'>,
-  opts: { env?: Record<string, string>; config?: Partial<Config>; deps?: Partial<AppDeps>; dataDir?: string; beforeListen?: (app: App) => void } = {},
+  opts: { env?: Record<string, string>; config?: Partial<Config>; deps?: Partial<ServiceDeps>; dataDir?: string; beforeListen?: (app: App) => void } = {},
 ): Promise<TestServer> {
   const dataDir = opts.dataDir ?? tempDir(t)
   const config = testConfig({ DATA_DIR: dataDir, ...opts.env }, opts.config)
   const store = opts.deps?.store ?? openSqliteStore({ dataDir })
-  const app = await buildApp(config, { ...opts.deps, store })
+  const service = await createService(config, { ...opts.deps, store })
+  const { app } = service
   opts.beforeListen?.(app)
+  await service.start()
   await app.listen({ port: 0, host: '127.0.0.1' })
   const address = app.server.address()
   if (!address || typeof address !== 'object') throw new Error('no address')
   const url = `http://127.0.0.1:${address.port}`
   t.after(async () => {
-    await app.close()
+    await service.stop()
     await store.close()
   })
-  return { url, app, store, config, dataDir, client: (o) => new Client(url, o) }
+  return { url, app, service, store, config, dataDir, client: (o) => new Client(url, o) }
 }
 
 export interface Response<T = any> {

@@ -10,6 +10,7 @@
 // as a filter, and inserted documents are rebuilt field by field (documents.ts). `$ne`, `{"$gt":""}` and
 // the like are therefore plain strings to MongoDB.
 import { MongoClient, MongoServerError, type Collection, type Db, type Filter, type UpdateFilter } from 'mongodb'
+import type { EventRecord, EventType } from '../../domain/events.js'
 import type { Plan } from '../../domain/plans.js'
 import type {
   AccountRecord, ApiKeyRecord, LimitedInsert, SessionRecord, Store, WebhookPatch, WebhookRecord,
@@ -90,12 +91,14 @@ export class MongoStore implements Store {
   readonly sessions: Collection<SessionDoc>
   readonly apiKeys: Collection<ApiKeyDoc>
   readonly webhooks: Collection<WebhookDoc>
+  readonly events: Collection<EventDoc>
 
   constructor (readonly client: MongoClient, readonly db: Db) {
     this.accounts = db.collection<AccountDoc>('accounts')
     this.sessions = db.collection<SessionDoc>('sessions')
     this.apiKeys = db.collection<ApiKeyDoc>('api_keys')
     this.webhooks = db.collection<WebhookDoc>('webhooks')
+    this.events = db.collection<EventDoc>('events')
   }
 
   /** Creates the indexes; idempotent (an index that exists with the same definition is left alone). */
@@ -113,6 +116,10 @@ export class MongoStore implements Store {
         { key: { accountId: 1, _id: -1 }, name: 'api_keys_account' },
       ]),
       this.webhooks.createIndexes([{ key: { accountId: 1, _id: -1 }, name: 'webhooks_account' }]),
+      this.events.createIndexes([
+        { key: { accountId: 1, emailId: 1, _id: 1 }, name: 'events_email' },
+        { key: { routed: 1, _id: 1 }, name: 'events_unrouted', partialFilterExpression: { routed: false } },
+      ]),
     ])
   }
 
@@ -326,5 +333,48 @@ export class MongoStore implements Store {
 
   async countWebhooks (accountId: string): Promise<number> {
     return await this.webhooks.countDocuments({ accountId: String(accountId), deletedAt: null })
+  }
+
+  // Events. Event ids sort by time (src/domain/ids.ts), so `_id` order is the order they were made.
+
+  async insertEvents (events: EventRecord[]): Promise<void> {
+    if (events.length === 0) return
+    await this.events.insertMany(events.map(eventDoc), { ordered: true })
+  }
+
+  async listEmailEvents (accountId: string, emailId: string): Promise<EventRecord[]> {
+    const docs = await this.events.find({ accountId: String(accountId), emailId: String(emailId) }).sort({ _id: 1 }).toArray()
+    return docs.map(toEvent)
+  }
+}
+
+interface EventDoc {
+  _id: string
+  accountId: string
+  emailId: string
+  type: string
+  recipient: string
+  occurredAt: string
+  payload: string
+  routed: boolean
+}
+
+function eventDoc (e: EventRecord): EventDoc {
+  return {
+    _id: String(e.id),
+    accountId: String(e.accountId),
+    emailId: String(e.emailId),
+    type: String(e.type),
+    recipient: String(e.recipient),
+    occurredAt: String(e.occurredAt),
+    payload: String(e.payload),
+    routed: false,
+  }
+}
+
+function toEvent (d: EventDoc): EventRecord {
+  return {
+    id: d._id, accountId: d.accountId, emailId: d.emailId, type: d.type as EventType,
+    recipient: d.recipient, occurredAt: d.occurredAt, payload: d.payload,
   }
 }

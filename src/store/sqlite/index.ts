@@ -4,7 +4,7 @@
 import Database from 'better-sqlite3'
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
-import type { EventType } from '../../domain/events.js'
+import type { EventRecord, EventType } from '../../domain/events.js'
 import type { Plan } from '../../domain/plans.js'
 import type {
   AccountRecord, ApiKeyRecord, LimitedInsert, SessionRecord, Store, WebhookPatch, WebhookRecord, WebhookStatus,
@@ -53,6 +53,18 @@ function toWebhook (r: Row): WebhookRecord {
     status: r.status as WebhookStatus,
     createdAt: str(r.created_at),
     updatedAt: str(r.updated_at),
+  }
+}
+
+function toEvent (r: Row): EventRecord {
+  return {
+    id: str(r.id),
+    accountId: str(r.account_id),
+    emailId: str(r.email_id),
+    type: r.type as EventType,
+    recipient: str(r.recipient),
+    occurredAt: str(r.occurred_at),
+    payload: str(r.payload),
   }
 }
 
@@ -126,6 +138,10 @@ export class SqliteStore implements Store {
       updateWebhook: p(`UPDATE webhooks SET url = ?, events = ?, status = ?, secret = ?, previous_secret = ?,
                           previous_secret_expires_at = ?, updated_at = ? WHERE account_id = ? AND id = ? AND deleted_at IS NULL`),
       deleteWebhook: p('UPDATE webhooks SET deleted_at = ?, updated_at = ? WHERE account_id = ? AND id = ? AND deleted_at IS NULL'),
+
+      insertEvent: p(`INSERT INTO events (id, account_id, email_id, type, recipient, occurred_at, payload)
+                      VALUES (?, ?, ?, ?, ?, ?, ?)`),
+      emailEvents: p('SELECT * FROM events WHERE account_id = ? AND email_id = ? ORDER BY seq'),
     }
   }
 
@@ -266,5 +282,21 @@ export class SqliteStore implements Store {
 
   async countWebhooks (accountId: string): Promise<number> {
     return (this.q.countWebhooks.get(accountId) as { n: number }).n
+  }
+
+  // Events
+
+  /** Inserts event rows; call inside a write (WriteQueue.run) so they commit with what they record. */
+  insertEventRows (events: EventRecord[]): void {
+    for (const e of events) this.q.insertEvent.run(e.id, e.accountId, e.emailId, e.type, e.recipient, e.occurredAt, e.payload)
+  }
+
+  async insertEvents (events: EventRecord[]): Promise<void> {
+    if (events.length === 0) return
+    await this.writes.run(() => this.insertEventRows(events))
+  }
+
+  async listEmailEvents (accountId: string, emailId: string): Promise<EventRecord[]> {
+    return (this.q.emailEvents.all(accountId, emailId) as Row[]).map(toEvent)
   }
 }

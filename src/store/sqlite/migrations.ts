@@ -45,4 +45,19 @@ export const migrations: string[] = [
   ) STRICT;
   CREATE INDEX webhooks_account ON webhooks (account_id, id) WHERE deleted_at IS NULL;
   `,
+  /* 2: the event outbox, shared by sending (writes) and the delivery engine (routes) */ `
+  CREATE TABLE events (
+    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+    id          TEXT NOT NULL UNIQUE,
+    account_id  TEXT NOT NULL,
+    email_id    TEXT NOT NULL,
+    type        TEXT NOT NULL,
+    recipient   TEXT NOT NULL,
+    occurred_at TEXT NOT NULL,
+    payload     TEXT NOT NULL,
+    routed      INTEGER NOT NULL DEFAULT 0
+  ) STRICT;
+  CREATE INDEX events_unrouted ON events (seq) WHERE routed = 0;
+  CREATE INDEX events_email ON events (email_id, seq);
+  `,
 ]
