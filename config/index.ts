@@ -19,11 +19,25 @@ export const EnvSchema = Type.Object({
   DATA_DIR: Type.String({ minLength: 1, default: './data', description: 'a directory for the embedded store' }),
   MONGODB_URI: Type.Optional(Type.String({ pattern: '^mongodb(\\+srv)?://', description: 'a mongodb:// or mongodb+srv:// connection string' })),
   SMTP_URL: Type.Optional(Type.String({ pattern: '^smtps?://', description: 'an smtp:// or smtps:// URL' })),
+  // No CR or LF: the value becomes the From header of every email that does not name its own sender.
+  MAIL_FROM: Type.String({
+    default: 'svc <no-reply@localhost>', pattern: '^[^\\u0000-\\u001F\\u007F]*@[^\\u0000-\\u001F\\u007F]*$',
+    description: 'a sender address like "Example <no-reply@example.com>" or no-reply@example.com',
+  }),
   PUBLIC_URL: Type.Optional(Type.String({ pattern: '^https?://[^/]+/?$', description: 'an origin like https://mail.example.com (scheme and host, no path)' })),
   // No default here: unset means one thread per core, known only at start.
   DELIVERY_THREADS: Type.Optional(Type.Integer({ minimum: 1, maximum: 64, description: 'a whole number of worker threads from 1 to 64' })),
   WEBHOOK_ALLOWED_CIDRS: Type.String({ default: '', description: 'a comma-separated list of CIDR ranges, like 10.1.0.0/16,fd00:1::/64' }),
   RETENTION_DAYS: positive(30, 'a whole number of days, at least 1', 3650),
+  DELIVERY_TIMEOUT_MS: positive(10_000, 'a whole number of milliseconds from 1 to 60000', 60_000), // 10 s
+  DELIVERY_RETRY_SCHEDULE: Type.String({
+    default: '5s,30s,2m,10m,30m,1h,3h,6h,12h,24h',
+    pattern: '^\\s*\\d+(ms|s|m|h|d)\\s*(,\\s*\\d+(ms|s|m|h|d)\\s*)*$',
+    description: 'a comma-separated list of delays like 5s,30s,2m,1h (units ms, s, m, h, d)',
+  }),
+  DELIVERY_LEASE_SECONDS: positive(30, 'a whole number of seconds from 2 to 3600', 3600),
+  DELIVERY_WINDOW: positive(64, 'a whole number of concurrent requests per webhook from 1 to 1000', 1000),
+  WEBHOOK_AUTO_DISABLE_HOURS: positive(120, 'a whole number of hours, at least 1'), // 5 days
   LOG_LEVEL: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)), {
     default: 'info', description: 'one of fatal, error, warn, info, debug, trace, silent',
   }),
@@ -52,10 +66,23 @@ export interface Config {
   dataDir: string
   mongodbUri: string | undefined
   smtpUrl: string | undefined
+  /** The From of emails that do not name their own sender. */
+  mailFrom: string
   publicUrl: string
   deliveryThreads: number
   webhookAllowedCidrs: string
   retentionDays: number
+  delivery: {
+    timeoutMs: number
+    /** Delay before each retry, in milliseconds; after the last one the delivery is failed. */
+    retrySchedule: number[]
+    /** Requests in flight at once per webhook. */
+    window: number
+    /** How long a node's claim on a delivery lasts unless renewed; a dead node's work waits this long. */
+    leaseMs: number
+    /** A webhook failing without one success for this long is auto_disabled. */
+    autoDisableMs: number
+  }
   logLevel: string
   bodyLimit: number
   sessionTtlMs: number
@@ -69,6 +96,16 @@ export class ConfigError extends Error {
     super(problems.join('\n'))
     this.name = 'ConfigError'
   }
+}
+
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }
+
+/** "5s,2m,1h" → [5000, 120000, 3600000]; the schema has already checked the shape. */
+export function parseDurations (text: string): number[] {
+  return text.split(',').map((part) => {
+    const m = /^(\d+)(ms|s|m|h|d)$/.exec(part.trim())
+    return Number(m![1]) * UNIT_MS[m![2]!]!
+  })
 }
 
 function describe (schema: TSchema): string {
@@ -112,10 +149,18 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
     dataDir: e.DATA_DIR,
     mongodbUri: e.MONGODB_URI,
     smtpUrl: e.SMTP_URL,
+    mailFrom: e.MAIL_FROM,
     publicUrl: (e.PUBLIC_URL ?? `http://localhost:${e.PORT}`).replace(/\/$/, ''),
     deliveryThreads: e.DELIVERY_THREADS ?? Math.max(1, defaults.cores ?? 2),
     webhookAllowedCidrs: e.WEBHOOK_ALLOWED_CIDRS,
     retentionDays: e.RETENTION_DAYS,
+    delivery: {
+      timeoutMs: e.DELIVERY_TIMEOUT_MS,
+      retrySchedule: parseDurations(e.DELIVERY_RETRY_SCHEDULE),
+      window: e.DELIVERY_WINDOW,
+      leaseMs: Math.max(2, e.DELIVERY_LEASE_SECONDS) * 1000,
+      autoDisableMs: e.WEBHOOK_AUTO_DISABLE_HOURS * 3_600_000,
+    },
     logLevel: e.LOG_LEVEL,
     bodyLimit: e.BODY_LIMIT_BYTES,
     sessionTtlMs: e.SESSION_TTL_HOURS * 3_600_000,

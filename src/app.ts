@@ -13,6 +13,9 @@ import type { Config } from '../config/index.js'
 import { createAccountService } from './domain/accounts.js'
 import { createApiKeyService } from './domain/api-keys.js'
 import { systemClock, type Clock } from './domain/clock.js'
+import { createDeliveryService } from './domain/deliveries.js'
+import { createEmailService } from './domain/emails.js'
+import { createSuppressionService } from './domain/suppressions.js'
 import { createWebhookService } from './domain/webhooks.js'
 import { parseCidrList, systemResolver, type Resolver } from './domain/webhook-url.js'
 import { RateLimited } from './errors.js'
@@ -23,6 +26,10 @@ import type { RouteContext, Services } from './http/routes/context.js'
 import healthRoutes from './http/routes/health.js'
 import keyRoutes from './http/routes/keys/index.js'
 import webhookRoutes from './http/routes/webhooks/index.js'
+import emailRoutes from './http/routes/emails/index.js'
+import suppressionRoutes from './http/routes/suppressions/index.js'
+import trackingRoutes from './http/routes/tracking/index.js'
+import deliveryRoutes from './http/routes/deliveries/index.js'
 import { validatorCompiler } from './http/validation.js'
 import type { Store } from './store/types.js'
 
@@ -45,15 +52,21 @@ export function createServices (config: Config, deps: AppDeps): Services {
   if (config.secret === undefined) throw new Error('config.secret must be resolved before building the app')
   const clock = deps.clock ?? systemClock
   const { store } = deps
+  const webhooks = createWebhookService({
+    store,
+    clock,
+    urlPolicy: { production: config.production, allowedCidrs: parseCidrList(config.webhookAllowedCidrs) },
+    resolver: deps.resolver ?? systemResolver,
+  })
   return {
     store,
     accounts: createAccountService({ store, secret: config.secret, clock, sessionTtlMs: config.sessionTtlMs }),
     apiKeys: createApiKeyService({ store, secret: config.secret, clock }),
-    webhooks: createWebhookService({
-      store,
-      clock,
-      urlPolicy: { production: config.production, allowedCidrs: parseCidrList(config.webhookAllowedCidrs) },
-      resolver: deps.resolver ?? systemResolver,
+    webhooks,
+    emails: createEmailService({ store, clock, mailFrom: config.mailFrom }),
+    suppressions: createSuppressionService({ store, clock }),
+    deliveries: createDeliveryService({
+      store, clock, webhooks, onBackgroundError: (err) => deps.logger?.error({ err }, 'recovering deliveries failed'),
     }),
   }
 }
@@ -73,7 +86,8 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
       const given = req.headers['x-request-id']
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : `req_${randomBytes(12).toString('hex')}`
     },
-    routerOptions: { ignoreTrailingSlash: true },
+    // Tracking tokens travel in the path (/t/c/<token>), and a click token carries its whole link.
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 8192 },
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   app.setValidatorCompiler(validatorCompiler)
@@ -135,6 +149,10 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
   await app.register(accountRoutes, context)
   await app.register(keyRoutes, context)
   await app.register(webhookRoutes, context)
+  await app.register(deliveryRoutes, context)
+  await app.register(emailRoutes, context)
+  await app.register(suppressionRoutes, context)
+  await app.register(trackingRoutes, context)
 
   app.addHook('onClose', async () => {
     await services.apiKeys.flushUsage()

@@ -1,15 +1,62 @@
 // The Piscina worker: one HTTP sender per thread, built from workerData on the first batch (so a thread
 // that never gets work opens no sockets), kept for the thread's life so its keep-alive pool is reused.
 // Wiring only; the behaviour lives in src/delivery/http-sender.ts, where it is tested without threads.
+import type { MessagePort } from 'node:worker_threads'
 import { workerData } from 'node:worker_threads'
 import { createHttpSender, type DeliveryResult, type DeliveryTask, type HttpSender, type SenderOptions } from '../src/delivery/http-sender.js'
+import type { ResolvedAddress } from '../src/domain/webhook-url.js'
 
-/** What the dispatcher passes as Piscina `workerData`: functions (a resolver) cannot cross threads. */
-export type DeliverWorkerData = Omit<SenderOptions, 'resolver'>
+/**
+ * What the dispatcher passes as Piscina `workerData`. Functions cannot cross threads, so instead of a
+ * resolver it may carry fixed answers per host name (an /etc/hosts of sorts; tests use it so that a
+ * worker thread never asks public DNS).
+ */
+export type DeliverWorkerData = Omit<SenderOptions, 'resolver'> & { hosts?: Record<string, ResolvedAddress[]> }
+
+/** A batch, and the port its results stream back on (one message per tick, as results come in). */
+export interface DeliverJob {
+  tasks: DeliveryTask[]
+  port: MessagePort
+}
 
 let sender: HttpSender | undefined
 
-export default async function deliver (batch: DeliveryTask[]): Promise<DeliveryResult[]> {
-  sender ??= createHttpSender(workerData as DeliverWorkerData)
-  return sender.send(batch)
+function build (): HttpSender {
+  const { hosts, ...options } = workerData as DeliverWorkerData
+  if (!hosts) return createHttpSender(options)
+  return createHttpSender({
+    ...options,
+    resolver: async (name) => {
+      const answer = hosts[name.toLowerCase()]
+      if (!answer || answer.length === 0) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${name}`), { code: 'ENOTFOUND' })
+      return answer
+    },
+  })
+}
+
+/** Sends a batch; results go out on job.port as they arrive, so a slow receiver delays only itself. */
+export default async function deliver (job: DeliverJob): Promise<number> {
+  sender ??= build()
+  let pending: DeliveryResult[] = []
+  const flush = () => {
+    if (pending.length === 0) return
+    job.port.postMessage(pending)
+    pending = []
+  }
+  try {
+    await sender.sendEach(job.tasks, (result) => {
+      if (pending.length === 0) setImmediate(flush)
+      pending.push(result)
+    })
+    flush()
+  } finally {
+    job.port.close()
+  }
+  return job.tasks.length
+}
+
+/** The same work, answered in one piece: for callers that want a plain request and response. */
+export async function deliverBatch (tasks: DeliveryTask[]): Promise<DeliveryResult[]> {
+  sender ??= build()
+  return sender.send(tasks)
 }

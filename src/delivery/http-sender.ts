@@ -47,6 +47,8 @@ export interface DeliveryResult {
 
 export interface HttpSender {
   send (batch: DeliveryTask[]): Promise<DeliveryResult[]>
+  /** Like send, but hands over each result as soon as it is known, so a slow receiver holds back no one. */
+  sendEach (batch: DeliveryTask[], onResult: (result: DeliveryResult) => void): Promise<void>
   close (): Promise<void>
 }
 
@@ -265,14 +267,19 @@ export function createHttpSender (options: SenderOptions): HttpSender {
     }
   }
 
+  const settle = (task: DeliveryTask) => sendOne(task).catch((err: unknown): DeliveryResult => ({
+    deliveryId: task.deliveryId,
+    outcome: 'retry',
+    error: describeError(err, timeoutMs),
+    durationMs: 0,
+  }))
+
   return {
     async send (batch) {
-      return Promise.all(batch.map((task) => sendOne(task).catch((err: unknown) => ({
-        deliveryId: task.deliveryId,
-        outcome: 'retry' as const,
-        error: describeError(err, timeoutMs),
-        durationMs: 0,
-      }))))
+      return Promise.all(batch.map(settle))
+    },
+    async sendEach (batch, onResult) {
+      await Promise.all(batch.map(async (task) => { onResult(await settle(task)) }))
     },
     async close () {
       await agent.close()

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 
 export type IdPrefix = 'acct' | 'key' | 'wh' | 'em' | 'evt' | 'dlv'
 
@@ -27,4 +27,14 @@ const ID_PATTERN = /^[a-z]{2,4}_[0-9a-f]{28}$/
 
 export function looksLikeId (value: string, prefix: IdPrefix): boolean {
   return value.startsWith(prefix + '_') && ID_PATTERN.test(value)
+}
+
+/**
+ * A delivery's id follows from its event and webhook, so routing the same event twice (a retried write,
+ * a second node) can never make two deliveries of it. It keeps the event's time digits, so deliveries
+ * sort by when their event happened.
+ */
+export function deliveryId (eventId: string, webhookId: string): string {
+  const time = eventId.slice(eventId.indexOf('_') + 1, eventId.indexOf('_') + 13)
+  return `dlv_${time}${createHash('sha256').update(eventId).update(':').update(webhookId).digest('hex').slice(0, 16)}`
 }

@@ -40,7 +40,8 @@ export function validationDetails (errors: FastifySchemaValidationError[], part:
     } else if (e.keyword === 'anyOf' || e.keyword === 'oneOf') {
       message = 'does not match any allowed shape'
     }
-    const path = at ? `${part}.${at}` : part
+    // A batch body is an array: its items are `body[3].subject`, not `body.[3].subject`.
+    const path = at ? (at.startsWith('[') ? `${part}${at}` : `${part}.${at}`) : part
     // With allErrors, a union reports its branches too; one line per field is what a client can act on.
     if (seen.has(path)) continue
     seen.add(path)

@@ -9,6 +9,8 @@
 // - Timestamps are ISO 8601 UTC strings with milliseconds.
 import type { EventRecord, EventType } from '../domain/events.js'
 import type { Plan } from '../domain/plans.js'
+import type { DeliveryStore } from './deliveries.js'
+import type { EmailStore } from './emails.js'
 
 export interface AccountRecord {
   id: string
@@ -63,8 +65,15 @@ export interface WebhookPatch {
 
 export type LimitedInsert = 'created' | 'limit_reached'
 
-export interface Store {
+export interface Store extends DeliveryStore, EmailStore {
   readonly kind: 'sqlite' | 'mongo'
+
+  /**
+   * `listener` is called after a write that may have made work for the delivery engine (new events,
+   * deliveries due now). A hint for low latency, not a guarantee: the engine polls as well, and other
+   * nodes' writes are not seen here. Returns the unsubscribe function.
+   */
+  subscribe(listener: () => void): () => void
 
   /** Resolves when the store answers a trivial query; rejects when it cannot be reached. */
   ping(): Promise<void>

@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto'
 import { MongoClient } from 'mongodb'
 import { dbNameFromUri, openMongoStore, type MongoStore } from '../../src/store/mongo/index.js'
 import { storeContract, type MadeStore } from './store-contract.js'
+import { deliveryContract } from './delivery-contract.js'
 
 const uri = process.env.MONGODB_URI
 
@@ -41,6 +42,7 @@ if (uri === undefined || uri === '') {
 } else {
   const mongoUri = uri
   storeContract('mongo', () => makeMongo(mongoUri))
+  deliveryContract('mongo', () => makeMongo(mongoUri))
 
   describe('mongo store: adapter-specific', () => {
     test('opening twice on the same database is idempotent (indexes included)', async () => {

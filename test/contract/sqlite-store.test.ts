@@ -11,6 +11,7 @@ import { migrate, openSqliteStore, type SqliteStore } from '../../src/store/sqli
 import { migrations } from '../../src/store/sqlite/migrations.js'
 import type { AccountRecord, ApiKeyRecord } from '../../src/store/types.js'
 import { storeContract, type MadeStore } from './store-contract.js'
+import { deliveryContract } from './delivery-contract.js'
 
 async function makeSqlite (): Promise<MadeStore & { dir: string; open(): SqliteStore }> {
   const dir = await mkdtemp(join(tmpdir(), 'svc-sqlite-'))
@@ -33,6 +34,7 @@ async function makeSqlite (): Promise<MadeStore & { dir: string; open(): SqliteS
 }
 
 storeContract('sqlite', makeSqlite)
+deliveryContract('sqlite', makeSqlite)
 
 let seq = 0
 let clock = Date.now() // increasing ids, so that "newest first" is deterministic

@@ -407,7 +407,7 @@ describe('deliver worker through Piscina', () => {
     const pool = new Piscina<DeliveryTask[], DeliveryResult[]>({ filename, workerData, minThreads: 1, maxThreads: 1 })
     try {
       const batch = [task(receiver.url('/ok')), task(receiver.url('/ok'))]
-      const results = await pool.run(batch)
+      const results = await pool.run(batch, { name: 'deliverBatch' })
       assert.deepEqual(results.map((r) => [r.deliveryId, r.outcome, r.status, r.responseBody]), batch.map((t) => [t.deliveryId, 'delivered', 200, 'thanks']))
       assert.equal(receiver.received.length, 2)
       for (const got of receiver.received) {

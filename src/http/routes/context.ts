@@ -1,6 +1,9 @@
 import type { Config } from '../../../config/index.js'
 import type { AccountService } from '../../domain/accounts.js'
 import type { ApiKeyService } from '../../domain/api-keys.js'
+import type { EmailService } from '../../domain/emails.js'
+import type { SuppressionService } from '../../domain/suppressions.js'
+import type { DeliveryService } from '../../domain/deliveries.js'
 import type { WebhookService } from '../../domain/webhooks.js'
 import type { Store } from '../../store/types.js'
 
@@ -9,6 +12,9 @@ export interface Services {
   accounts: AccountService
   apiKeys: ApiKeyService
   webhooks: WebhookService
+  emails: EmailService
+  suppressions: SuppressionService
+  deliveries: DeliveryService
 }
 
 /** What every route plugin is registered with: the services and the validated config, nothing global. */

@@ -19,6 +19,11 @@ import {
   accountDoc, apiKeyDoc, nullableString, sessionDoc, toAccount, toApiKey, toDate, toSession, toWebhook, webhookDoc,
   type AccountDoc, type ApiKeyDoc, type SessionDoc, type WebhookDoc,
 } from './documents.js'
+import { MongoDeliveries } from './deliveries.js'
+import { MongoEmails } from './emails.js'
+import type {
+  AcceptResult, EmailAttempt, EmailRecord, EngagementEvent, IdempotencyRecord, SuppressionCursor, SuppressionRecord, UnsubscribeResult,
+} from '../emails.js'
 
 export interface MongoOptions {
   uri: string
@@ -85,7 +90,7 @@ function isDuplicateKeyOn (err: unknown, field: string, indexName: string): bool
  * never exceeded. Counting (countActiveApiKeys, countWebhooks) reads the records, which are the truth; a
  * leaked slot shows up as `slots - count > 0` and can be pulled by id.
  */
-export class MongoStore implements Store {
+export class MongoStore extends MongoDeliveries implements Store {
   readonly kind = 'mongo' as const
   readonly accounts: Collection<AccountDoc>
   readonly sessions: Collection<SessionDoc>
@@ -93,13 +98,18 @@ export class MongoStore implements Store {
   readonly webhooks: Collection<WebhookDoc>
   readonly events: Collection<EventDoc>
 
-  constructor (readonly client: MongoClient, readonly db: Db) {
+  constructor (readonly client: MongoClient, db: Db) {
+    super(db)
     this.accounts = db.collection<AccountDoc>('accounts')
     this.sessions = db.collection<SessionDoc>('sessions')
     this.apiKeys = db.collection<ApiKeyDoc>('api_keys')
     this.webhooks = db.collection<WebhookDoc>('webhooks')
     this.events = db.collection<EventDoc>('events')
+    this.mail = new MongoEmails(db, eventDoc, () => this.hintWork())
   }
+
+  /** Sending: emails, idempotency keys, suppressions (src/store/mongo/emails.ts). */
+  readonly mail: MongoEmails
 
   /** Creates the indexes; idempotent (an index that exists with the same definition is left alone). */
   async ensureIndexes (): Promise<void> {
@@ -120,7 +130,21 @@ export class MongoStore implements Store {
         { key: { accountId: 1, emailId: 1, _id: 1 }, name: 'events_email' },
         { key: { routed: 1, _id: 1 }, name: 'events_unrouted', partialFilterExpression: { routed: false } },
       ]),
+      this.mail.ensureIndexes(),
+      this.ensureDeliveryIndexes(),
     ])
+  }
+
+  private readonly listeners = new Set<() => void>()
+
+  /** Only this process's writes are heard; the engine's polling picks up other nodes' work. */
+  subscribe (listener: () => void): () => void {
+    this.listeners.add(listener)
+    return () => { this.listeners.delete(listener) }
+  }
+
+  protected hintWork (): void {
+    for (const listener of this.listeners) listener()
   }
 
   async ping (): Promise<void> {
@@ -309,8 +333,14 @@ export class MongoStore implements Store {
     if (patch.secret !== undefined) set.secret = String(patch.secret)
     if (patch.previousSecret !== undefined) set.previousSecret = nullableString(patch.previousSecret)
     if (patch.previousSecretExpiresAt !== undefined) set.previousSecretExpiresAt = nullableString(patch.previousSecretExpiresAt)
+    // Enabling starts the health record afresh: an old failing streak must not disable it again at once.
+    const health = patch.status === 'enabled' ? { failingSince: null } : {}
     const doc = await this.webhooks.findOneAndUpdate({ _id: String(id), accountId: String(accountId), deletedAt: null },
-      { $set: set }, { returnDocument: 'after' })
+      { $set: { ...set, ...health } as Partial<WebhookDoc> }, { returnDocument: 'after' })
+    // Disabled: its pending deliveries are cancelled (if this step fails, the next claim cancels them).
+    if (doc && patch.status !== undefined && doc.status !== 'enabled') {
+      await this.cancelPendingFor(doc._id, 'webhook disabled', Date.parse(set.updatedAt!)).catch(() => {})
+    }
     return doc ? toWebhook(doc) : null
   }
 
@@ -322,6 +352,8 @@ export class MongoStore implements Store {
       { $set: { deletedAt: at, updatedAt: at } })
     if (r.matchedCount === 1) {
       await this.releaseSlot(account, 'webhookIds', webhookId)
+      // Its pending deliveries are cancelled (if this step fails, the next claim cancels them).
+      await this.cancelPendingFor(webhookId, 'webhook deleted', Date.parse(at)).catch(() => {})
       return true
     }
     // Already deleted: make sure its slot is free (repairs a release that failed); the answer stays false.
@@ -340,12 +372,30 @@ export class MongoStore implements Store {
   async insertEvents (events: EventRecord[]): Promise<void> {
     if (events.length === 0) return
     await this.events.insertMany(events.map(eventDoc), { ordered: true })
+    this.hintWork()
   }
 
   async listEmailEvents (accountId: string, emailId: string): Promise<EventRecord[]> {
     const docs = await this.events.find({ accountId: String(accountId), emailId: String(emailId) }).sort({ _id: 1 }).toArray()
     return docs.map(toEvent)
   }
+
+  // Sending (src/store/mongo/emails.ts)
+
+  acceptEmails (input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord }): Promise<AcceptResult> { return this.mail.acceptEmails(input) }
+  findIdempotencyKey (accountId: string, key: string, now: string): Promise<IdempotencyRecord | null> { return this.mail.findIdempotencyKey(accountId, key, now) }
+  pruneIdempotencyKeys (now: string): Promise<number> { return this.mail.pruneIdempotencyKeys(now) }
+  findEmail (accountId: string, id: string): Promise<EmailRecord | null> { return this.mail.findEmail(accountId, id) }
+  claimDueEmails (req: { owner: string; now: string; leaseUntil: string; limit: number }): Promise<EmailRecord[]> { return this.mail.claimDueEmails(req) }
+  recordEmailAttempt (attempt: EmailAttempt): Promise<boolean> { return this.mail.recordEmailAttempt(attempt) }
+  releaseEmailLeases (owner: string): Promise<number> { return this.mail.releaseEmailLeases(owner) }
+  findSuppressions (accountId: string, emails: string[]): Promise<SuppressionRecord[]> { return this.mail.findSuppressions(accountId, emails) }
+  listSuppressions (accountId: string, opts: { limit: number; after?: SuppressionCursor }): Promise<SuppressionRecord[]> { return this.mail.listSuppressions(accountId, opts) }
+  addSuppression (s: SuppressionRecord): Promise<{ created: boolean; record: SuppressionRecord }> { return this.mail.addSuppression(s) }
+  deleteSuppression (accountId: string, email: string): Promise<boolean> { return this.mail.deleteSuppression(accountId, email) }
+  recordEngagement (event: EngagementEvent): Promise<EventRecord | null> { return this.mail.recordEngagement(event) }
+  unsubscribeRecipient (event: EngagementEvent, at: string): Promise<UnsubscribeResult> { return this.mail.unsubscribeRecipient(event, at) }
+  repairInterruptedWrites (before: string): Promise<number> { return this.mail.repairInterruptedWrites(before) }
 }
 
 interface EventDoc {

@@ -10,6 +10,11 @@ import type {
   AccountRecord, ApiKeyRecord, LimitedInsert, SessionRecord, Store, WebhookPatch, WebhookRecord, WebhookStatus,
 } from '../types.js'
 import { migrations } from './migrations.js'
+import { SqliteDeliveries } from './deliveries.js'
+import { SqliteEmails } from './emails.js'
+import type {
+  AcceptResult, EmailAttempt, EmailRecord, EngagementEvent, IdempotencyRecord, SuppressionCursor, SuppressionRecord, UnsubscribeResult,
+} from '../emails.js'
 import { WriteQueue } from './write-queue.js'
 
 export interface SqliteOptions {
@@ -100,13 +105,16 @@ export function openSqliteStore (options: SqliteOptions): SqliteStore {
   return new SqliteStore(db)
 }
 
-export class SqliteStore implements Store {
+// Each area of the contract lives in its own file (deliveries.ts, …); SqliteStore stacks them on one
+// database and one write queue.
+export class SqliteStore extends SqliteDeliveries implements Store {
   readonly kind = 'sqlite' as const
-  private readonly writes: WriteQueue
   private readonly q
+  private readonly mail: SqliteEmails
 
-  constructor (readonly db: Database.Database) {
-    this.writes = new WriteQueue(db)
+  constructor (db: Database.Database) {
+    super(db, new WriteQueue(db))
+    this.mail = new SqliteEmails(db, this.writes, (events) => this.insertEventRows(events))
     const p = (sql: string) => db.prepare(sql)
     this.q = {
       ping: p('SELECT 1'),
@@ -137,6 +145,7 @@ export class SqliteStore implements Store {
       webhookById: p('SELECT * FROM webhooks WHERE account_id = ? AND id = ? AND deleted_at IS NULL'),
       updateWebhook: p(`UPDATE webhooks SET url = ?, events = ?, status = ?, secret = ?, previous_secret = ?,
                           previous_secret_expires_at = ?, updated_at = ? WHERE account_id = ? AND id = ? AND deleted_at IS NULL`),
+      clearFailing: p('UPDATE webhooks SET failing_since = NULL WHERE id = ?'),
       deleteWebhook: p('UPDATE webhooks SET deleted_at = ?, updated_at = ? WHERE account_id = ? AND id = ? AND deleted_at IS NULL'),
 
       insertEvent: p(`INSERT INTO events (id, account_id, email_id, type, recipient, occurred_at, payload)
@@ -272,12 +281,19 @@ export class SqliteStore implements Store {
       if (patch.previousSecretExpiresAt !== undefined) w.previousSecretExpiresAt = patch.previousSecretExpiresAt
       this.q.updateWebhook.run(w.url, JSON.stringify(w.events), w.status, w.secret, w.previousSecret,
         w.previousSecretExpiresAt, updatedAt, accountId, id)
+      if (w.status !== 'enabled' && row.status === 'enabled') this.cancelPendingFor(id, 'webhook disabled', Date.parse(updatedAt))
+      // Enabling starts the health record afresh: an old failing streak must not disable it again at once.
+      if (patch.status === 'enabled') this.q.clearFailing.run(id)
       return w
     })
   }
 
   deleteWebhook (accountId: string, id: string, deletedAt: string): Promise<boolean> {
-    return this.writes.run(() => this.q.deleteWebhook.run(deletedAt, deletedAt, accountId, id).changes === 1)
+    return this.writes.run(() => {
+      if (this.q.deleteWebhook.run(deletedAt, deletedAt, accountId, id).changes !== 1) return false
+      this.cancelPendingFor(id, 'webhook deleted', Date.parse(deletedAt))
+      return true
+    })
   }
 
   async countWebhooks (accountId: string): Promise<number> {
@@ -287,7 +303,8 @@ export class SqliteStore implements Store {
   // Events
 
   /** Inserts event rows; call inside a write (WriteQueue.run) so they commit with what they record. */
-  insertEventRows (events: EventRecord[]): void {
+  override insertEventRows (events: EventRecord[]): void {
+    if (events.length > 0) this.workHint = true
     for (const e of events) this.q.insertEvent.run(e.id, e.accountId, e.emailId, e.type, e.recipient, e.occurredAt, e.payload)
   }
 
@@ -299,4 +316,21 @@ export class SqliteStore implements Store {
   async listEmailEvents (accountId: string, emailId: string): Promise<EventRecord[]> {
     return (this.q.emailEvents.all(accountId, emailId) as Row[]).map(toEvent)
   }
+
+  // Sending (src/store/sqlite/emails.ts)
+
+  acceptEmails (input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord }): Promise<AcceptResult> { return this.mail.acceptEmails(input) }
+  findIdempotencyKey (accountId: string, key: string, now: string): Promise<IdempotencyRecord | null> { return this.mail.findIdempotencyKey(accountId, key, now) }
+  pruneIdempotencyKeys (now: string): Promise<number> { return this.mail.pruneIdempotencyKeys(now) }
+  findEmail (accountId: string, id: string): Promise<EmailRecord | null> { return this.mail.findEmail(accountId, id) }
+  claimDueEmails (req: { owner: string; now: string; leaseUntil: string; limit: number }): Promise<EmailRecord[]> { return this.mail.claimDueEmails(req) }
+  recordEmailAttempt (attempt: EmailAttempt): Promise<boolean> { return this.mail.recordEmailAttempt(attempt) }
+  releaseEmailLeases (owner: string): Promise<number> { return this.mail.releaseEmailLeases(owner) }
+  findSuppressions (accountId: string, emails: string[]): Promise<SuppressionRecord[]> { return this.mail.findSuppressions(accountId, emails) }
+  listSuppressions (accountId: string, opts: { limit: number; after?: SuppressionCursor }): Promise<SuppressionRecord[]> { return this.mail.listSuppressions(accountId, opts) }
+  addSuppression (s: SuppressionRecord): Promise<{ created: boolean; record: SuppressionRecord }> { return this.mail.addSuppression(s) }
+  deleteSuppression (accountId: string, email: string): Promise<boolean> { return this.mail.deleteSuppression(accountId, email) }
+  recordEngagement (event: EngagementEvent): Promise<EventRecord | null> { return this.mail.recordEngagement(event) }
+  unsubscribeRecipient (event: EngagementEvent, at: string): Promise<UnsubscribeResult> { return this.mail.unsubscribeRecipient(event, at) }
+  repairInterruptedWrites (before: string): Promise<number> { return this.mail.repairInterruptedWrites(before) }
 }

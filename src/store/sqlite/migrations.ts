@@ -60,4 +60,83 @@ export const migrations: string[] = [
   CREATE INDEX events_unrouted ON events (seq) WHERE routed = 0;
   CREATE INDEX events_email ON events (email_id, seq);
   `,
+  /* 3: webhook deliveries and webhook health (times in ms: the engine's hot path compares them) */ `
+  CREATE TABLE deliveries (
+    id               TEXT PRIMARY KEY,
+    account_id       TEXT NOT NULL,
+    webhook_id       TEXT NOT NULL,
+    event_seq        INTEGER NOT NULL,
+    event_id         TEXT NOT NULL,
+    event_type       TEXT NOT NULL,
+    email_id         TEXT NOT NULL,
+    event_at         INTEGER NOT NULL,
+    status           TEXT NOT NULL,
+    attempts         INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at  INTEGER,
+    lease_owner      TEXT,
+    last_attempt_at  INTEGER,
+    last_status_code INTEGER,
+    last_error       TEXT,
+    last_duration_ms INTEGER,
+    created_at       INTEGER NOT NULL,
+    updated_at       INTEGER NOT NULL
+  ) STRICT;
+  CREATE INDEX deliveries_due ON deliveries (next_attempt_at) WHERE status IN ('pending', 'retrying');
+  CREATE INDEX deliveries_webhook_due ON deliveries (webhook_id, next_attempt_at) WHERE status IN ('pending', 'retrying');
+  CREATE INDEX deliveries_webhook ON deliveries (webhook_id, id);
+  CREATE INDEX deliveries_leases ON deliveries (lease_owner) WHERE lease_owner IS NOT NULL;
+  CREATE INDEX deliveries_event ON deliveries (event_seq);
+  CREATE INDEX deliveries_final ON deliveries (updated_at) WHERE status IN ('succeeded', 'failed', 'cancelled');
+  ALTER TABLE webhooks ADD COLUMN failing_since INTEGER;
+  ALTER TABLE webhooks ADD COLUMN last_success_at INTEGER;
+  `,
+  /* 4: sending: emails (also the mail queue), idempotency keys, suppressions */ `
+  CREATE TABLE emails (
+    id               TEXT PRIMARY KEY,
+    account_id       TEXT NOT NULL REFERENCES accounts(id),
+    from_address     TEXT NOT NULL,
+    to_addresses     TEXT NOT NULL,
+    cc_addresses     TEXT NOT NULL,
+    bcc_addresses    TEXT NOT NULL,
+    reply_to         TEXT NOT NULL,
+    subject          TEXT NOT NULL,
+    html             TEXT,
+    text             TEXT,
+    headers          TEXT NOT NULL,
+    tags             TEXT NOT NULL,
+    suppressed       TEXT NOT NULL,
+    recipients       TEXT NOT NULL,
+    status           TEXT NOT NULL,
+    attempts         INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at  TEXT,
+    lease_owner      TEXT,
+    lease_expires_at TEXT,
+    last_error       TEXT,
+    created_at       TEXT NOT NULL,
+    updated_at       TEXT NOT NULL
+  ) STRICT;
+  CREATE INDEX emails_due ON emails (next_attempt_at) WHERE next_attempt_at IS NOT NULL;
+  CREATE INDEX emails_leases ON emails (lease_owner) WHERE lease_owner IS NOT NULL;
+
+  CREATE TABLE idempotency_keys (
+    account_id      TEXT NOT NULL REFERENCES accounts(id),
+    key             TEXT NOT NULL,
+    request_hash    TEXT NOT NULL,
+    response_status INTEGER NOT NULL,
+    response_body   TEXT NOT NULL,
+    created_at      TEXT NOT NULL,
+    expires_at      TEXT NOT NULL,
+    PRIMARY KEY (account_id, key)
+  ) STRICT, WITHOUT ROWID;
+  CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_at);
+
+  CREATE TABLE suppressions (
+    account_id TEXT NOT NULL REFERENCES accounts(id),
+    email      TEXT NOT NULL,
+    reason     TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (account_id, email)
+  ) STRICT, WITHOUT ROWID;
+  CREATE INDEX suppressions_page ON suppressions (account_id, created_at, email);
+  `,
 ]

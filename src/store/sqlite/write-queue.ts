@@ -15,6 +15,8 @@ interface Pending {
 export class WriteQueue {
   private pending: Pending[] = []
   private scheduled = false
+  /** Called after every successful commit (outside the transaction). */
+  onCommit: (() => void) | undefined
 
   constructor (private readonly db: Database) {}
 
@@ -56,5 +58,6 @@ export class WriteQueue {
       if (outcome.ok) item.resolve(outcome.value)
       else item.reject(outcome.error)
     })
+    this.onCommit?.()
   }
 }

@@ -1,0 +1,397 @@
+// The delivery engine: stored events in, signed webhook POSTs out, every outcome written back.
+//
+//   store ──routeEvents/claimDeliveries (leased batches)──► actors (one per webhook) ──batches──► worker
+//   threads (sign + POST) ──results, streamed──► outcome writer ──recordOutcomes (batched)──► store
+//
+// The store is the truth: work is leased, never just taken, so a node that dies loses nothing (its
+// leases expire and any node picks the work up), and every retry further out than "now" is a time in the
+// store, not a timer in memory. Memory is bounded by `maxInFlight`: what does not fit stays in the store
+// and is paged in as room frees.
+import { hostname } from 'node:os'
+import { randomBytes } from 'node:crypto'
+import type { Registry } from 'prom-client'
+import type { Clock } from '../domain/clock.js'
+import type { ResolvedAddress } from '../domain/webhook-url.js'
+import type { Component } from '../service.js'
+import type { DeliveryOutcome, DeliveryStats, DeliveryWork } from '../store/deliveries.js'
+import type { Store } from '../store/types.js'
+import { WebhookActor, type ActorOptions } from './actor.js'
+import { clampRetryAfter, nextAttemptAt, type RetryPolicy } from './backoff.js'
+import { Dispatcher, shardOf } from './dispatcher.js'
+import type { DeliveryResult, DeliveryTask } from './http-sender.js'
+import { createDeliveryMetrics, type DeliveryMetrics } from './metrics.js'
+
+export interface EngineLogger {
+  info(obj: object, msg: string): void
+  warn(obj: object, msg: string): void
+  error(obj: object, msg: string): void
+}
+
+export interface EngineOptions {
+  store: Store
+  clock: Clock
+  registry: Registry
+  logger?: EngineLogger
+  /** Worker threads (shards). */
+  threads: number
+  timeoutMs: number
+  retrySchedule: number[]
+  /** Requests in flight at once per webhook. */
+  window: number
+  autoDisableMs: number
+  retentionMs: number
+  production: boolean
+  allowedCidrs: string
+  /** Fixed DNS answers for the worker threads (tests; see workers/deliver.ts). */
+  hosts?: Record<string, ResolvedAddress[]>
+  /** This node's lease owner id; default host/pid/random. */
+  owner?: string
+  leaseMs?: number
+  /** How often the store is asked for work when nothing says there is some. */
+  pollMs?: number
+  /** Deliveries this node holds in memory at most (queued in actors and in flight). */
+  maxInFlight?: number
+  batchSize?: number
+  random?: () => number
+  breaker?: Partial<Omit<ActorOptions, 'window'>>
+}
+
+const noopLogger: EngineLogger = { info () {}, warn () {}, error () {} }
+
+export class DeliveryEngine implements Component {
+  readonly name = 'delivery-engine'
+  readonly owner: string
+  private readonly store: Store
+  private readonly clock: Clock
+  private readonly log: EngineLogger
+  private readonly leaseMs: number
+  private readonly pollMs: number
+  private readonly maxInFlight: number
+  private readonly batchSize: number
+  private readonly policy: RetryPolicy
+  private readonly actorOptions: ActorOptions
+  private readonly dispatcher: Dispatcher
+  private readonly metrics: DeliveryMetrics
+
+  private readonly actors = new Map<string, WebhookActor>()
+  /** Work by delivery id, from the moment it is leased until its outcome is queued for writing. */
+  private readonly held = new Map<string, DeliveryWork>()
+  private readonly ready = new Set<WebhookActor>()
+  private outcomes: DeliveryOutcome[] = []
+
+  private running = false
+  private fetching = false
+  private fetchAgain = false
+  private pumpScheduled = false
+  private writeScheduled = false
+  private writing: Promise<void> = Promise.resolve()
+  private timers: NodeJS.Timeout[] = []
+  private unsubscribe: (() => void) | undefined
+  private statsCache: { at: number; value: Promise<DeliveryStats> } | undefined
+  private idleWaiters: Array<() => void> = []
+
+  constructor (private readonly opts: EngineOptions) {
+    this.store = opts.store
+    this.clock = opts.clock
+    this.log = opts.logger ?? noopLogger
+    this.owner = opts.owner ?? `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`
+    this.leaseMs = opts.leaseMs ?? 30_000
+    this.pollMs = opts.pollMs ?? 250
+    this.maxInFlight = opts.maxInFlight ?? 20_000
+    this.batchSize = opts.batchSize ?? 512
+    this.policy = { schedule: opts.retrySchedule, ...(opts.random ? { random: opts.random } : {}) }
+    this.actorOptions = {
+      window: opts.window,
+      mailboxLimit: opts.breaker?.mailboxLimit ?? Math.max(opts.window * 4, 256),
+      failureThreshold: opts.breaker?.failureThreshold ?? 5,
+      cooldownMs: opts.breaker?.cooldownMs ?? 30_000,
+      maxCooldownMs: opts.breaker?.maxCooldownMs ?? 600_000,
+    }
+    this.dispatcher = new Dispatcher({
+      threads: opts.threads,
+      workerData: {
+        timeoutMs: opts.timeoutMs,
+        maxResponseBytes: 1024,
+        production: opts.production,
+        allowedCidrs: opts.allowedCidrs,
+        ...(opts.hosts ? { hosts: opts.hosts } : {}),
+      },
+      onResults: (results) => this.onResults(results),
+      onLost: (tasks, error) => this.onResults(tasks.map((t) => ({ deliveryId: t.deliveryId, outcome: 'retry', error, durationMs: 0 }))),
+    })
+    this.metrics = createDeliveryMetrics(opts.registry, {
+      stats: () => this.stats(),
+      inFlight: () => this.held.size,
+      breakers: () => this.breakerCounts(),
+      utilization: () => this.dispatcher.utilization(),
+    })
+  }
+
+  async start (): Promise<void> {
+    this.running = true
+    this.unsubscribe = this.store.subscribe(() => this.wake())
+    const every = (ms: number, fn: () => void) => { this.timers.push(setInterval(fn, ms).unref()) }
+    every(this.pollMs, () => this.wake())
+    every(Math.max(1000, Math.floor(this.leaseMs / 3)), () => {
+      if (this.held.size > 0) this.store.renewLeases(this.owner, this.clock.now() + this.leaseMs).catch((err) => this.log.error({ err }, 'renewing delivery leases failed'))
+    })
+    every(60_000, () => { this.prune().catch((err) => this.log.error({ err }, 'pruning old deliveries failed')) })
+    this.wake()
+  }
+
+  /**
+   * Stops taking work, lets requests in flight finish (they are bounded by the delivery timeout), gives
+   * back what was queued but not started, writes every outcome, and releases this node's leases.
+   */
+  async stop (): Promise<void> {
+    if (!this.running) return
+    this.running = false
+    this.unsubscribe?.()
+    for (const t of this.timers) clearInterval(t)
+    this.timers = []
+    const now = this.clock.now()
+    for (const actor of this.actors.values()) {
+      for (const work of actor.mailbox.splice(0)) this.defer(work, now)
+    }
+    this.ready.clear()
+    await new Promise<void>((resolve) => {
+      if (this.inFlightRequests() === 0) resolve()
+      else this.idleWaiters.push(resolve)
+    })
+    try {
+      await this.flushOutcomes()
+      await this.store.releaseLeases(this.owner, this.clock.now())
+    } catch (err) {
+      // The store is gone: the leases expire on their own and the work is picked up again.
+      this.log.error({ err }, 'could not hand back deliveries while stopping')
+    }
+    await this.dispatcher.close()
+  }
+
+  /** Something may be due: look in the store soon. Cheap to call often. */
+  wake (): void {
+    if (!this.running) return
+    if (this.fetching) {
+      this.fetchAgain = true
+      return
+    }
+    this.fetching = true
+    this.fetchAgain = false
+    this.fetch().catch((err) => this.log.error({ err }, 'fetching deliveries failed')).finally(() => {
+      this.fetching = false
+      if (this.fetchAgain) this.wake()
+    })
+  }
+
+  /** Resolves once nothing is held in memory (tests and benchmarks wait on this, never on time). */
+  async drained (): Promise<void> {
+    while (this.held.size > 0 || this.outcomes.length > 0) {
+      await new Promise((resolve) => setTimeout(resolve, 5))
+      await this.writing
+    }
+  }
+
+  private room (): number {
+    return this.maxInFlight - this.held.size
+  }
+
+  private async fetch (): Promise<void> {
+    // New events first (they are the freshest and the latency target), then due retries and leases of
+    // dead nodes. Keep going while full pages come back and there is room.
+    for (let round = 0; round < 64 && this.running; round++) {
+      const room = this.room()
+      if (room <= 0) return
+      const now = this.clock.now()
+      const req = { owner: this.owner, now, leaseUntil: now + this.leaseMs, limit: Math.min(room, 2000) }
+      const routed = await this.store.routeEvents(req)
+      this.accept(routed.work)
+      const claimRoom = this.room()
+      let claimed: DeliveryWork[] = []
+      if (claimRoom > 0) {
+        claimed = await this.store.claimDeliveries({ ...req, limit: Math.min(claimRoom, 2000) })
+        this.accept(claimed)
+      }
+      if (routed.events < req.limit && claimed.length < Math.min(claimRoom, 2000)) return
+    }
+  }
+
+  private actorFor (webhookId: string): WebhookActor {
+    let actor = this.actors.get(webhookId)
+    if (!actor) {
+      actor = new WebhookActor(webhookId, shardOf(webhookId, this.dispatcher.shards), this.actorOptions)
+      this.actors.set(webhookId, actor)
+    }
+    return actor
+  }
+
+  private accept (work: DeliveryWork[]): void {
+    if (work.length === 0) return
+    const now = this.clock.now()
+    for (const w of work) {
+      if (this.held.has(w.id)) continue
+      this.held.set(w.id, w)
+      const actor = this.actorFor(w.webhookId)
+      if (actor.isPaused(now)) {
+        this.defer(w, actor.pausedUntil)
+      } else if (!actor.hasRoom()) {
+        // This endpoint has more queued than it can take soon: the rest waits in the store.
+        this.defer(w, now + 1000)
+      } else {
+        actor.mailbox.push(w)
+        this.ready.add(actor)
+      }
+    }
+    this.schedulePump()
+  }
+
+  private schedulePump (): void {
+    if (this.pumpScheduled) return
+    this.pumpScheduled = true
+    setImmediate(() => {
+      this.pumpScheduled = false
+      this.pump()
+    })
+  }
+
+  /** Moves work from actors with room into batches, one batch per shard at a time of up to batchSize. */
+  private pump (): void {
+    const now = this.clock.now()
+    const batches = new Map<number, DeliveryTask[]>()
+    for (const actor of this.ready) {
+      const taken = actor.take(now, actor.mailbox.length)
+      if (actor.mailbox.length === 0 || actor.capacity(now) === 0) this.ready.delete(actor)
+      if (taken.length === 0) continue
+      let batch = batches.get(actor.shard)
+      if (!batch) batches.set(actor.shard, batch = [])
+      for (const w of taken) {
+        batch.push({ deliveryId: w.id, url: w.url, event: w.event, body: w.payload, secrets: w.secrets })
+        if (batch.length >= this.batchSize) {
+          this.dispatcher.send(actor.shard, batch)
+          batches.set(actor.shard, batch = [])
+        }
+      }
+    }
+    for (const [shard, batch] of batches) if (batch.length > 0) this.dispatcher.send(shard, batch)
+  }
+
+  private onResults (results: DeliveryResult[]): void {
+    const now = this.clock.now()
+    for (const r of results) {
+      const work = this.held.get(r.deliveryId)
+      if (!work) continue
+      this.held.delete(r.deliveryId)
+      const actor = this.actorFor(work.webhookId)
+      const attempts = work.attempts + 1
+      this.metrics.requestDuration.observe(r.durationMs / 1000)
+      if (r.outcome === 'delivered') {
+        actor.succeeded()
+        this.queueOutcome({ kind: 'succeeded', id: work.id, webhookId: work.webhookId, at: now, statusCode: r.status ?? 200, durationMs: r.durationMs })
+        this.metrics.latency.observe(Math.max(0, now - work.eventAt) / 1000)
+        this.metrics.attempts.observe(attempts)
+      } else if (r.outcome === 'gone') {
+        actor.failed(now)
+        this.queueOutcome({ kind: 'gone', id: work.id, webhookId: work.webhookId, at: now, statusCode: r.status ?? 410, durationMs: r.durationMs })
+        this.metrics.attempts.observe(attempts)
+      } else {
+        const opened = actor.failed(now)
+        if (r.retryAfterMs !== undefined) actor.pause(now + clampRetryAfter(r.retryAfterMs))
+        if (opened) this.log.warn({ webhookId: work.webhookId, until: new Date(actor.pausedUntil).toISOString() }, 'webhook circuit breaker opened')
+        const next = nextAttemptAt(this.policy, attempts, now, r.retryAfterMs)
+        const common = {
+          id: work.id, webhookId: work.webhookId, at: now, error: r.error ?? 'failed', durationMs: r.durationMs,
+          ...(r.status !== undefined ? { statusCode: r.status } : {}),
+        }
+        if (next === null) {
+          this.queueOutcome({ kind: 'failed', ...common })
+          this.metrics.attempts.observe(attempts)
+        } else {
+          this.queueOutcome({ kind: 'retry', ...common, nextAttemptAt: next })
+        }
+        if (actor.isPaused(now)) {
+          for (const queued of actor.mailbox.splice(0)) this.defer(queued, actor.pausedUntil)
+        }
+      }
+      if (actor.mailbox.length > 0) this.ready.add(actor)
+      else if (actor.idle(now)) this.actors.delete(actor.webhookId)
+    }
+    this.schedulePump()
+    // Room freed: there may be more waiting in the store.
+    if (this.held.size < this.maxInFlight / 2) this.wake()
+    if (this.inFlightRequests() === 0) for (const resolve of this.idleWaiters.splice(0)) resolve()
+  }
+
+  /** Gives work back to the store, due at `at`, without counting an attempt. */
+  private defer (work: DeliveryWork, at: number): void {
+    this.held.delete(work.id)
+    this.queueOutcome({ kind: 'deferred', id: work.id, webhookId: work.webhookId, nextAttemptAt: at })
+  }
+
+  private inFlightRequests (): number {
+    let n = 0
+    for (const actor of this.actors.values()) n += actor.inFlight
+    return n
+  }
+
+  private queueOutcome (outcome: DeliveryOutcome): void {
+    this.outcomes.push(outcome)
+    this.metrics.outcomes.inc({ outcome: outcome.kind })
+    if (this.writeScheduled) return
+    this.writeScheduled = true
+    setImmediate(() => {
+      this.writeScheduled = false
+      void this.flushOutcomes()
+    })
+  }
+
+  /** Writes every queued outcome in one store call; outcomes are written in the order they happened. */
+  private flushOutcomes (): Promise<void> {
+    this.writing = this.writing.then(async () => {
+      while (this.outcomes.length > 0) {
+        const batch = this.outcomes
+        this.outcomes = []
+        for (let attempt = 1; ; attempt++) {
+          try {
+            await this.store.recordOutcomes(batch, { now: this.clock.now(), autoDisableMs: this.opts.autoDisableMs })
+            break
+          } catch (err) {
+            // The leases still stand: if the store stays down past them, the work is simply done again.
+            this.log.error({ err, attempt, outcomes: batch.length }, 'writing delivery outcomes failed')
+            if (attempt >= 5) return
+            await new Promise((resolve) => setTimeout(resolve, 200 * attempt))
+          }
+        }
+      }
+    })
+    return this.writing
+  }
+
+  private breakerCounts (): { open: number; half_open: number } {
+    const now = this.clock.now()
+    const counts = { open: 0, half_open: 0 }
+    for (const actor of this.actors.values()) {
+      const state = actor.state(now)
+      if (state !== 'closed') counts[state] += 1
+    }
+    return counts
+  }
+
+  /** Store statistics for /metrics, cached briefly: a scrape must not cost a table scan each time. */
+  stats (): Promise<DeliveryStats> {
+    const now = Date.now()
+    if (!this.statsCache || now - this.statsCache.at > 5_000) {
+      this.statsCache = { at: now, value: this.store.deliveryStats(this.clock.now()) }
+    }
+    return this.statsCache.value
+  }
+
+  /** Deletes old final deliveries and events in small batches, yielding between them. */
+  async prune (): Promise<void> {
+    const before = this.clock.now() - this.opts.retentionMs
+    for (const step of [
+      (n: number) => this.store.pruneDeliveries(before, n),
+      (n: number) => this.store.pruneEvents(before, n),
+    ]) {
+      while (this.running && await step(500) === 500) await new Promise((resolve) => setImmediate(resolve))
+    }
+  }
+}

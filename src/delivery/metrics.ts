@@ -1,0 +1,88 @@
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client'
+import type { DeliveryStats } from '../store/deliveries.js'
+
+export interface EngineProbe {
+  stats(): Promise<DeliveryStats>
+  inFlight(): number
+  breakers(): { open: number; half_open: number }
+  utilization(): number[]
+}
+
+export function createDeliveryMetrics (registry: Registry, probe: EngineProbe) {
+  const registers = [registry]
+  return {
+    outcomes: new Counter({
+      name: 'svc_deliveries_total',
+      help: 'Delivery attempts by outcome (succeeded, retry, failed, gone) and deferrals (deferred)',
+      labelNames: ['outcome'] as const,
+      registers,
+    }),
+    attempts: new Histogram({
+      name: 'svc_delivery_attempts',
+      help: 'Attempts a delivery took, observed when it succeeds or fails for good',
+      buckets: [1, 2, 3, 4, 6, 8, 11],
+      registers,
+    }),
+    latency: new Histogram({
+      name: 'svc_delivery_latency_seconds',
+      help: 'From the event to the 2xx that delivered it',
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 120, 600, 3600, 86400],
+      registers,
+    }),
+    requestDuration: new Histogram({
+      name: 'svc_delivery_request_duration_seconds',
+      help: 'One HTTP attempt, from connect to the last body byte',
+      buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10],
+      registers,
+    }),
+    depth: new Gauge({
+      name: 'svc_delivery_queue_depth',
+      help: 'Deliveries waiting (pending: not yet attempted or due now; retrying: failed, retry scheduled) and events not yet routed',
+      labelNames: ['state'] as const,
+      registers,
+      async collect () {
+        const s = await probe.stats()
+        this.set({ state: 'pending' }, s.pending)
+        this.set({ state: 'retrying' }, s.retrying)
+        this.set({ state: 'unrouted_events' }, s.unroutedEvents)
+      },
+    }),
+    oldest: new Gauge({
+      name: 'svc_delivery_oldest_pending_age_seconds',
+      help: 'Age of the oldest event not yet delivered (0 when none)',
+      registers,
+      async collect () {
+        const s = await probe.stats()
+        this.set(s.oldestPendingAt === null ? 0 : Math.max(0, (Date.now() - s.oldestPendingAt) / 1000))
+      },
+    }),
+    inFlight: new Gauge({
+      name: 'svc_delivery_in_flight',
+      help: 'Deliveries held by this node: queued in actors or being sent',
+      registers,
+      collect () { this.set(probe.inFlight()) },
+    }),
+    breakers: new Gauge({
+      name: 'svc_delivery_breakers',
+      help: 'Webhook actors whose circuit breaker is open or half-open',
+      labelNames: ['state'] as const,
+      registers,
+      collect () {
+        const b = probe.breakers()
+        this.set({ state: 'open' }, b.open)
+        this.set({ state: 'half_open' }, b.half_open)
+      },
+    }),
+    utilization: new Gauge({
+      name: 'svc_delivery_worker_utilization',
+      help: 'Share of time each delivery worker thread was busy (0 to 1)',
+      labelNames: ['worker'] as const,
+      registers,
+      collect () {
+        probe.utilization().forEach((u, i) => this.set({ worker: String(i) }, u))
+      },
+    }),
+  }
+}
+
+export type DeliveryMetrics = ReturnType<typeof createDeliveryMetrics>

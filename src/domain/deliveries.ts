@@ -1,0 +1,67 @@
+import { NotFound, ValidationError } from '../errors.js'
+import type { Clock } from './clock.js'
+import { eventPayload, type EventRecord, type EventType } from './events.js'
+import { deliveryId, newId } from './ids.js'
+import type { WebhookService } from './webhooks.js'
+import type { DeliveryPage, DeliveryRecord, DeliveryStatus } from '../store/deliveries.js'
+import type { Store } from '../store/types.js'
+
+export interface DeliveryServiceOptions {
+  store: Store
+  clock: Clock
+  webhooks: WebhookService
+  /** Where a background recovery reports a failure. */
+  onBackgroundError?: (err: unknown) => void
+}
+
+/** The recipient test deliveries name: a simulator address, so nobody real is implied. */
+export const TEST_RECIPIENT = 'delivered@simulator.test'
+const RECOVER_CHUNK = 500
+
+export function createDeliveryService ({ store, clock, webhooks, onBackgroundError }: DeliveryServiceOptions) {
+  return {
+    async list (accountId: string, webhookId: string, opts: { status?: DeliveryStatus; limit: number; cursor?: string }): Promise<DeliveryPage> {
+      await webhooks.get(accountId, webhookId)
+      return store.listDeliveries(accountId, webhookId, opts)
+    },
+
+    /** Delivers it again now, whatever its state; the attempt count goes on from where it was. */
+    async retry (accountId: string, webhookId: string, id: string): Promise<DeliveryRecord> {
+      await webhooks.get(accountId, webhookId)
+      const record = await store.retryDelivery(accountId, webhookId, id, clock.now())
+      if (!record) throw NotFound('No delivery with this id')
+      return record
+    },
+
+    /** A signed delivery of a made-up event of `type`, to this webhook only. */
+    async test (accountId: string, webhookId: string, type: EventType): Promise<DeliveryRecord> {
+      await webhooks.get(accountId, webhookId)
+      const now = clock.now()
+      const base = { id: newId('evt', now), emailId: newId('em', now), type, recipient: TEST_RECIPIENT, occurredAt: new Date(now).toISOString() }
+      const event: EventRecord = { ...base, accountId, payload: eventPayload(base) }
+      return store.insertTestDelivery(event, webhookId, deliveryId(event.id, webhookId), now)
+    },
+
+    /**
+     * Queues again every failed (or cancelled) delivery created in [since, until), in the background and
+     * in small chunks, so that a long outage's worth of deliveries never stalls the store. Answers with
+     * how many there are.
+     */
+    async recover (accountId: string, webhookId: string, since: number, until: number): Promise<number> {
+      await webhooks.get(accountId, webhookId)
+      if (!(since < until)) throw ValidationError('`since` must be before `until`', [{ path: 'body.since', message: 'must be before until' }])
+      const window = { since, until }
+      const queued = await store.countFailed(accountId, webhookId, window)
+      if (queued > 0) {
+        void (async () => {
+          while (await store.requeueFailed(accountId, webhookId, window, clock.now(), RECOVER_CHUNK) === RECOVER_CHUNK) {
+            await new Promise((resolve) => setImmediate(resolve))
+          }
+        })().catch((err) => onBackgroundError?.(err))
+      }
+      return queued
+    },
+  }
+}
+
+export type DeliveryService = ReturnType<typeof createDeliveryService>

@@ -1,0 +1,475 @@
+// Sending: what a send request must hold, how it becomes a stored email with its email.sent events, the
+// idempotency rules, and what one attempt at delivering it changes. No HTTP and no driver in here.
+import { createHash } from 'node:crypto'
+import { IdempotencyConflict, NotFound, RecipientSuppressed, ValidationError, type ErrorDetail } from '../errors.js'
+import type {
+  EmailAttempt, EmailRecipient, EmailRecord, EmailStatus, EmailTag, EngagementEvent, IdempotencyRecord, SuppressionRecord,
+} from '../store/emails.js'
+import type { ApiKeyRecord, Store } from '../store/types.js'
+import { formatAddress, parseAddress } from './addresses.js'
+import { iso, type Clock } from './clock.js'
+import { eventPayload, type EventData, type EventRecord, type EventType } from './events.js'
+import { newId } from './ids.js'
+
+export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000
+/** to, cc and bcc each take at most this many addresses. */
+export const MAX_RECIPIENTS = 50
+export const MAX_REPLY_TO = 10
+export const MAX_BATCH = 100
+/**
+ * The wait before each retry of a deferred recipient (before jitter): about 24 hours in all, then the
+ * recipient is given up on and bounced.
+ */
+export const DEFAULT_RETRY_DELAYS_MS = [
+  30_000, 120_000, 600_000, 1_800_000, 3_600_000, 7_200_000, 14_400_000, 28_800_000, 28_800_000,
+]
+/** Tracking and unsubscribe links stop working this long after the email was accepted. */
+export const TRACKING_TTL_MS = 180 * 24 * 3_600_000
+// Stored reasons are what a remote server said; a page of it helps nobody.
+const MAX_REASON = 500
+
+/** A send request after schema validation (src/http/routes/emails/schema.ts). */
+export interface SendInput {
+  from?: string
+  to: string | string[]
+  cc?: string | string[]
+  bcc?: string | string[]
+  replyTo?: string | string[]
+  subject: string
+  html?: string
+  text?: string
+  headers?: Record<string, string>
+  tags?: EmailTag[]
+}
+
+type RecipientField = 'to' | 'cc' | 'bcc'
+
+interface Recipient {
+  field: RecipientField
+  /** Where it was in the request, for error paths: `to[2]`, or `to` when the field was one string. */
+  path: string
+  formatted: string
+  address: string
+}
+
+interface NormalisedSend {
+  from: string
+  recipients: Recipient[]
+  replyTo: string[]
+  subject: string
+  html: string | null
+  text: string | null
+  headers: Record<string, string>
+  tags: EmailTag[]
+}
+
+// Headers the message owns: set from the fields, by svc itself (Message-ID, List-Unsubscribe), or by the
+// MIME structure. A custom header with one of these names would duplicate or fight the real one.
+const RESERVED_HEADERS = new Map<string, string>([
+  ['from', 'use the from field'], ['to', 'use the to field'], ['cc', 'use the cc field'], ['bcc', 'use the bcc field'],
+  ['reply-to', 'use the replyTo field'], ['subject', 'use the subject field'],
+  ['sender', 'is set by svc'], ['message-id', 'is set by svc'], ['date', 'is set by svc'], ['return-path', 'is set by svc'],
+  ['mime-version', 'is set by svc'], ['content-type', 'is set by svc'], ['content-transfer-encoding', 'is set by svc'],
+  ['list-unsubscribe', 'is set by svc (one-click unsubscribe)'], ['list-unsubscribe-post', 'is set by svc (one-click unsubscribe)'],
+])
+// RFC 5322 field-name: printable US-ASCII except the colon.
+const FIELD_NAME = /^[\x21-\x39\x3b-\x7e]{1,100}$/
+// Header values: folding is the composer's job, so no CR/LF or other control character (tab aside).
+const HEADER_VALUE = /^[^\u0000-\u0008\u000a-\u001f\u007f]*$/
+
+function listOf (value: string | string[] | undefined): Array<{ value: string; path: (field: string) => string }> {
+  if (value === undefined) return []
+  if (typeof value === 'string') return [{ value, path: (field) => field }]
+  return value.map((v, i) => ({ value: v, path: (field) => `${field}[${i}]` }))
+}
+
+/** Checks what the schema cannot; paths are relative to the send (`to[1]`, `headers.X-Campaign`). */
+export function normaliseSend (input: SendInput, defaultFrom: string): NormalisedSend | { errors: ErrorDetail[] } {
+  const errors: ErrorDetail[] = []
+
+  let from = defaultFrom
+  if (input.from !== undefined) {
+    const parsed = parseAddress(input.from)
+    if ('error' in parsed) errors.push({ path: 'from', message: parsed.error })
+    else from = formatAddress(parsed)
+  }
+
+  const recipients: Recipient[] = []
+  const seen = new Set<string>()
+  for (const field of ['to', 'cc', 'bcc'] as const) {
+    const entries = listOf(input[field])
+    if (entries.length > MAX_RECIPIENTS) errors.push({ path: field, message: `takes at most ${MAX_RECIPIENTS} addresses` })
+    for (const entry of entries) {
+      const parsed = parseAddress(entry.value)
+      if ('error' in parsed) {
+        errors.push({ path: entry.path(field), message: parsed.error })
+        continue
+      }
+      // One mailbox gets one copy and one set of events, wherever else it is named.
+      if (seen.has(parsed.address)) continue
+      seen.add(parsed.address)
+      recipients.push({ field, path: entry.path(field), formatted: formatAddress(parsed), address: parsed.address })
+    }
+  }
+  if (listOf(input.to).length === 0) errors.push({ path: 'to', message: 'needs at least one address' })
+
+  const replyTo: string[] = []
+  const replyEntries = listOf(input.replyTo)
+  if (replyEntries.length > MAX_REPLY_TO) errors.push({ path: 'replyTo', message: `takes at most ${MAX_REPLY_TO} addresses` })
+  for (const entry of replyEntries) {
+    const parsed = parseAddress(entry.value)
+    if ('error' in parsed) errors.push({ path: entry.path('replyTo'), message: parsed.error })
+    else replyTo.push(formatAddress(parsed))
+  }
+
+  if (!HEADER_VALUE.test(input.subject)) errors.push({ path: 'subject', message: 'must not contain CR, LF or other control characters' })
+  if (input.html === undefined && input.text === undefined) {
+    errors.push({ path: 'html', message: 'html or text is required (or both)' })
+  }
+
+  const headers: Record<string, string> = {}
+  const names = new Set<string>()
+  for (const [name, value] of Object.entries(input.headers ?? {})) {
+    const lower = name.toLowerCase()
+    if (!FIELD_NAME.test(name)) errors.push({ path: `headers.${name}`, message: 'is not a header name (printable ASCII without colon or space)' })
+    else if (RESERVED_HEADERS.has(lower)) errors.push({ path: `headers.${name}`, message: RESERVED_HEADERS.get(lower)! })
+    else if (names.has(lower)) errors.push({ path: `headers.${name}`, message: 'is given twice (header names ignore case)' })
+    else if (typeof value !== 'string' || !HEADER_VALUE.test(value)) errors.push({ path: `headers.${name}`, message: 'must not contain CR, LF or other control characters' })
+    else headers[name] = value
+    names.add(lower)
+  }
+
+  if (errors.length > 0) return { errors }
+  return {
+    from,
+    recipients,
+    replyTo,
+    subject: input.subject,
+    html: input.html ?? null,
+    text: input.text ?? null,
+    headers,
+    tags: (input.tags ?? []).map((t) => ({ name: t.name, value: t.value })),
+  }
+}
+
+/** Key order does not make two bodies different; everything else does. */
+export function canonicalJson (value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`
+  if (value !== null && typeof value === 'object') {
+    const obj = value as Record<string, unknown>
+    return `{${Object.keys(obj).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson(obj[k])}`).join(',')}}`
+  }
+  return JSON.stringify(value) ?? 'null'
+}
+
+/** What an Idempotency-Key is bound to: the route and the body. */
+export function requestHash (route: string, body: unknown): string {
+  return createHash('sha256').update(route).update('\n').update(canonicalJson(body)).digest('hex')
+}
+
+export function makeEvent (
+  e: { accountId: string; emailId: string; type: EventType; recipient: string; at: number }, data?: EventData,
+): EventRecord {
+  const base = { id: newId('evt', e.at), emailId: e.emailId, type: e.type, recipient: e.recipient, occurredAt: iso(e.at) }
+  return { ...base, accountId: e.accountId, payload: eventPayload(base, data) }
+}
+
+function engagementEvent (type: EventType, emailId: string, recipient: string, at: number, data?: EventData): EngagementEvent {
+  const base = { id: newId('evt', at), emailId, type, recipient, occurredAt: iso(at) }
+  return { ...base, payload: eventPayload(base, data) }
+}
+
+/** The recipient that tracking links name: the first `to`, else the first recipient there is. */
+export function trackingRecipient (email: Pick<EmailRecord, 'recipients'>): string {
+  return email.recipients[0]!.address
+}
+
+export interface SendAnswer {
+  status: number
+  /** The JSON body, exactly as stored for replays. */
+  body: string
+  replayed: boolean
+}
+
+export interface SendOptions {
+  batch: boolean
+  idempotencyKey?: string
+  requestHash: string
+}
+
+export interface EmailView {
+  id: string
+  from: string
+  to: string[]
+  cc: string[]
+  bcc: string[]
+  replyTo: string[]
+  subject: string
+  status: EmailStatus
+  createdAt: string
+  suppressed: string[]
+  tags: EmailTag[]
+  events: Array<{ id: string; type: EventType; recipient: string; occurredAt: string }>
+}
+
+export interface EmailServiceOptions {
+  store: Store
+  clock: Clock
+  /** MAIL_FROM: the sender of emails that name none. */
+  mailFrom: string
+}
+
+export function createEmailService ({ store, clock, mailFrom }: EmailServiceOptions) {
+  const defaultFrom = parseAddress(mailFrom)
+  if ('error' in defaultFrom) throw new Error(`MAIL_FROM ${defaultFrom.error}`)
+  const from = formatAddress(defaultFrom)
+  const listeners = new Set<() => void>()
+
+  function replayOrConflict (existing: IdempotencyRecord, hash: string): SendAnswer {
+    if (existing.requestHash !== hash) {
+      throw IdempotencyConflict('This Idempotency-Key was used with a different request in the last 24 hours; use a new key')
+    }
+    return { status: existing.responseStatus, body: existing.responseBody, replayed: true }
+  }
+
+  return {
+    /**
+     * Accepts one send (or a batch) for the key's account: validated as a whole, suppressed recipients
+     * dropped, then every email with its email.sent events (and the idempotency key) in one atomic write.
+     * Resolves once that write is durable.
+     */
+    async send (apiKey: ApiKeyRecord, items: SendInput[], opts: SendOptions): Promise<SendAnswer> {
+      const accountId = apiKey.accountId
+      const prefix = (i: number) => (opts.batch ? `body[${i}]` : 'body')
+      const details: ErrorDetail[] = []
+      const sends: NormalisedSend[] = []
+      items.forEach((item, i) => {
+        const n = normaliseSend(item, from)
+        if ('errors' in n) details.push(...n.errors.map((e) => ({ path: `${prefix(i)}.${e.path}`, message: e.message })))
+        else sends.push(n)
+      })
+      if (details.length > 0) throw ValidationError('The request is not valid; nothing was sent', details)
+
+      const now = clock.now()
+      if (opts.idempotencyKey !== undefined) {
+        const existing = await store.findIdempotencyKey(accountId, opts.idempotencyKey, iso(now))
+        if (existing !== null) return replayOrConflict(existing, opts.requestHash)
+      }
+
+      const suppressions = new Map<string, SuppressionRecord>()
+      for (const s of await store.findSuppressions(accountId, sends.flatMap((s) => s.recipients.map((r) => r.address)))) {
+        suppressions.set(s.email, s)
+      }
+      const refused: ErrorDetail[] = []
+      sends.forEach((s, i) => {
+        if (s.recipients.every((r) => suppressions.has(r.address))) {
+          for (const r of s.recipients) {
+            refused.push({ path: `${prefix(i)}.${r.path}`, message: `${r.address} is on the suppression list (${suppressions.get(r.address)!.reason})` })
+          }
+        }
+      })
+      if (refused.length > 0) {
+        throw RecipientSuppressed(opts.batch
+          ? 'Every recipient of at least one email in this batch is on the suppression list; nothing was sent'
+          : 'Every recipient is on the suppression list; nothing was sent', refused)
+      }
+
+      const at = iso(now)
+      const emails: EmailRecord[] = []
+      const events: EventRecord[] = []
+      const answers: Array<{ id: string; suppressed?: string[] }> = []
+      for (const s of sends) {
+        const id = newId('em', now)
+        const kept = s.recipients.filter((r) => !suppressions.has(r.address))
+        const dropped = s.recipients.filter((r) => suppressions.has(r.address)).map((r) => r.address)
+        const field = (f: RecipientField) => kept.filter((r) => r.field === f).map((r) => r.formatted)
+        emails.push({
+          id,
+          accountId,
+          from: s.from,
+          to: field('to'),
+          cc: field('cc'),
+          bcc: field('bcc'),
+          replyTo: s.replyTo,
+          subject: s.subject,
+          html: s.html,
+          text: s.text,
+          headers: s.headers,
+          tags: s.tags,
+          suppressed: dropped,
+          recipients: kept.map((r) => ({ address: r.address, state: 'pending' as const })),
+          status: 'queued',
+          attempts: 0,
+          nextAttemptAt: at,
+          leaseOwner: null,
+          leaseExpiresAt: null,
+          lastError: null,
+          createdAt: at,
+          updatedAt: at,
+        })
+        for (const r of kept) events.push(makeEvent({ accountId, emailId: id, type: 'email.sent', recipient: r.address, at: now }))
+        answers.push(dropped.length > 0 ? { id, suppressed: dropped } : { id })
+      }
+
+      const message = opts.batch ? `${emails.length} emails accepted for delivery` : 'Email accepted for delivery'
+      const body = JSON.stringify({ success: true, data: opts.batch ? answers : answers[0], message })
+      const idempotency: IdempotencyRecord | undefined = opts.idempotencyKey === undefined
+        ? undefined
+        : {
+            accountId,
+            key: opts.idempotencyKey,
+            requestHash: opts.requestHash,
+            responseStatus: 202,
+            responseBody: body,
+            createdAt: at,
+            expiresAt: iso(now + IDEMPOTENCY_TTL_MS),
+          }
+      const result = await store.acceptEmails({ emails, events, ...(idempotency ? { idempotency } : {}) })
+      // A concurrent request with the same key got there first: answer as it did (or refuse the new body).
+      if (result.outcome === 'duplicate') return replayOrConflict(result.existing, opts.requestHash)
+      for (const listener of listeners) listener()
+      return { status: 202, body, replayed: false }
+    },
+
+    /** The email and its event timeline; NotFound for an unknown id or another account's email. */
+    async get (accountId: string, id: string): Promise<EmailView> {
+      const email = await store.findEmail(accountId, id)
+      if (email === null) throw NotFound('No email with this id')
+      const events = await store.listEmailEvents(accountId, id)
+      return {
+        id: email.id,
+        from: email.from,
+        to: email.to,
+        cc: email.cc,
+        bcc: email.bcc,
+        replyTo: email.replyTo,
+        subject: email.subject,
+        status: email.status,
+        createdAt: email.createdAt,
+        suppressed: email.suppressed,
+        tags: email.tags,
+        events: events.map((e) => ({ id: e.id, type: e.type, recipient: e.recipient, occurredAt: e.occurredAt })),
+      }
+    },
+
+    /** `listener` runs after each accepted send (the mailer's cue); returns the unsubscribe function. */
+    onAccepted (listener: () => void): () => void {
+      listeners.add(listener)
+      return () => { listeners.delete(listener) }
+    },
+
+    /** email.opened, every time; false when the email does not exist. */
+    async opened (emailId: string, recipient: string): Promise<boolean> {
+      return await store.recordEngagement(engagementEvent('email.opened', emailId, recipient, clock.now())) !== null
+    },
+
+    /** email.clicked with the link, every time; false when the email does not exist. */
+    async clicked (emailId: string, recipient: string, url: string): Promise<boolean> {
+      return await store.recordEngagement(engagementEvent('email.clicked', emailId, recipient, clock.now(), { url })) !== null
+    },
+
+    /**
+     * Suppresses the recipient for the email's account and raises email.unsubscribed, once: an address
+     * that is already suppressed raises nothing. False when the email does not exist.
+     */
+    async unsubscribed (emailId: string, recipient: string): Promise<boolean> {
+      const now = clock.now()
+      const result = await store.unsubscribeRecipient(engagementEvent('email.unsubscribed', emailId, recipient, now), iso(now))
+      return result !== 'no_email'
+    },
+  }
+}
+
+export type EmailService = ReturnType<typeof createEmailService>
+
+// Attempts
+
+/** What a transport said about one recipient (src/mail/transport.ts RecipientResult, without the import). */
+export interface RecipientOutcome {
+  recipient: string
+  outcome: 'delivered' | 'bounced' | 'complained' | 'deferred'
+  code?: number
+  response?: string
+}
+
+export interface AttemptPolicy {
+  retryDelaysMs: number[]
+  /** 0 ≤ random() < 1; jitter spreads retries of many emails deferred at once. */
+  random: () => number
+}
+
+function reasonOf (r: RecipientOutcome): string {
+  const text = r.response ?? (r.code !== undefined ? String(r.code) : 'no reason given')
+  return text.length > MAX_REASON ? text.slice(0, MAX_REASON) + '…' : text
+}
+
+/** ±20 % around the scheduled delay. */
+export function withJitter (delayMs: number, random: () => number): number {
+  return Math.round(delayMs * (0.8 + 0.4 * random()))
+}
+
+/**
+ * The email's next state after one attempt at its pending recipients, with the events and suppressions
+ * that attempt raises. Pure: the mailer writes what this returns as one atomic write.
+ *
+ * delivered → email.delivered. bounced (a 5xx) → email.bounced and a suppression of that address only.
+ * complained → email.delivered, then email.complained and a suppression. deferred (4xx, connection
+ * faults) → stays pending for a retry after the next delay of the schedule; once the schedule is spent,
+ * email.bounced without a suppression (the fault may have been ours or the relay's, not the address's).
+ */
+export function planAttempt (email: EmailRecord, results: RecipientOutcome[], now: number, policy: AttemptPolicy): Omit<EmailAttempt, 'owner'> {
+  const attempts = email.attempts + 1
+  const delay = policy.retryDelaysMs[attempts - 1]
+  const byAddress = new Map(results.map((r) => [r.recipient.toLowerCase(), r]))
+  const events: EventRecord[] = []
+  const suppressions: SuppressionRecord[] = []
+  const at = iso(now)
+  const base = { accountId: email.accountId, emailId: email.id, at: now }
+  let lastError: string | null = null
+
+  const recipients = email.recipients.map((r): EmailRecipient => {
+    if (r.state !== 'pending') return r
+    const result = byAddress.get(r.address) ?? { recipient: r.address, outcome: 'deferred' as const, response: 'the transport gave no result for this recipient' }
+    const recipient = r.address
+    switch (result.outcome) {
+      case 'delivered':
+        events.push(makeEvent({ ...base, type: 'email.delivered', recipient }))
+        return { address: recipient, state: 'delivered' }
+      case 'bounced':
+        events.push(makeEvent({ ...base, type: 'email.bounced', recipient }, { reason: reasonOf(result) }))
+        suppressions.push({ accountId: email.accountId, email: recipient, reason: 'bounced', createdAt: at })
+        return { address: recipient, state: 'bounced' }
+      case 'complained':
+        events.push(makeEvent({ ...base, type: 'email.delivered', recipient }))
+        events.push(makeEvent({ ...base, type: 'email.complained', recipient }, { reason: reasonOf(result) }))
+        suppressions.push({ accountId: email.accountId, email: recipient, reason: 'complained', createdAt: at })
+        return { address: recipient, state: 'complained' }
+      default:
+        lastError = reasonOf(result)
+        if (delay !== undefined) return r
+        events.push(makeEvent({ ...base, type: 'email.bounced', recipient }, {
+          reason: `gave up after ${attempts} attempts; last answer: ${reasonOf(result)}`,
+        }))
+        return { address: recipient, state: 'bounced' }
+    }
+  })
+
+  const pending = recipients.some((r) => r.state === 'pending')
+  return {
+    emailId: email.id,
+    recipients,
+    status: pending ? 'deferred' : finalStatus(recipients),
+    attempts,
+    nextAttemptAt: pending ? iso(now + withJitter(delay!, policy.random)) : null,
+    lastError,
+    at,
+    events,
+    suppressions,
+  }
+}
+
+function finalStatus (recipients: EmailRecipient[]): EmailStatus {
+  const bounced = recipients.filter((r) => r.state === 'bounced').length
+  if (bounced === 0) return 'delivered'
+  return bounced === recipients.length ? 'bounced' : 'partially_delivered'
+}

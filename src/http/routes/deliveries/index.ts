@@ -1,0 +1,46 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { EventType } from '../../../domain/events.js'
+import type { DeliveryRecord } from '../../../store/deliveries.js'
+import { originGuard, requireAccount, sessionAuth } from '../../auth.js'
+import type { RouteContext } from '../context.js'
+import { ListDeliveriesRoute, RecoverRoute, RetryDeliveryRoute, TestDeliveryRoute } from './schema.js'
+
+function shown (d: DeliveryRecord) {
+  const { webhookId: _webhookId, ...rest } = d
+  return rest
+}
+
+const deliveryRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
+  const cookieOpts = { production: config.production, sessionTtlMs: config.sessionTtlMs }
+  app.addHook('onRequest', originGuard(config.publicUrl))
+  app.addHook('onRequest', sessionAuth(services.accounts, cookieOpts))
+  const deliveries = services.deliveries
+
+  app.get('/api/webhooks/:id/deliveries', { schema: ListDeliveriesRoute }, async (request) => {
+    const { status, limit, cursor } = request.query
+    const page = await deliveries.list(requireAccount(request).id, request.params.id, {
+      limit, ...(status !== undefined ? { status: status as DeliveryRecord['status'] } : {}), ...(cursor !== undefined ? { cursor } : {}),
+    })
+    return { success: true as const, data: page.items.map(shown), nextCursor: page.nextCursor, message: `${page.items.length} deliveries` }
+  })
+
+  app.post('/api/webhooks/:id/deliveries/:deliveryId/retry', { schema: RetryDeliveryRoute }, async (request, reply) => {
+    const d = await deliveries.retry(requireAccount(request).id, request.params.id, request.params.deliveryId)
+    return reply.code(202).send({ success: true, data: shown(d), message: 'Delivery queued' })
+  })
+
+  app.post('/api/webhooks/:id/test', { schema: TestDeliveryRoute }, async (request, reply) => {
+    const type = (request.body?.event ?? 'email.sent') as EventType
+    const d = await deliveries.test(requireAccount(request).id, request.params.id, type)
+    return reply.code(202).send({ success: true, data: shown(d), message: `Test ${type} event queued` })
+  })
+
+  app.post('/api/webhooks/:id/recover', { schema: RecoverRoute }, async (request, reply) => {
+    const since = Date.parse(request.body.since)
+    const until = request.body.until !== undefined ? Date.parse(request.body.until) : Date.now()
+    const queued = await deliveries.recover(requireAccount(request).id, request.params.id, since, until)
+    return reply.code(202).send({ success: true, data: { queued }, message: `${queued} failed deliveries queued again` })
+  })
+}
+
+export default deliveryRoutes

@@ -1,0 +1,63 @@
+import { Type } from '@sinclair/typebox'
+import { EventTypeSchema, Success, Timestamp, errors } from '../../schemas.js'
+
+const Nullable = <T extends import('@sinclair/typebox').TSchema>(t: T) => Type.Union([t, Type.Null()])
+
+export const DeliveryStatusSchema = Type.Union(['pending', 'succeeded', 'retrying', 'failed', 'cancelled'].map((s) => Type.Literal(s)))
+
+export const DeliverySchema = Type.Object({
+  id: Type.String(),
+  eventId: Type.String(),
+  event: Type.String(),
+  emailId: Type.String(),
+  status: DeliveryStatusSchema,
+  attempts: Type.Integer(),
+  lastAttemptAt: Nullable(Timestamp),
+  nextAttemptAt: Nullable(Timestamp),
+  lastStatusCode: Nullable(Type.Integer()),
+  lastError: Nullable(Type.String()),
+  lastDurationMs: Nullable(Type.Number()),
+  createdAt: Timestamp,
+})
+
+const WebhookParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) })
+const DeliveryParams = Type.Object({
+  id: Type.String({ minLength: 1, maxLength: 64 }),
+  deliveryId: Type.String({ minLength: 1, maxLength: 64 }),
+})
+const security = [{ session: [] }]
+const tags = ['deliveries']
+
+export const ListDeliveriesRoute = {
+  tags, security, summary: 'The delivery log of a webhook, newest first',
+  params: WebhookParams,
+  querystring: Type.Object({
+    status: Type.Optional(DeliveryStatusSchema),
+    limit: Type.Integer({ minimum: 1, maximum: 100, default: 20 }),
+    cursor: Type.Optional(Type.String({ maxLength: 200 })),
+  }, { additionalProperties: false }),
+  response: {
+    200: Type.Object({ success: Type.Literal(true), data: Type.Array(DeliverySchema), nextCursor: Nullable(Type.String()), message: Type.String() }),
+    ...errors(400, 401, 403, 404),
+  },
+}
+
+export const RetryDeliveryRoute = {
+  tags, security, summary: 'Deliver again now',
+  params: DeliveryParams,
+  response: { 202: Success(DeliverySchema), ...errors(401, 403, 404) },
+}
+
+export const TestDeliveryRoute = {
+  tags, security, summary: 'Send a signed test event to this webhook',
+  params: WebhookParams,
+  body: Type.Optional(Type.Object({ event: Type.Optional(EventTypeSchema) }, { additionalProperties: false })),
+  response: { 202: Success(DeliverySchema), ...errors(400, 401, 403, 404) },
+}
+
+export const RecoverRoute = {
+  tags, security, summary: 'Queue again every failed delivery of a time window',
+  params: WebhookParams,
+  body: Type.Object({ since: Timestamp, until: Type.Optional(Timestamp) }, { additionalProperties: false }),
+  response: { 202: Success(Type.Object({ queued: Type.Integer() })), ...errors(400, 401, 403, 404) },
+}

@@ -1,0 +1,75 @@
+import { Type, type Static } from '@sinclair/typebox'
+import { MAX_BATCH, MAX_RECIPIENTS, MAX_REPLY_TO } from '../../../domain/emails.js'
+import { EventTypeSchema, IdParams, Success, Timestamp, errors } from '../../schemas.js'
+
+// The schema checks shapes and sizes; what an address or a header may hold (no CR/LF, a real address,
+// no reserved header) is checked by src/domain/emails.ts, which names the exact field in its answer.
+const Address = Type.String({ minLength: 1, maxLength: 500, description: 'someone@example.com or Some One <someone@example.com>' })
+const Addresses = (max: number) => Type.Union([Address, Type.Array(Address)], { description: `one address or an array of at most ${max}` })
+const Tag = Type.String({ minLength: 1, maxLength: 256, pattern: '^[A-Za-z0-9_-]+$', description: 'letters, digits, _ and -' })
+
+export const SendSchema = Type.Object({
+  from: Type.Optional(Type.String({ minLength: 1, maxLength: 500, description: 'the sender; default: MAIL_FROM' })),
+  to: Addresses(MAX_RECIPIENTS),
+  cc: Type.Optional(Addresses(MAX_RECIPIENTS)),
+  bcc: Type.Optional(Addresses(MAX_RECIPIENTS)),
+  replyTo: Type.Optional(Addresses(MAX_REPLY_TO)),
+  subject: Type.String({ minLength: 1, maxLength: 998, description: 'no CR or LF' }),
+  html: Type.Optional(Type.String({ minLength: 1 })),
+  text: Type.Optional(Type.String({ minLength: 1 })),
+  headers: Type.Optional(Type.Record(Type.String(), Type.String({ maxLength: 998 }), {
+    maxProperties: 50, description: 'custom headers; From, To, Message-ID, List-Unsubscribe and the like are set by svc',
+  })),
+  tags: Type.Optional(Type.Array(Type.Object({ name: Tag, value: Tag }, { additionalProperties: false }), { maxItems: 50 })),
+}, { additionalProperties: false, description: 'html or text is required (or both)' })
+export type Send = Static<typeof SendSchema>
+
+const IdempotencyHeaders = Type.Object({
+  'idempotency-key': Type.Optional(Type.String({
+    minLength: 1, maxLength: 256, pattern: '^[\\x20-\\x7E]+$',
+    description: 'the same key and body within 24 hours answer the first response and send nothing new',
+  })),
+})
+
+const Accepted = Type.Object({
+  id: Type.String(),
+  suppressed: Type.Optional(Type.Array(Type.String(), { description: 'recipients dropped because they are suppressed' })),
+})
+
+const security = [{ apiKey: [] }]
+const tags = ['sending']
+
+export const SendRoute = {
+  tags, security, summary: 'Send an email (202: accepted and stored; it goes out in the background)',
+  headers: IdempotencyHeaders,
+  body: SendSchema,
+  response: { 202: Success(Accepted), ...errors(400, 401, 409, 413, 415, 422, 429) },
+}
+
+export const SendBatchRoute = {
+  tags, security, summary: `Send up to ${MAX_BATCH} emails at once, validated as a whole`,
+  headers: IdempotencyHeaders,
+  body: Type.Array(SendSchema, { minItems: 1, maxItems: MAX_BATCH }),
+  response: { 202: Success(Type.Array(Accepted)), ...errors(400, 401, 409, 413, 415, 422, 429) },
+}
+
+export const EmailViewSchema = Type.Object({
+  id: Type.String(),
+  from: Type.String(),
+  to: Type.Array(Type.String()),
+  cc: Type.Array(Type.String()),
+  bcc: Type.Array(Type.String()),
+  replyTo: Type.Array(Type.String()),
+  subject: Type.String(),
+  status: Type.Union(['queued', 'deferred', 'delivered', 'bounced', 'partially_delivered'].map((s) => Type.Literal(s))),
+  createdAt: Timestamp,
+  suppressed: Type.Array(Type.String()),
+  tags: Type.Array(Type.Object({ name: Type.String(), value: Type.String() })),
+  events: Type.Array(Type.Object({ id: Type.String(), type: EventTypeSchema, recipient: Type.String(), occurredAt: Timestamp })),
+})
+
+export const GetEmailRoute = {
+  tags, security, summary: 'An email: its status and its event timeline',
+  params: IdParams,
+  response: { 200: Success(EmailViewSchema), ...errors(401, 404, 429) },
+}

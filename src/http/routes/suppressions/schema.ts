@@ -1,0 +1,52 @@
+import { Type } from '@sinclair/typebox'
+import { SUPPRESSION_REASONS } from '../../../domain/suppressions.js'
+import { Success, Timestamp, errors } from '../../schemas.js'
+
+const Reason = (description?: string) => Type.Union(SUPPRESSION_REASONS.map((r) => Type.Literal(r)), description ? { description } : {})
+
+export const SuppressionSchema = Type.Object({
+  email: Type.String(),
+  reason: Reason(),
+  createdAt: Timestamp,
+})
+
+export const ListQuery = Type.Object({
+  limit: Type.Integer({ minimum: 1, maximum: 100, default: 50 }),
+  cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 1024, description: 'nextCursor of the previous page' })),
+}, { additionalProperties: false })
+
+export const AddSuppressionSchema = Type.Object({
+  email: Type.String({ minLength: 1, maxLength: 500 }),
+  reason: Type.Optional(Reason('default: manual')),
+}, { additionalProperties: false })
+
+export const EmailParams = Type.Object({ email: Type.String({ minLength: 1, maxLength: 500 }) })
+
+const security = [{ session: [] }]
+const tags = ['suppressions']
+
+export const ListSuppressionsRoute = {
+  tags, security, summary: 'The suppression list, newest first, in pages',
+  querystring: ListQuery,
+  response: {
+    200: Type.Object({
+      success: Type.Literal(true),
+      data: Type.Array(SuppressionSchema),
+      message: Type.String(),
+      nextCursor: Type.Union([Type.String(), Type.Null()]),
+    }),
+    ...errors(400, 401, 403),
+  },
+}
+
+export const AddSuppressionRoute = {
+  tags, security, summary: 'Suppress an address (201; 200 with the existing entry when it already is)',
+  body: AddSuppressionSchema,
+  response: { 200: Success(SuppressionSchema), 201: Success(SuppressionSchema), ...errors(400, 401, 403, 413, 415) },
+}
+
+export const DeleteSuppressionRoute = {
+  tags, security, summary: 'Remove an address from the list: later sends reach it again',
+  params: EmailParams,
+  response: { 200: Success(Type.Object({ email: Type.String(), deleted: Type.Literal(true) })), ...errors(401, 403, 404) },
+}

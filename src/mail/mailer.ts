@@ -1,0 +1,244 @@
+// The mail queue's worker. Accepted emails wait in the store (status, pending recipients, attempts,
+// nextAttemptAt, a lease); the mailer leases the due ones, sends each through the transport with bounded
+// concurrency, and writes the outcome of every attempt (the email's new state, its events, its
+// suppressions) as one atomic write. Nothing lives only in memory: a restart resumes from the store.
+import os from 'node:os'
+import { setTimeout as delay } from 'node:timers/promises'
+import type { FastifyBaseLogger } from 'fastify'
+import { Counter, type Registry } from 'prom-client'
+import { bareOf } from '../domain/addresses.js'
+import { iso, type Clock } from '../domain/clock.js'
+import {
+  DEFAULT_RETRY_DELAYS_MS, TRACKING_TTL_MS, planAttempt, trackingRecipient, type EmailService, type RecipientOutcome,
+} from '../domain/emails.js'
+import type { Component } from '../service.js'
+import type { EmailRecord } from '../store/emails.js'
+import type { Store } from '../store/types.js'
+import { instrumentHtml, unsubscribeHeaders, type TrackingLinkOptions } from './tracking.js'
+import type { MailTransport, OutgoingMessage } from './transport.js'
+
+export interface MailerTuning {
+  /**
+   * This node's name in leases; default: the host name. Leases under this name are taken back at start
+   * (a process that is only starting holds nothing), so two live processes must not share a name.
+   */
+  owner?: string
+  /** Emails in flight at once. Default 8. */
+  concurrency?: number
+  /** Waits before each retry of a deferred recipient; default DEFAULT_RETRY_DELAYS_MS (about 24 h). */
+  retryDelaysMs?: number[]
+  /** How long a lease lasts; far above the transport's own timeouts. Default 5 minutes. */
+  leaseMs?: number
+  /** How often the queue is read when nothing wakes the mailer (other nodes' sends, retries). Default 1 s. */
+  pollMs?: number
+  /** For tests of the jitter; default Math.random. */
+  random?: () => number
+}
+
+export interface MailerOptions extends MailerTuning {
+  store: Store
+  transport: MailTransport
+  /** True when the mailer made the transport and so must close it. */
+  closeTransport: boolean
+  emails: Pick<EmailService, 'onAccepted'>
+  clock: Clock
+  logger: FastifyBaseLogger
+  registry?: Registry
+  publicUrl: string
+  secret: string
+}
+
+const HOUSEKEEPING_MS = 10 * 60_000
+// A multi-step write younger than this may still be in progress; repair leaves it to its writer.
+const REPAIR_GRACE_MS = 60_000
+const RECORD_TRIES = 5
+
+/**
+ * The message for one attempt: only the recipients still pending (a retry does not resend to those who
+ * have it), our Message-ID, the List-Unsubscribe headers, and the tracking pixel and links in the html.
+ */
+export function composeMessage (email: EmailRecord, opts: { publicUrl: string; secret: string }): OutgoingMessage {
+  const pending = new Set(email.recipients.filter((r) => r.state === 'pending').map((r) => r.address))
+  const only = (list: string[]) => list.filter((formatted) => pending.has(bareOf(formatted)))
+  const link: TrackingLinkOptions = {
+    publicUrl: opts.publicUrl,
+    secret: opts.secret,
+    emailId: email.id,
+    recipient: trackingRecipient(email),
+    expiresAt: Math.floor((Date.parse(email.createdAt) + TRACKING_TTL_MS) / 1000),
+  }
+  const msg: OutgoingMessage = {
+    messageId: email.id,
+    from: email.from,
+    to: only(email.to),
+    cc: only(email.cc),
+    bcc: only(email.bcc),
+    subject: email.subject,
+    headers: { ...email.headers, ...unsubscribeHeaders(link) },
+  }
+  if (email.replyTo.length > 0) msg.replyTo = email.replyTo
+  if (email.html !== null) msg.html = instrumentHtml(email.html, link)
+  if (email.text !== null) msg.text = email.text
+  return msg
+}
+
+export class Mailer implements Component {
+  readonly name = 'mailer'
+  readonly owner: string
+  private readonly o: MailerOptions
+  private readonly concurrency: number
+  private readonly leaseMs: number
+  private readonly pollMs: number
+  private readonly policy: { retryDelaysMs: number[]; random: () => number }
+  private readonly outcomes: Counter<'outcome'> | undefined
+
+  private running = false
+  private loop: Promise<void> | undefined
+  private readonly inFlight = new Set<Promise<void>>()
+  private woken = false
+  private wakeUp: (() => void) | undefined
+  /** The earliest retry this node scheduled, so it is not left to the next poll. */
+  private nextDue: number | undefined
+  private housekeeping: NodeJS.Timeout | undefined
+  private unsubscribe: (() => void) | undefined
+
+  constructor (options: MailerOptions) {
+    this.o = options
+    this.owner = options.owner ?? os.hostname()
+    this.concurrency = options.concurrency ?? 8
+    this.leaseMs = options.leaseMs ?? 5 * 60_000
+    this.pollMs = options.pollMs ?? 1_000
+    this.policy = { retryDelaysMs: options.retryDelaysMs ?? DEFAULT_RETRY_DELAYS_MS, random: options.random ?? Math.random }
+    this.outcomes = options.registry
+      ? new Counter({
+          name: 'svc_mail_recipient_outcomes_total',
+          help: 'Recipient results of send attempts: delivered, bounced, complained, deferred',
+          labelNames: ['outcome'] as const,
+          registers: [options.registry],
+        })
+      : undefined
+  }
+
+  async start (): Promise<void> {
+    // Whatever this node held when it last stopped (or died) is due again now, not when the lease ends.
+    const resumed = await this.o.store.releaseEmailLeases(this.owner)
+    if (resumed > 0) this.o.logger.info({ emails: resumed }, 'mailer: resuming emails that a previous run left in flight')
+    await this.housekeep()
+    this.unsubscribe = this.o.emails.onAccepted(() => this.wake())
+    this.running = true
+    this.loop = this.run()
+    this.housekeeping = setInterval(() => { void this.housekeep() }, HOUSEKEEPING_MS).unref()
+  }
+
+  async stop (): Promise<void> {
+    this.running = false
+    this.unsubscribe?.()
+    clearInterval(this.housekeeping)
+    this.wake()
+    await this.loop
+    // Sends in flight finish and their outcomes are written; nothing new starts.
+    await Promise.allSettled([...this.inFlight])
+    await this.o.store.releaseEmailLeases(this.owner).catch(() => 0)
+    if (this.o.closeTransport) await this.o.transport.close()
+  }
+
+  private wake (): void {
+    this.woken = true
+    this.wakeUp?.()
+  }
+
+  private sleep (ms: number): Promise<void> {
+    if (this.woken) {
+      this.woken = false
+      return Promise.resolve()
+    }
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer)
+        this.wakeUp = undefined
+        this.woken = false
+        resolve()
+      }
+      const timer = setTimeout(done, ms)
+      this.wakeUp = done
+    })
+  }
+
+  private async run (): Promise<void> {
+    while (this.running) {
+      const free = this.concurrency - this.inFlight.size
+      if (free > 0) {
+        const now = this.o.clock.now()
+        if (this.nextDue !== undefined && this.nextDue <= now) this.nextDue = undefined
+        try {
+          const claimed = await this.o.store.claimDueEmails({ owner: this.owner, now: iso(now), leaseUntil: iso(now + this.leaseMs), limit: free })
+          for (const email of claimed) this.track(this.attempt(email))
+        } catch (err) {
+          this.o.logger.error({ err }, 'mailer: could not read the mail queue')
+        }
+      }
+      const untilDue = this.nextDue === undefined ? this.pollMs : Math.max(0, this.nextDue - this.o.clock.now())
+      // Woken early by a new send, a finished attempt, or stop().
+      await this.sleep(Math.min(this.pollMs, untilDue))
+    }
+  }
+
+  private track (work: Promise<void>): void {
+    this.inFlight.add(work)
+    void work.finally(() => {
+      this.inFlight.delete(work)
+      this.wake()
+    })
+  }
+
+  private async attempt (email: EmailRecord): Promise<void> {
+    const pending = email.recipients.filter((r) => r.state === 'pending').map((r) => r.address)
+    let results: RecipientOutcome[] = []
+    if (pending.length > 0) {
+      try {
+        results = await this.o.transport.send(composeMessage(email, this.o))
+      } catch (err) {
+        // Never the message itself in the log: only what went wrong.
+        const reason = err instanceof Error ? err.message : String(err)
+        this.o.logger.warn({ emailId: email.id, reason }, 'mailer: the transport failed; the email will be retried')
+        results = pending.map((recipient) => ({ recipient, outcome: 'deferred' as const, response: `transport error: ${reason}` }))
+      }
+    }
+    const plan = planAttempt(email, results, this.o.clock.now(), this.policy)
+    for (let i = 1; ; i++) {
+      try {
+        if (!await this.o.store.recordEmailAttempt({ ...plan, owner: this.owner })) {
+          this.o.logger.warn({ emailId: email.id }, 'mailer: the lease on an email was lost during its attempt; its outcome was not recorded')
+          return
+        }
+        break
+      } catch (err) {
+        if (i >= RECORD_TRIES) {
+          this.o.logger.error({ err, emailId: email.id }, 'mailer: could not record an attempt; the email is sent again when its lease expires')
+          return
+        }
+        await delay(100 * 2 ** i)
+      }
+    }
+    for (const r of results) this.outcomes?.inc({ outcome: r.outcome })
+    if (plan.nextAttemptAt !== null) {
+      const due = Date.parse(plan.nextAttemptAt)
+      if (this.nextDue === undefined || due < this.nextDue) this.nextDue = due
+    }
+    this.o.logger.debug({
+      emailId: email.id, attempt: plan.attempts, status: plan.status,
+      outcomes: results.reduce<Record<string, number>>((n, r) => ({ ...n, [r.outcome]: (n[r.outcome] ?? 0) + 1 }), {}),
+    }, 'mailer: attempt recorded')
+  }
+
+  /** Drops expired idempotency keys and finishes writes a crash interrupted (MongoDB). */
+  private async housekeep (): Promise<void> {
+    const now = this.o.clock.now()
+    try {
+      await this.o.store.repairInterruptedWrites(iso(now - REPAIR_GRACE_MS))
+      await this.o.store.pruneIdempotencyKeys(iso(now))
+    } catch (err) {
+      this.o.logger.warn({ err }, 'mailer: housekeeping failed; it runs again later')
+    }
+  }
+}

@@ -1,0 +1,165 @@
+// The sending part of the Store contract: accepted emails (which are also the mail queue), idempotency
+// keys, the suppression list, and the events that tracking links raise.
+//
+// Every event written here is an outbox row for the delivery engine (`routed` left at its default), and
+// it is written in the same atomic write as the change it records.
+import type { EventRecord } from '../domain/events.js'
+
+/**
+ * queued: accepted, not attempted yet. deferred: attempted, some recipients wait for a retry.
+ * delivered / bounced: every recipient has that outcome (a complaint counts as delivered).
+ * partially_delivered: final, some recipients delivered and some bounced.
+ */
+export type EmailStatus = 'queued' | 'deferred' | 'delivered' | 'bounced' | 'partially_delivered'
+export type RecipientState = 'pending' | 'delivered' | 'bounced' | 'complained'
+export type SuppressionReason = 'bounced' | 'complained' | 'unsubscribed' | 'manual'
+
+export interface EmailRecipient {
+  /** Bare, lower-case. */
+  address: string
+  state: RecipientState
+}
+
+export interface EmailTag {
+  name: string
+  value: string
+}
+
+export interface EmailRecord {
+  id: string
+  accountId: string
+  /** Header forms (`addr` or `Name <addr>`), bare addresses lower-case. */
+  from: string
+  to: string[]
+  cc: string[]
+  bcc: string[]
+  replyTo: string[]
+  subject: string
+  html: string | null
+  text: string | null
+  headers: Record<string, string>
+  tags: EmailTag[]
+  /** Bare addresses dropped at acceptance because the account suppresses them. */
+  suppressed: string[]
+  /** Every envelope recipient, deduplicated, in to/cc/bcc order, and where it stands. */
+  recipients: EmailRecipient[]
+  status: EmailStatus
+  /** Attempts made so far. */
+  attempts: number
+  /** When the next attempt is due; null once every recipient has a final outcome. */
+  nextAttemptAt: string | null
+  leaseOwner: string | null
+  leaseExpiresAt: string | null
+  /** What the last failed attempt was told (already free of credentials). */
+  lastError: string | null
+  createdAt: string
+  updatedAt: string
+}
+
+export interface IdempotencyRecord {
+  accountId: string
+  key: string
+  /** Hash of the route and the request body: the same key with another body is a conflict. */
+  requestHash: string
+  /** The first answer, replayed byte for byte. */
+  responseStatus: number
+  responseBody: string
+  createdAt: string
+  expiresAt: string
+}
+
+export interface SuppressionRecord {
+  accountId: string
+  /** Bare, lower-case. */
+  email: string
+  reason: SuppressionReason
+  createdAt: string
+}
+
+/** Where a suppression page starts: after this entry in (createdAt, email) descending order. */
+export interface SuppressionCursor {
+  createdAt: string
+  email: string
+}
+
+export type AcceptResult =
+  | { outcome: 'accepted' }
+  /** The key was taken (by an earlier request, or a concurrent one that won): nothing was written. */
+  | { outcome: 'duplicate'; existing: IdempotencyRecord }
+
+/** The result of one attempt at sending an email, as one write. */
+export interface EmailAttempt {
+  emailId: string
+  /** The lease holder; the write is refused when someone else holds the lease now. */
+  owner: string
+  recipients: EmailRecipient[]
+  status: EmailStatus
+  attempts: number
+  nextAttemptAt: string | null
+  lastError: string | null
+  at: string
+  events: EventRecord[]
+  /** Added unless the address is already suppressed (the first reason stays). */
+  suppressions: SuppressionRecord[]
+}
+
+/** An event raised by a tracking link: the store adds the account, which is the email's own. */
+export type EngagementEvent = Omit<EventRecord, 'accountId'>
+
+export type UnsubscribeResult = 'unsubscribed' | 'already_suppressed' | 'no_email'
+
+export interface EmailStore {
+  /**
+   * Stores emails and their events (email.sent, one per recipient) in one atomic write. With
+   * `idempotency`, the key is stored in that same write, unless the account already holds that key
+   * unexpired: then nothing is written and the existing record comes back (concurrent requests with one
+   * key therefore store one set of emails). An expired key is replaced.
+   */
+  acceptEmails(input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord }): Promise<AcceptResult>
+  /** The account's key, or null when absent or expired at `now`. */
+  findIdempotencyKey(accountId: string, key: string, now: string): Promise<IdempotencyRecord | null>
+  /** Deletes keys that expired at or before `now`; returns how many. */
+  pruneIdempotencyKeys(now: string): Promise<number>
+
+  /** Null when the account has no such email (another account's email included). */
+  findEmail(accountId: string, id: string): Promise<EmailRecord | null>
+
+  /**
+   * Leases up to `limit` emails that are due at `now` (nextAttemptAt reached, and no lease or an expired
+   * one) to `owner` until `leaseUntil`, earliest due first; one atomic write, so no email is handed to two
+   * claimers at once.
+   */
+  claimDueEmails(req: { owner: string; now: string; leaseUntil: string; limit: number }): Promise<EmailRecord[]>
+  /**
+   * Applies an attempt (the email's new state, its events, its suppressions) in one atomic write and
+   * clears the lease. False, and nothing written, when the email is not leased to `attempt.owner`.
+   */
+  recordEmailAttempt(attempt: EmailAttempt): Promise<boolean>
+  /** Clears every lease `owner` holds (its emails are due again at once); returns how many. */
+  releaseEmailLeases(owner: string): Promise<number>
+
+  /** The account's suppressions among `emails` (bare, lower-case); absent ones are simply not there. */
+  findSuppressions(accountId: string, emails: string[]): Promise<SuppressionRecord[]>
+  /** The account's suppressions, newest first (ties by email, descending), after `after` when given. */
+  listSuppressions(accountId: string, opts: { limit: number; after?: SuppressionCursor }): Promise<SuppressionRecord[]>
+  /** Adds the suppression unless the address is already suppressed; returns what is stored now. */
+  addSuppression(s: SuppressionRecord): Promise<{ created: boolean; record: SuppressionRecord }>
+  /** False when the account does not suppress this address. */
+  deleteSuppression(accountId: string, email: string): Promise<boolean>
+
+  /** Appends an open or click event to its email; null (nothing written) when there is no such email. */
+  recordEngagement(event: EngagementEvent): Promise<EventRecord | null>
+  /**
+   * Suppresses `event.recipient` for the email's account (reason unsubscribed) and appends the event, in
+   * one atomic write, unless the address is already suppressed: then nothing is written. So one
+   * unsubscribe raises one event, however often the link is used.
+   */
+  unsubscribeRecipient(event: EngagementEvent, at: string): Promise<UnsubscribeResult>
+
+  /**
+   * Adapters without multi-document transactions write some of the above in steps, with a record of what
+   * is left to do; this finishes what a crash interrupted before `before`. Returns how many were finished
+   * (always 0 where every write is one transaction).
+   */
+  repairInterruptedWrites(before: string): Promise<number>
+}

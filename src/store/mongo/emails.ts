@@ -1,0 +1,511 @@
+// Sending in MongoDB: emails (the mail queue), idempotency keys and suppressions, with the semantics of
+// the SQLite adapter and no multi-document transaction.
+//
+// Atomicity comes from single-document writes plus an outbox kept inside the document that changes:
+//
+// - An email document is inserted WITH its events (`outbox`); an attempt's update sets the email's new
+//   state and pushes its events and suppressions into the same document, in one update. Both are atomic
+//   on any deployment. The outbox is then published (events inserted into `events`, suppressions upserted)
+//   and pulled. Publishing is idempotent (ids are the application's), so a crash in between loses nothing:
+//   repairInterruptedWrites publishes whatever a crash left in an outbox.
+// - An idempotency key is claimed by inserting its document (unique index on accountId + key) with the
+//   whole accepted payload in it (`journal`) before the emails are inserted: the claim is the commit
+//   point. A concurrent request that finds the claim answers with its response; a crash after the claim
+//   is finished from the journal by repairInterruptedWrites.
+// - An unsubscribe is one upsert of the suppression carrying its event (`pendingEvent`), published after.
+//
+// Query safety, as in index.ts: every value from a caller goes through String()/Number() and every
+// document is rebuilt field by field, so no request value can become an operator.
+import { MongoBulkWriteError, MongoServerError, type AnyBulkWriteOperation, type Collection, type Db } from 'mongodb'
+import type { EventRecord } from '../../domain/events.js'
+import type {
+  AcceptResult, EmailAttempt, EmailRecipient, EmailRecord, EmailStatus, EmailStore, EmailTag, EngagementEvent, IdempotencyRecord,
+  RecipientState, SuppressionCursor, SuppressionReason, SuppressionRecord, UnsubscribeResult,
+} from '../emails.js'
+import { nullableString, toDate } from './documents.js'
+
+/** The events collection's document, as MongoStore makes it (its own eventDoc); only its id matters here. */
+interface EventDocLike { _id: string }
+
+interface OutboxSuppression {
+  email: string
+  reason: string
+  createdAt: string
+}
+
+export interface EmailDoc {
+  _id: string
+  accountId: string
+  from: string
+  to: string[]
+  cc: string[]
+  bcc: string[]
+  replyTo: string[]
+  subject: string
+  html: string | null
+  text: string | null
+  // Pairs, not an object: header names may hold '.' or start with '$', which field names must not.
+  headers: Array<{ name: string; value: string }>
+  tags: EmailTag[]
+  suppressed: string[]
+  recipients: EmailRecipient[]
+  status: string
+  attempts: number
+  nextAttemptAt: string | null
+  leaseOwner: string | null
+  leaseExpiresAt: string | null
+  lastError: string | null
+  createdAt: string
+  updatedAt: string
+  /** Events and suppressions written with the last changes and not yet published. */
+  outbox: EventDocLike[]
+  outboxSuppressions: OutboxSuppression[]
+  /** Set while the outbox may hold something: when it was last written to. */
+  outboxAt: string | null
+}
+
+interface IdempotencyDoc {
+  accountId: string
+  key: string
+  requestHash: string
+  responseStatus: number
+  responseBody: string
+  createdAt: string
+  expiresAt: string
+  /** For the TTL index; set once the journal is applied, so an unapplied claim is never expired away. */
+  expiresAtDate: Date | null
+  /** The accepted emails (with their outboxes), until they are inserted. */
+  journal: EmailDoc[] | null
+  applied: boolean
+}
+
+interface SuppressionDoc {
+  accountId: string
+  email: string
+  reason: string
+  createdAt: string
+  /** An unsubscribe's event, written with the suppression and published after. */
+  pendingEvent: EventDocLike | null
+  pendingEventAt: string | null
+}
+
+const NO_OUTBOX = { outbox: 0, outboxSuppressions: 0 } as const
+// Bounds the work of one repair pass; the next pass takes the rest.
+const REPAIR_BATCH = 500
+
+function isDuplicate (err: unknown): boolean {
+  return err instanceof MongoServerError && err.code === 11000
+}
+
+/** True when every failure of a bulk write is a duplicate key (what was there is what we meant to write). */
+function onlyDuplicates (err: unknown): boolean {
+  if (isDuplicate(err)) return true
+  if (!(err instanceof MongoBulkWriteError)) return false
+  const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors]
+  return errors.length > 0 && errors.every((e) => e.code === 11000)
+}
+
+function recipientsDoc (list: EmailRecipient[]): EmailRecipient[] {
+  return Array.from(list, (r) => ({ address: String(r.address), state: String(r.state) as RecipientState }))
+}
+
+function toEmail (d: EmailDoc): EmailRecord {
+  return {
+    id: d._id,
+    accountId: d.accountId,
+    from: d.from,
+    to: [...d.to],
+    cc: [...d.cc],
+    bcc: [...d.bcc],
+    replyTo: [...d.replyTo],
+    subject: d.subject,
+    html: d.html ?? null,
+    text: d.text ?? null,
+    headers: Object.fromEntries(d.headers.map((h) => [h.name, h.value])),
+    tags: d.tags.map((t) => ({ name: t.name, value: t.value })),
+    suppressed: [...d.suppressed],
+    recipients: d.recipients.map((r) => ({ address: r.address, state: r.state })),
+    status: d.status as EmailStatus,
+    attempts: d.attempts,
+    nextAttemptAt: d.nextAttemptAt ?? null,
+    leaseOwner: d.leaseOwner ?? null,
+    leaseExpiresAt: d.leaseExpiresAt ?? null,
+    lastError: d.lastError ?? null,
+    createdAt: d.createdAt,
+    updatedAt: d.updatedAt,
+  }
+}
+
+function toIdempotency (d: IdempotencyDoc): IdempotencyRecord {
+  return {
+    accountId: d.accountId,
+    key: d.key,
+    requestHash: d.requestHash,
+    responseStatus: d.responseStatus,
+    responseBody: d.responseBody,
+    createdAt: d.createdAt,
+    expiresAt: d.expiresAt,
+  }
+}
+
+function toSuppression (d: SuppressionDoc): SuppressionRecord {
+  return { accountId: d.accountId, email: d.email, reason: d.reason as SuppressionReason, createdAt: d.createdAt }
+}
+
+function outboxSuppression (s: SuppressionRecord): OutboxSuppression {
+  return { email: String(s.email), reason: String(s.reason), createdAt: String(s.createdAt) }
+}
+
+export class MongoEmails implements EmailStore {
+  readonly emails: Collection<EmailDoc>
+  readonly idempotencyKeys: Collection<IdempotencyDoc>
+  readonly suppressions: Collection<SuppressionDoc>
+  private readonly events: Collection<EventDocLike>
+
+  /**
+   * `eventDoc` is MongoStore's own mapping of an event to its document, so the events written here are
+   * exactly those insertEvents writes; `hint` tells the delivery engine that events were published.
+   */
+  constructor (db: Db, private readonly eventDoc: (e: EventRecord) => EventDocLike, private readonly hint: () => void) {
+    this.emails = db.collection<EmailDoc>('emails')
+    this.idempotencyKeys = db.collection<IdempotencyDoc>('idempotency_keys')
+    this.suppressions = db.collection<SuppressionDoc>('suppressions')
+    this.events = db.collection<EventDocLike>('events')
+  }
+
+  async ensureIndexes (): Promise<void> {
+    await Promise.all([
+      this.emails.createIndexes([
+        { key: { nextAttemptAt: 1 }, name: 'emails_due', partialFilterExpression: { nextAttemptAt: { $type: 'string' } } },
+        { key: { leaseOwner: 1 }, name: 'emails_leases', partialFilterExpression: { leaseOwner: { $type: 'string' } } },
+        { key: { outboxAt: 1 }, name: 'emails_outbox', partialFilterExpression: { outboxAt: { $type: 'string' } } },
+      ]),
+      this.idempotencyKeys.createIndexes([
+        { key: { accountId: 1, key: 1 }, name: 'idempotency_keys_account_key', unique: true },
+        { key: { expiresAtDate: 1 }, name: 'idempotency_keys_ttl', expireAfterSeconds: 0 },
+        { key: { createdAt: 1 }, name: 'idempotency_keys_unapplied', partialFilterExpression: { applied: false } },
+      ]),
+      this.suppressions.createIndexes([
+        { key: { accountId: 1, email: 1 }, name: 'suppressions_account_email', unique: true },
+        { key: { accountId: 1, createdAt: -1, email: -1 }, name: 'suppressions_page' },
+        { key: { pendingEventAt: 1 }, name: 'suppressions_pending', partialFilterExpression: { pendingEventAt: { $type: 'string' } } },
+      ]),
+    ])
+  }
+
+  private emailDoc (e: EmailRecord, events: EventRecord[]): EmailDoc {
+    return {
+      _id: String(e.id),
+      accountId: String(e.accountId),
+      from: String(e.from),
+      to: Array.from(e.to, String),
+      cc: Array.from(e.cc, String),
+      bcc: Array.from(e.bcc, String),
+      replyTo: Array.from(e.replyTo, String),
+      subject: String(e.subject),
+      html: nullableString(e.html),
+      text: nullableString(e.text),
+      headers: Object.entries(e.headers).map(([name, value]) => ({ name: String(name), value: String(value) })),
+      tags: Array.from(e.tags, (t) => ({ name: String(t.name), value: String(t.value) })),
+      suppressed: Array.from(e.suppressed, String),
+      recipients: recipientsDoc(e.recipients),
+      status: String(e.status),
+      attempts: Number(e.attempts),
+      nextAttemptAt: nullableString(e.nextAttemptAt),
+      leaseOwner: nullableString(e.leaseOwner),
+      leaseExpiresAt: nullableString(e.leaseExpiresAt),
+      lastError: nullableString(e.lastError),
+      createdAt: String(e.createdAt),
+      updatedAt: String(e.updatedAt),
+      outbox: events.map(this.eventDoc),
+      outboxSuppressions: [],
+      outboxAt: events.length > 0 ? String(e.createdAt) : null,
+    }
+  }
+
+  /** Inserts events that may already be there (a publish repeated after a crash). */
+  private async insertEventDocs (docs: EventDocLike[]): Promise<void> {
+    if (docs.length === 0) return
+    try {
+      await this.events.insertMany(docs, { ordered: false })
+    } catch (err) {
+      if (!onlyDuplicates(err)) throw err
+    }
+    this.hint()
+  }
+
+  private async upsertSuppressions (accountId: string, list: OutboxSuppression[]): Promise<void> {
+    if (list.length === 0) return
+    const ops: AnyBulkWriteOperation<SuppressionDoc>[] = list.map((s) => ({
+      updateOne: {
+        filter: { accountId, email: String(s.email) },
+        // The first reason stays: a later bounce does not rewrite an unsubscribe.
+        update: { $setOnInsert: { reason: String(s.reason), createdAt: String(s.createdAt), pendingEvent: null, pendingEventAt: null } },
+        upsert: true,
+      },
+    }))
+    try {
+      await this.suppressions.bulkWrite(ops, { ordered: false })
+    } catch (err) {
+      // Two upserts of one new address race on the unique index; the loser's address is suppressed anyway.
+      if (!onlyDuplicates(err)) throw err
+    }
+  }
+
+  /** Publishes the outboxes of these emails, then empties them. Idempotent. */
+  private async publish (ids: string[]): Promise<void> {
+    if (ids.length === 0) return
+    const docs = await this.emails.find({ _id: { $in: ids }, outboxAt: { $type: 'string' } },
+      { projection: { accountId: 1, outbox: 1, outboxSuppressions: 1 } }).toArray()
+    if (docs.length === 0) return
+    await this.insertEventDocs(docs.flatMap((d) => d.outbox ?? []))
+    for (const d of docs) await this.upsertSuppressions(d.accountId, d.outboxSuppressions ?? [])
+    await this.emails.bulkWrite(docs.map((d) => ({
+      updateOne: {
+        filter: { _id: d._id },
+        update: {
+          $pull: {
+            outbox: { _id: { $in: (d.outbox ?? []).map((e) => e._id) } },
+            outboxSuppressions: { email: { $in: (d.outboxSuppressions ?? []).map((s) => s.email) } },
+          },
+        },
+      },
+    })), { ordered: false })
+    // Only an outbox that is empty now is marked so: one written to meanwhile keeps its mark.
+    await this.emails.updateMany({ _id: { $in: docs.map((d) => d._id) }, outbox: { $size: 0 }, outboxSuppressions: { $size: 0 } },
+      { $set: { outboxAt: null } })
+  }
+
+  private async insertEmailDocs (docs: EmailDoc[]): Promise<void> {
+    if (docs.length === 0) return
+    try {
+      await this.emails.insertMany(docs, { ordered: false })
+    } catch (err) {
+      if (!onlyDuplicates(err)) throw err
+    }
+  }
+
+  /** Inserts a claimed key's emails (those not inserted yet), publishes them, and marks the key applied. */
+  private async applyJournal (k: IdempotencyDoc): Promise<void> {
+    const journal = k.journal ?? []
+    await this.insertEmailDocs(journal)
+    await this.publish(journal.map((d) => d._id))
+    await this.idempotencyKeys.updateOne({ accountId: k.accountId, key: k.key, createdAt: k.createdAt },
+      { $set: { applied: true, journal: null, expiresAtDate: toDate(k.expiresAt) } })
+  }
+
+  async acceptEmails (input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord }): Promise<AcceptResult> {
+    const eventsOf = new Map<string, EventRecord[]>(input.emails.map((e) => [String(e.id), []]))
+    for (const ev of input.events) {
+      const list = eventsOf.get(String(ev.emailId))
+      if (list === undefined) throw new Error(`event ${ev.id} is about an email that is not in this write`)
+      list.push(ev)
+    }
+    const docs = input.emails.map((e) => this.emailDoc(e, eventsOf.get(String(e.id))!))
+
+    const k = input.idempotency
+    let claim: IdempotencyDoc | undefined
+    if (k !== undefined) {
+      claim = {
+        accountId: String(k.accountId),
+        key: String(k.key),
+        requestHash: String(k.requestHash),
+        responseStatus: Number(k.responseStatus),
+        responseBody: String(k.responseBody),
+        createdAt: String(k.createdAt),
+        expiresAt: String(k.expiresAt),
+        expiresAtDate: null,
+        journal: docs,
+        applied: false,
+      }
+      for (let tries = 0; ; tries++) {
+        try {
+          await this.idempotencyKeys.insertOne({ ...claim })
+          break
+        } catch (err) {
+          if (!isDuplicate(err) || tries >= 3) throw err
+        }
+        const existing = await this.idempotencyKeys.findOne({ accountId: claim.accountId, key: claim.key })
+        if (existing === null) continue // expired and removed meanwhile: claim it again
+        if (existing.expiresAt > claim.createdAt) return { outcome: 'duplicate', existing: toIdempotency(existing) }
+        // Expired: finish what it accepted if a crash left that undone, then take the key over.
+        if (!existing.applied) await this.applyJournal(existing)
+        await this.idempotencyKeys.deleteOne({ accountId: existing.accountId, key: existing.key, createdAt: existing.createdAt })
+      }
+    }
+
+    await this.insertEmailDocs(docs)
+    await this.publish(docs.filter((d) => d.outbox.length > 0).map((d) => d._id))
+    if (claim !== undefined) {
+      await this.idempotencyKeys.updateOne({ accountId: claim.accountId, key: claim.key, createdAt: claim.createdAt },
+        { $set: { applied: true, journal: null, expiresAtDate: toDate(claim.expiresAt) } })
+    }
+    return { outcome: 'accepted' }
+  }
+
+  async findIdempotencyKey (accountId: string, key: string, now: string): Promise<IdempotencyRecord | null> {
+    const doc = await this.idempotencyKeys.findOne({ accountId: String(accountId), key: String(key) }, { projection: { journal: 0 } })
+    return doc !== null && doc.expiresAt > String(now) ? toIdempotency(doc) : null
+  }
+
+  async pruneIdempotencyKeys (now: string): Promise<number> {
+    // An unapplied claim is repaired first (repairInterruptedWrites), never pruned with its journal.
+    const r = await this.idempotencyKeys.deleteMany({ expiresAt: { $lte: String(now) }, applied: true })
+    return r.deletedCount
+  }
+
+  async findEmail (accountId: string, id: string): Promise<EmailRecord | null> {
+    const doc = await this.emails.findOne({ _id: String(id), accountId: String(accountId) }, { projection: NO_OUTBOX })
+    return doc ? toEmail(doc) : null
+  }
+
+  async claimDueEmails (req: { owner: string; now: string; leaseUntil: string; limit: number }): Promise<EmailRecord[]> {
+    const now = String(req.now)
+    const claimed: EmailRecord[] = []
+    // One conditional update per email: each is atomic, so two nodes never lease the same email.
+    for (let i = 0; i < Number(req.limit); i++) {
+      const doc = await this.emails.findOneAndUpdate(
+        { nextAttemptAt: { $type: 'string', $lte: now }, $or: [{ leaseExpiresAt: null }, { leaseExpiresAt: { $lte: now } }] },
+        { $set: { leaseOwner: String(req.owner), leaseExpiresAt: String(req.leaseUntil) } },
+        { sort: { nextAttemptAt: 1 }, returnDocument: 'after', projection: NO_OUTBOX },
+      )
+      if (doc === null) break
+      claimed.push(toEmail(doc))
+    }
+    return claimed
+  }
+
+  async recordEmailAttempt (a: EmailAttempt): Promise<boolean> {
+    const id = String(a.emailId)
+    const events = a.events.map(this.eventDoc)
+    const suppressions = a.suppressions.map(outboxSuppression)
+    const touchesOutbox = events.length > 0 || suppressions.length > 0
+    const r = await this.emails.updateOne({ _id: id, leaseOwner: String(a.owner) }, {
+      $set: {
+        recipients: recipientsDoc(a.recipients),
+        status: String(a.status),
+        attempts: Number(a.attempts),
+        nextAttemptAt: nullableString(a.nextAttemptAt),
+        lastError: nullableString(a.lastError),
+        updatedAt: String(a.at),
+        leaseOwner: null,
+        leaseExpiresAt: null,
+        ...(touchesOutbox ? { outboxAt: String(a.at) } : {}),
+      },
+      $push: { outbox: { $each: events }, outboxSuppressions: { $each: suppressions } },
+    })
+    if (r.matchedCount === 0) return false
+    if (touchesOutbox) await this.publish([id])
+    return true
+  }
+
+  async releaseEmailLeases (owner: string): Promise<number> {
+    const r = await this.emails.updateMany({ leaseOwner: String(owner) }, { $set: { leaseOwner: null, leaseExpiresAt: null } })
+    return r.modifiedCount
+  }
+
+  async findSuppressions (accountId: string, emails: string[]): Promise<SuppressionRecord[]> {
+    if (emails.length === 0) return []
+    const docs = await this.suppressions.find({ accountId: String(accountId), email: { $in: [...new Set(Array.from(emails, String))] } }).toArray()
+    return docs.map(toSuppression)
+  }
+
+  async listSuppressions (accountId: string, opts: { limit: number; after?: SuppressionCursor }): Promise<SuppressionRecord[]> {
+    const account = String(accountId)
+    const filter = opts.after === undefined
+      ? { accountId: account }
+      : {
+          accountId: account,
+          $or: [
+            { createdAt: { $lt: String(opts.after.createdAt) } },
+            { createdAt: String(opts.after.createdAt), email: { $lt: String(opts.after.email) } },
+          ],
+        }
+    const docs = await this.suppressions.find(filter).sort({ createdAt: -1, email: -1 }).limit(Number(opts.limit)).toArray()
+    return docs.map(toSuppression)
+  }
+
+  async addSuppression (s: SuppressionRecord): Promise<{ created: boolean; record: SuppressionRecord }> {
+    const filter = { accountId: String(s.accountId), email: String(s.email) }
+    let created = false
+    try {
+      const r = await this.suppressions.updateOne(filter,
+        { $setOnInsert: { reason: String(s.reason), createdAt: String(s.createdAt), pendingEvent: null, pendingEventAt: null } },
+        { upsert: true })
+      created = r.upsertedCount === 1
+    } catch (err) {
+      if (!isDuplicate(err)) throw err
+    }
+    const doc = await this.suppressions.findOne(filter)
+    if (doc === null) throw new Error('suppression vanished while it was being added')
+    return { created, record: toSuppression(doc) }
+  }
+
+  async deleteSuppression (accountId: string, email: string): Promise<boolean> {
+    const doc = await this.suppressions.findOneAndDelete({ accountId: String(accountId), email: String(email) })
+    if (doc === null) return false
+    // An unsubscribe whose event was not published yet still raises it.
+    if (doc.pendingEvent) await this.insertEventDocs([doc.pendingEvent])
+    return true
+  }
+
+  private async emailAccount (emailId: string): Promise<string | null> {
+    const doc = await this.emails.findOne({ _id: String(emailId) }, { projection: { accountId: 1 } })
+    return doc?.accountId ?? null
+  }
+
+  async recordEngagement (event: EngagementEvent): Promise<EventRecord | null> {
+    const accountId = await this.emailAccount(event.emailId)
+    if (accountId === null) return null
+    const record: EventRecord = { ...event, accountId }
+    await this.events.insertOne(this.eventDoc(record))
+    this.hint()
+    return record
+  }
+
+  async unsubscribeRecipient (event: EngagementEvent, at: string): Promise<UnsubscribeResult> {
+    const accountId = await this.emailAccount(event.emailId)
+    if (accountId === null) return 'no_email'
+    const doc = this.eventDoc({ ...event, accountId })
+    const filter = { accountId, email: String(event.recipient) }
+    try {
+      const r = await this.suppressions.updateOne(filter,
+        { $setOnInsert: { reason: 'unsubscribed', createdAt: String(at), pendingEvent: doc, pendingEventAt: String(at) } },
+        { upsert: true })
+      if (r.upsertedCount !== 1) return 'already_suppressed'
+    } catch (err) {
+      if (isDuplicate(err)) return 'already_suppressed'
+      throw err
+    }
+    await this.insertEventDocs([doc])
+    await this.suppressions.updateOne({ ...filter, 'pendingEvent._id': doc._id }, { $set: { pendingEvent: null, pendingEventAt: null } })
+    return 'unsubscribed'
+  }
+
+  async repairInterruptedWrites (before: string): Promise<number> {
+    const cutoff = String(before)
+    let repaired = 0
+
+    const claims = await this.idempotencyKeys.find({ applied: false, createdAt: { $lt: cutoff } }).limit(REPAIR_BATCH).toArray()
+    for (const k of claims) {
+      await this.applyJournal(k)
+      repaired++
+    }
+
+    const outboxes = await this.emails.find({ outboxAt: { $type: 'string', $lt: cutoff } }, { projection: { _id: 1 } })
+      .limit(REPAIR_BATCH).toArray()
+    if (outboxes.length > 0) {
+      await this.publish(outboxes.map((d) => d._id))
+      repaired += outboxes.length
+    }
+
+    const pending = await this.suppressions.find({ pendingEventAt: { $type: 'string', $lt: cutoff } }).limit(REPAIR_BATCH).toArray()
+    for (const s of pending) {
+      if (s.pendingEvent) await this.insertEventDocs([s.pendingEvent])
+      await this.suppressions.updateOne({ accountId: s.accountId, email: s.email, pendingEventAt: s.pendingEventAt },
+        { $set: { pendingEvent: null, pendingEventAt: null } })
+      repaired++
+    }
+    return repaired
+  }
+}

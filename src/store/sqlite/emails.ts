@@ -1,0 +1,214 @@
+// Sending in SQLite: emails (the mail queue), idempotency keys and suppressions. Each method that changes
+// rows is one WriteQueue.run, so an email, its events and its idempotency key commit together, and share
+// that commit with whatever else concurrent requests write.
+import type Database from 'better-sqlite3'
+import type { EventRecord } from '../../domain/events.js'
+import type {
+  AcceptResult, EmailAttempt, EmailRecord, EmailStatus, EmailStore, EngagementEvent, IdempotencyRecord, SuppressionCursor,
+  SuppressionReason, SuppressionRecord, UnsubscribeResult,
+} from '../emails.js'
+import type { WriteQueue } from './write-queue.js'
+
+type Row = Record<string, unknown>
+
+const str = (v: unknown): string => v as string
+const strOrNull = (v: unknown): string | null => (v ?? null) as string | null
+const json = <T>(v: unknown): T => JSON.parse(v as string) as T
+
+function toEmail (r: Row): EmailRecord {
+  return {
+    id: str(r.id),
+    accountId: str(r.account_id),
+    from: str(r.from_address),
+    to: json(r.to_addresses),
+    cc: json(r.cc_addresses),
+    bcc: json(r.bcc_addresses),
+    replyTo: json(r.reply_to),
+    subject: str(r.subject),
+    html: strOrNull(r.html),
+    text: strOrNull(r.text),
+    headers: json(r.headers),
+    tags: json(r.tags),
+    suppressed: json(r.suppressed),
+    recipients: json(r.recipients),
+    status: r.status as EmailStatus,
+    attempts: r.attempts as number,
+    nextAttemptAt: strOrNull(r.next_attempt_at),
+    leaseOwner: strOrNull(r.lease_owner),
+    leaseExpiresAt: strOrNull(r.lease_expires_at),
+    lastError: strOrNull(r.last_error),
+    createdAt: str(r.created_at),
+    updatedAt: str(r.updated_at),
+  }
+}
+
+function toIdempotency (r: Row): IdempotencyRecord {
+  return {
+    accountId: str(r.account_id),
+    key: str(r.key),
+    requestHash: str(r.request_hash),
+    responseStatus: r.response_status as number,
+    responseBody: str(r.response_body),
+    createdAt: str(r.created_at),
+    expiresAt: str(r.expires_at),
+  }
+}
+
+function toSuppression (r: Row): SuppressionRecord {
+  return { accountId: str(r.account_id), email: str(r.email), reason: r.reason as SuppressionReason, createdAt: str(r.created_at) }
+}
+
+export class SqliteEmails implements EmailStore {
+  private readonly q
+
+  /** `insertEventRows` writes outbox rows inside the current write (the store's own, shared with the engine). */
+  constructor (
+    db: Database.Database,
+    private readonly writes: WriteQueue,
+    private readonly insertEventRows: (events: EventRecord[]) => void,
+  ) {
+    const p = (sql: string) => db.prepare(sql)
+    this.q = {
+      insertEmail: p(`INSERT INTO emails (id, account_id, from_address, to_addresses, cc_addresses, bcc_addresses, reply_to, subject,
+                        html, text, headers, tags, suppressed, recipients, status, attempts, next_attempt_at, lease_owner,
+                        lease_expires_at, last_error, created_at, updated_at)
+                      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+      emailById: p('SELECT * FROM emails WHERE account_id = ? AND id = ?'),
+      emailAccount: p('SELECT account_id FROM emails WHERE id = ?'),
+      claim: p(`UPDATE emails SET lease_owner = ?, lease_expires_at = ?
+                WHERE id IN (SELECT id FROM emails WHERE next_attempt_at <= ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?)
+                             ORDER BY next_attempt_at LIMIT ?)
+                RETURNING *`),
+      attempt: p(`UPDATE emails SET recipients = ?, status = ?, attempts = ?, next_attempt_at = ?, last_error = ?, updated_at = ?,
+                    lease_owner = NULL, lease_expires_at = NULL
+                  WHERE id = ? AND lease_owner = ?`),
+      release: p('UPDATE emails SET lease_owner = NULL, lease_expires_at = NULL WHERE lease_owner = ?'),
+
+      keyByAccount: p('SELECT * FROM idempotency_keys WHERE account_id = ? AND key = ?'),
+      deleteKey: p('DELETE FROM idempotency_keys WHERE account_id = ? AND key = ?'),
+      insertKey: p(`INSERT INTO idempotency_keys (account_id, key, request_hash, response_status, response_body, created_at, expires_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)`),
+      pruneKeys: p('DELETE FROM idempotency_keys WHERE expires_at <= ?'),
+
+      suppression: p('SELECT * FROM suppressions WHERE account_id = ? AND email = ?'),
+      suppressionsAmong: p('SELECT * FROM suppressions WHERE account_id = ? AND email IN (SELECT value FROM json_each(?))'),
+      insertSuppression: p(`INSERT INTO suppressions (account_id, email, reason, created_at) VALUES (?, ?, ?, ?)
+                            ON CONFLICT (account_id, email) DO NOTHING`),
+      deleteSuppression: p('DELETE FROM suppressions WHERE account_id = ? AND email = ?'),
+      firstPage: p('SELECT * FROM suppressions WHERE account_id = ? ORDER BY created_at DESC, email DESC LIMIT ?'),
+      nextPage: p(`SELECT * FROM suppressions WHERE account_id = ? AND (created_at < ? OR (created_at = ? AND email < ?))
+                   ORDER BY created_at DESC, email DESC LIMIT ?`),
+    }
+  }
+
+  private insertEmailRow (e: EmailRecord): void {
+    this.q.insertEmail.run(e.id, e.accountId, e.from, JSON.stringify(e.to), JSON.stringify(e.cc), JSON.stringify(e.bcc),
+      JSON.stringify(e.replyTo), e.subject, e.html, e.text, JSON.stringify(e.headers), JSON.stringify(e.tags),
+      JSON.stringify(e.suppressed), JSON.stringify(e.recipients), e.status, e.attempts, e.nextAttemptAt, e.leaseOwner,
+      e.leaseExpiresAt, e.lastError, e.createdAt, e.updatedAt)
+  }
+
+  acceptEmails (input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord }): Promise<AcceptResult> {
+    return this.writes.run((): AcceptResult => {
+      const k = input.idempotency
+      if (k !== undefined) {
+        // Inside the write, so the check and the insert are one step: of N concurrent requests with one
+        // key, the first one stores, and every later one finds its record here.
+        const row = this.q.keyByAccount.get(k.accountId, k.key) as Row | undefined
+        if (row !== undefined) {
+          if (str(row.expires_at) > k.createdAt) return { outcome: 'duplicate', existing: toIdempotency(row) }
+          this.q.deleteKey.run(k.accountId, k.key)
+        }
+        this.q.insertKey.run(k.accountId, k.key, k.requestHash, k.responseStatus, k.responseBody, k.createdAt, k.expiresAt)
+      }
+      for (const e of input.emails) this.insertEmailRow(e)
+      this.insertEventRows(input.events)
+      return { outcome: 'accepted' }
+    })
+  }
+
+  async findIdempotencyKey (accountId: string, key: string, now: string): Promise<IdempotencyRecord | null> {
+    const row = this.q.keyByAccount.get(accountId, key) as Row | undefined
+    return row !== undefined && str(row.expires_at) > now ? toIdempotency(row) : null
+  }
+
+  pruneIdempotencyKeys (now: string): Promise<number> {
+    return this.writes.run(() => this.q.pruneKeys.run(now).changes)
+  }
+
+  async findEmail (accountId: string, id: string): Promise<EmailRecord | null> {
+    const row = this.q.emailById.get(accountId, id) as Row | undefined
+    return row ? toEmail(row) : null
+  }
+
+  claimDueEmails (req: { owner: string; now: string; leaseUntil: string; limit: number }): Promise<EmailRecord[]> {
+    if (req.limit <= 0) return Promise.resolve([])
+    return this.writes.run(() =>
+      (this.q.claim.all(req.owner, req.leaseUntil, req.now, req.now, req.limit) as Row[]).map(toEmail)
+        .sort((a, b) => (a.nextAttemptAt! < b.nextAttemptAt! ? -1 : a.nextAttemptAt! > b.nextAttemptAt! ? 1 : 0)))
+  }
+
+  recordEmailAttempt (a: EmailAttempt): Promise<boolean> {
+    return this.writes.run(() => {
+      const changed = this.q.attempt.run(JSON.stringify(a.recipients), a.status, a.attempts, a.nextAttemptAt, a.lastError, a.at,
+        a.emailId, a.owner).changes
+      if (changed === 0) return false
+      this.insertEventRows(a.events)
+      for (const s of a.suppressions) this.q.insertSuppression.run(s.accountId, s.email, s.reason, s.createdAt)
+      return true
+    })
+  }
+
+  releaseEmailLeases (owner: string): Promise<number> {
+    return this.writes.run(() => this.q.release.run(owner).changes)
+  }
+
+  async findSuppressions (accountId: string, emails: string[]): Promise<SuppressionRecord[]> {
+    if (emails.length === 0) return []
+    // The list travels as one bound JSON parameter: one prepared statement for any number of addresses.
+    return (this.q.suppressionsAmong.all(accountId, JSON.stringify([...new Set(emails)])) as Row[]).map(toSuppression)
+  }
+
+  async listSuppressions (accountId: string, opts: { limit: number; after?: SuppressionCursor }): Promise<SuppressionRecord[]> {
+    const rows = opts.after === undefined
+      ? this.q.firstPage.all(accountId, opts.limit)
+      : this.q.nextPage.all(accountId, opts.after.createdAt, opts.after.createdAt, opts.after.email, opts.limit)
+    return (rows as Row[]).map(toSuppression)
+  }
+
+  addSuppression (s: SuppressionRecord): Promise<{ created: boolean; record: SuppressionRecord }> {
+    return this.writes.run(() => {
+      const created = this.q.insertSuppression.run(s.accountId, s.email, s.reason, s.createdAt).changes === 1
+      return { created, record: toSuppression(this.q.suppression.get(s.accountId, s.email) as Row) }
+    })
+  }
+
+  deleteSuppression (accountId: string, email: string): Promise<boolean> {
+    return this.writes.run(() => this.q.deleteSuppression.run(accountId, email).changes === 1)
+  }
+
+  recordEngagement (event: EngagementEvent): Promise<EventRecord | null> {
+    return this.writes.run(() => {
+      const owner = this.q.emailAccount.get(event.emailId) as Row | undefined
+      if (owner === undefined) return null
+      const record: EventRecord = { ...event, accountId: str(owner.account_id) }
+      this.insertEventRows([record])
+      return record
+    })
+  }
+
+  unsubscribeRecipient (event: EngagementEvent, at: string): Promise<UnsubscribeResult> {
+    return this.writes.run((): UnsubscribeResult => {
+      const owner = this.q.emailAccount.get(event.emailId) as Row | undefined
+      if (owner === undefined) return 'no_email'
+      const accountId = str(owner.account_id)
+      if (this.q.insertSuppression.run(accountId, event.recipient, 'unsubscribed', at).changes === 0) return 'already_suppressed'
+      this.insertEventRows([{ ...event, accountId }])
+      return 'unsubscribed'
+    })
+  }
+
+  async repairInterruptedWrites (_before: string): Promise<number> {
+    return 0 // every write above is one transaction: nothing is ever half done
+  }
+}

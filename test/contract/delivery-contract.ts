@@ -1,0 +1,791 @@
+// The delivery engine's part of the Store contract (src/store/deliveries.ts), written once against the
+// interface. Routing, claiming, stats and pruning act on the whole store, so every case here opens a
+// fresh store (the same `make` the Store contract uses) and closes it afterwards. Every time is passed
+// explicitly (`now`, `at`, `leaseUntil`), so nothing depends on the wall clock.
+import { afterEach, beforeEach, describe, test } from 'node:test'
+import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
+import { eventPayload, type EventRecord, type EventType } from '../../src/domain/events.js'
+import { deliveryId, newId } from '../../src/domain/ids.js'
+import type { DeliveryOutcome, DeliveryRecord, DeliveryStatus, DeliveryWork, LeaseRequest } from '../../src/store/deliveries.js'
+import type { AccountRecord, Store, WebhookRecord } from '../../src/store/types.js'
+import type { MadeStore, MakeStore } from './store-contract.js'
+
+/** A fixed origin: every time in these cases is T + something. */
+const T = Date.UTC(2030, 0, 1)
+const SECOND = 1_000
+const DAY = 86_400_000
+const iso = (ms: number): string => new Date(ms).toISOString()
+const unique = (): string => randomBytes(6).toString('hex')
+/** Large enough that no case below auto-disables a webhook by accident. */
+const HEALTHY = { autoDisableMs: 365 * DAY }
+
+const byId = <X extends { id: string }>(xs: X[]): X[] => [...xs].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+const ids = (xs: Array<{ id: string }>): string[] => xs.map((x) => x.id)
+const sortedIds = (xs: Array<{ id: string }>): string[] => ids(xs).sort()
+
+function lease (now: number, overrides: Partial<LeaseRequest> = {}): LeaseRequest {
+  return { owner: 'node-a', now, leaseUntil: now + 30 * SECOND, limit: 100, ...overrides }
+}
+
+function succeeded (w: { id: string; webhookId: string }, at: number, statusCode = 200): DeliveryOutcome {
+  return { kind: 'succeeded', id: w.id, webhookId: w.webhookId, at, statusCode, durationMs: 12 }
+}
+
+function retry (w: { id: string; webhookId: string }, at: number, nextAttemptAt: number, statusCode?: number): DeliveryOutcome {
+  const o: DeliveryOutcome = { kind: 'retry', id: w.id, webhookId: w.webhookId, at, nextAttemptAt, error: statusCode ? `HTTP ${statusCode}` : 'connect ECONNREFUSED', durationMs: 34 }
+  if (statusCode !== undefined) o.statusCode = statusCode
+  return o
+}
+
+function failed (w: { id: string; webhookId: string }, at: number, statusCode = 500): DeliveryOutcome {
+  return { kind: 'failed', id: w.id, webhookId: w.webhookId, at, statusCode, error: `HTTP ${statusCode}`, durationMs: 56 }
+}
+
+function gone (w: { id: string; webhookId: string }, at: number): DeliveryOutcome {
+  return { kind: 'gone', id: w.id, webhookId: w.webhookId, at, statusCode: 410, durationMs: 7 }
+}
+
+function deferred (w: { id: string; webhookId: string }, nextAttemptAt: number): DeliveryOutcome {
+  return { kind: 'deferred', id: w.id, webhookId: w.webhookId, nextAttemptAt }
+}
+
+export function deliveryContract (name: string, make: MakeStore): void {
+  describe(`${name} store: deliveries`, () => {
+    let made: MadeStore | undefined
+    let store: Store
+
+    beforeEach(async () => {
+      made = await make()
+      store = made.store
+    })
+
+    afterEach(async () => {
+      await made?.cleanup()
+      made = undefined
+    })
+
+    async function newAccount (): Promise<AccountRecord> {
+      const account: AccountRecord = {
+        id: newId('acct'), email: `dlv-${unique()}@example.test`, passwordHash: 'scrypt$x', plan: 'pro', createdAt: iso(T),
+      }
+      assert.equal(await store.createAccount(account), 'created')
+      return account
+    }
+
+    async function newHook (account: AccountRecord, overrides: Partial<WebhookRecord> = {}): Promise<WebhookRecord> {
+      const hook: WebhookRecord = {
+        id: newId('wh'),
+        accountId: account.id,
+        url: `https://hooks.example.test/${unique()}`,
+        events: ['email.sent', 'email.delivered'],
+        secret: `whsec_${unique()}`,
+        previousSecret: null,
+        previousSecretExpiresAt: null,
+        status: 'enabled',
+        createdAt: iso(T),
+        updatedAt: iso(T),
+        ...overrides,
+      }
+      assert.equal(await store.insertWebhook(hook, 100), 'created')
+      return hook
+    }
+
+    /** An event record at `at` (its id carries that time, so ids sort like the times). */
+    function makeEvent (account: AccountRecord, at: number, type: EventType = 'email.sent'): EventRecord {
+      const e = { id: newId('evt', at), accountId: account.id, emailId: newId('em', at), type, recipient: `to-${unique()}@example.test`, occurredAt: iso(at) }
+      return { ...e, payload: eventPayload(e, type === 'email.clicked' ? { url: 'https://example.test/a?b=c&d=é' } : undefined) }
+    }
+
+    async function addEvents (account: AccountRecord, times: number[], type: EventType = 'email.sent'): Promise<EventRecord[]> {
+      const events = times.map((at) => makeEvent(account, at, type))
+      await store.insertEvents(events)
+      return events
+    }
+
+    /** The one delivery of `event` for `hook`, as the store shows it. */
+    async function find (hook: WebhookRecord, event: EventRecord): Promise<DeliveryRecord> {
+      const d = await store.findDelivery(hook.accountId, hook.id, deliveryId(event.id, hook.id))
+      assert.ok(d, `a delivery of ${event.id} for ${hook.id}`)
+      return d
+    }
+
+    async function statusOf (hook: WebhookRecord, event: EventRecord): Promise<DeliveryStatus> {
+      return (await find(hook, event)).status
+    }
+
+    async function allDeliveries (hook: WebhookRecord, status?: DeliveryStatus): Promise<DeliveryRecord[]> {
+      const page = await store.listDeliveries(hook.accountId, hook.id, { limit: 1000, ...(status ? { status } : {}) })
+      assert.equal(page.nextCursor, null)
+      return page.items
+    }
+
+    function workFor (hook: WebhookRecord, event: EventRecord): { id: string; webhookId: string } {
+      return { id: deliveryId(event.id, hook.id), webhookId: hook.id }
+    }
+
+    // Routing
+
+    test('routeEvents makes one delivery per enabled, subscribed, live webhook of the event\'s account, leased to the owner', async () => {
+      const a = await newAccount()
+      const b = await newAccount()
+      const both = await newHook(a)
+      const sentOnly = await newHook(a, { events: ['email.sent'] })
+      const deliveredOnly = await newHook(a, { events: ['email.delivered'] })
+      const disabled = await newHook(a)
+      assert.ok(await store.updateWebhook(a.id, disabled.id, { status: 'disabled' }, iso(T)))
+      const autoDisabled = await newHook(a, { status: 'auto_disabled' })
+      const deleted = await newHook(a)
+      assert.equal(await store.deleteWebhook(a.id, deleted.id, iso(T)), true)
+      const unsubscribed = await newHook(a)
+      assert.ok(await store.updateWebhook(a.id, unsubscribed.id, { events: ['email.opened'] }, iso(T)))
+      const otherAccount = await newHook(b)
+
+      const [e] = await addEvents(a, [T])
+      const now = T + 10
+      const routed = await store.routeEvents(lease(now, { leaseUntil: now + 5000 }))
+      assert.equal(routed.events, 1)
+      assert.deepEqual(sortedIds(routed.work), [deliveryId(e!.id, both.id), deliveryId(e!.id, sentOnly.id)].sort())
+      for (const hook of [both, sentOnly]) {
+        const w = routed.work.find((x) => x.webhookId === hook.id)
+        assert.deepEqual(w, {
+          id: deliveryId(e!.id, hook.id), webhookId: hook.id, url: hook.url, secrets: [hook.secret], event: 'email.sent',
+          payload: e!.payload, attempts: 0, eventAt: T,
+        } satisfies DeliveryWork)
+        assert.deepEqual(await find(hook, e!), {
+          id: deliveryId(e!.id, hook.id), webhookId: hook.id, eventId: e!.id, event: 'email.sent', emailId: e!.emailId,
+          status: 'pending', attempts: 0, lastAttemptAt: null, nextAttemptAt: null /* leased: in flight */, lastStatusCode: null,
+          lastError: null, lastDurationMs: null, createdAt: iso(now),
+        } satisfies DeliveryRecord)
+      }
+      for (const hook of [deliveredOnly, disabled, autoDisabled, unsubscribed]) {
+        assert.deepEqual(await allDeliveries(hook), [], `no delivery for ${hook.id}`)
+        assert.equal(await store.findDelivery(a.id, hook.id, deliveryId(e!.id, hook.id)), null)
+      }
+      assert.equal(await store.findDelivery(a.id, deleted.id, deliveryId(e!.id, deleted.id)), null)
+      assert.deepEqual(await allDeliveries(otherAccount), [])
+
+      // The event is routed: routing again finds nothing, and no lease is handed out twice.
+      assert.deepEqual(await store.routeEvents(lease(now + 1)), { events: 0, work: [] })
+    })
+
+    test('routeEvents takes unrouted events oldest first, up to limit, each once; an event with no webhook is routed too', async () => {
+      const a = await newAccount()
+      const lonely = await newAccount()
+      const hook = await newHook(a)
+      const events = await addEvents(a, [T, T + 1, T + 2])
+      const [e1, e2, e3] = events as [EventRecord, EventRecord, EventRecord]
+
+      const first = await store.routeEvents(lease(T + 10, { limit: 2 }))
+      assert.equal(first.events, 2)
+      assert.deepEqual(sortedIds(first.work), [workFor(hook, e1).id, workFor(hook, e2).id].sort())
+
+      const [alone] = await addEvents(lonely, [T + 3])
+      const second = await store.routeEvents(lease(T + 11, { limit: 2 }))
+      assert.equal(second.events, 2)
+      assert.deepEqual(ids(second.work), [workFor(hook, e3).id])
+
+      assert.deepEqual(await store.routeEvents(lease(T + 12)), { events: 0, work: [] })
+      assert.deepEqual(ids(await allDeliveries(hook)), [e3, e2, e1].map((e) => workFor(hook, e).id))
+      assert.equal((await store.deliveryStats(T + 12)).unroutedEvents, 0, `${alone!.id} was routed although no webhook wanted it`)
+    })
+
+    test('routeEvents hands the payload over byte for byte', async () => {
+      const a = await newAccount()
+      await newHook(a, { events: ['email.clicked'] })
+      const [e] = await addEvents(a, [T], 'email.clicked')
+      assert.match(e!.payload, /é/)
+      const { work } = await store.routeEvents(lease(T))
+      assert.equal(work.length, 1)
+      assert.equal(work[0]!.payload, e!.payload)
+      assert.equal(work[0]!.event, 'email.clicked')
+      const [again] = await store.claimDeliveries(lease(T + DAY))
+      assert.equal(again!.payload, e!.payload)
+    })
+
+    test('concurrent routeEvents calls never make a delivery twice', async () => {
+      const a = await newAccount()
+      const hooks = [await newHook(a), await newHook(a), await newHook(a)]
+      const events = await addEvents(a, Array.from({ length: 30 }, (_, i) => T + i))
+      const results = await Promise.all(['n1', 'n2', 'n3', 'n4'].map((owner, i) =>
+        store.routeEvents(lease(T + 100, { owner, limit: 5 + i * 3 }))))
+      let more = await store.routeEvents(lease(T + 101))
+      while (more.events > 0) {
+        results.push(more)
+        more = await store.routeEvents(lease(T + 101))
+      }
+      const work = results.flatMap((r) => r.work)
+      const expected = events.flatMap((e) => hooks.map((h) => deliveryId(e.id, h.id))).sort()
+      assert.deepEqual(sortedIds(work), expected)
+      assert.equal(results.reduce((n, r) => n + r.events, 0), events.length)
+    })
+
+    // Leases and claiming
+
+    test('routed work is leased: not claimable before the lease expires, claimable after, then leased again', async () => {
+      const a = await newAccount()
+      const hook = await newHook(a)
+      const [e] = await addEvents(a, [T])
+      const { work } = await store.routeEvents(lease(T, { leaseUntil: T + 1000 }))
+      assert.equal(work.length, 1)
+
+      assert.deepEqual(await store.claimDeliveries(lease(T + 999, { owner: 'node-b' })), [])
+      assert.deepEqual(await store.claimDeliveries({ ...lease(T + 999, { owner: 'node-b' }), webhookId: hook.id }), [])
+      const claimed = await store.claimDeliveries(lease(T + 1001, { owner: 'node-b', leaseUntil: T + 2000 }))
+      assert.deepEqual(claimed, work, 'the same work, attempts still 0')
+      assert.deepEqual(await store.claimDeliveries(lease(T + 1500, { owner: 'node-c' })), [])
+      assert.deepEqual(ids(await store.claimDeliveries(lease(T + 2001, { owner: 'node-c' }))), [workFor(hook, e!).id])
+    })
+
+    test('claimed work carries both secrets during a rotation and only the current one after it', async () => {
+      const a = await newAccount()
+      const hook = await newHook(a, { previousSecret: 'whsec_previous', previousSecretExpiresAt: iso(T + 5000) })
+      await addEvents(a, [T])
+      const { work } = await store.routeEvents(lease(T, { leaseUntil: T + 1000 }))
+      assert.deepEqual([...work[0]!.secrets].sort(), [hook.secret, 'whsec_previous'].sort())
+      const during = await store.claimDeliveries(lease(T + 4000, { leaseUntil: T + 4500 }))
+      assert.deepEqual([...during[0]!.secrets].sort(), [hook.secret, 'whsec_previous'].sort())
+      const after = await store.claimDeliveries(lease(T + 6000))
+      assert.deepEqual(after[0]!.secrets, [hook.secret])
+      assert.equal(after[0]!.url, hook.url)
+    })
+
+    test('claimDeliveries hands out due deliveries earliest first, up to limit, only of webhookId when given', async () => {
+      const a = await newAccount()
+      const h1 = await newHook(a)
+      const h2 = await newHook(a)
+      const [e1, e2, e3] = await addEvents(a, [T, T + 1, T + 2]) as [EventRecord, EventRecord, EventRecord]
+      await store.routeEvents(lease(T + 10))
+      // Due times: h1: e1 +300, e2 +100, e3 +200; h2: e1 +150, e2 +5000 (not due), e3 +250.
+      await store.recordOutcomes([
+        deferred(workFor(h1, e1), T + 300), deferred(workFor(h1, e2), T + 100), deferred(workFor(h1, e3), T + 200),
+        deferred(workFor(h2, e1), T + 150), deferred(workFor(h2, e2), T + 5000), deferred(workFor(h2, e3), T + 250),
+      ], { now: T + 20, ...HEALTHY })
+
+      const onlyH2 = await store.claimDeliveries({ ...lease(T + 1000, { limit: 10 }), webhookId: h2.id })
+      assert.deepEqual(ids(onlyH2), [workFor(h2, e1).id, workFor(h2, e3).id])
+      assert.ok(onlyH2.every((w) => w.webhookId === h2.id && w.url === h2.url))
+
+      const firstTwo = await store.claimDeliveries(lease(T + 1000, { limit: 2 }))
+      assert.deepEqual(ids(firstTwo), [workFor(h1, e2).id, workFor(h1, e3).id])
+      assert.deepEqual(ids(await store.claimDeliveries(lease(T + 1000, { limit: 2 }))), [workFor(h1, e1).id])
+      assert.deepEqual(await store.claimDeliveries(lease(T + 1000, { limit: 2 })), [])
+      assert.deepEqual(ids(await store.claimDeliveries(lease(T + 5000))), [workFor(h2, e2).id])
+    })
+
+    test('concurrent claims never lease one delivery twice', async () => {
+      const a = await newAccount()
+      const hooks = [await newHook(a), await newHook(a)]
+      const events = await addEvents(a, Array.from({ length: 20 }, (_, i) => T + i))
+      await store.routeEvents(lease(T + 100, { owner: 'router' }))
+      await store.releaseLeases('router', T + 200)
+      const claims = await Promise.all(Array.from({ length: 5 }, (_, i) =>
+        store.claimDeliveries(lease(T + 300, { owner: `node-${i}`, limit: 10 }))))
+      let rest = await store.claimDeliveries(lease(T + 300, { owner: 'last', limit: 1000 }))
+      const all = [...claims.flat(), ...rest]
+      assert.ok(claims.every((c) => c.length <= 10))
+      assert.deepEqual(sortedIds(all), events.flatMap((e) => hooks.map((h) => deliveryId(e.id, h.id))).sort())
+      rest = await store.claimDeliveries(lease(T + 300, { owner: 'late', limit: 1000 }))
+      assert.deepEqual(rest, [])
+    })
+
+    test('claimDeliveries cancels deliveries whose webhook was disabled, auto-disabled or deleted meanwhile', async () => {
+      const a = await newAccount()
+      const keep = await newHook(a)
+      const disabled = await newHook(a)
+      const autoDisabled = await newHook(a)
+      const deleted = await newHook(a)
+      const [e] = await addEvents(a, [T])
+      await store.routeEvents(lease(T, { leaseUntil: T + 1000 }))
+      assert.ok(await store.updateWebhook(a.id, disabled.id, { status: 'disabled' }, iso(T + 1)))
+      assert.ok(await store.updateWebhook(a.id, autoDisabled.id, { status: 'auto_disabled' }, iso(T + 1)))
+      assert.equal(await store.deleteWebhook(a.id, deleted.id, iso(T + 1)), true)
+
+      assert.deepEqual(await store.claimDeliveries({ ...lease(T + 2000), webhookId: disabled.id }), [])
+      assert.equal(await statusOf(disabled, e!), 'cancelled')
+      const claimed = await store.claimDeliveries(lease(T + 2000))
+      assert.deepEqual(ids(claimed), [workFor(keep, e!).id])
+      for (const hook of [disabled, autoDisabled, deleted]) {
+        const d = await find(hook, e!)
+        assert.equal(d.status, 'cancelled')
+        assert.equal(d.nextAttemptAt, null)
+        assert.equal(d.attempts, 0)
+      }
+      // Re-enabling does not bring cancelled deliveries back by itself.
+      assert.ok(await store.updateWebhook(a.id, disabled.id, { status: 'enabled' }, iso(T + 3)))
+      assert.deepEqual(ids(await store.claimDeliveries(lease(T + DAY))), [workFor(keep, e!).id])
+      assert.equal(await statusOf(disabled, e!), 'cancelled')
+    })
+
+    test('claimDeliveries cancels a delivery made due again (test delivery, hand retry) for a webhook that is not enabled', async () => {
+      const a = await newAccount()
+      const paused = await newHook(a, { status: 'auto_disabled' })
+      const doomed = await newHook(a)
+      const [e] = await addEvents(a, [T])
+      await store.routeEvents(lease(T, { leaseUntil: T + 30_000 }))
+      assert.deepEqual(await allDeliveries(paused), [], 'not routed to a webhook that is not enabled')
+
+      const probeId = newId('dlv', T + 1)
+      assert.equal((await store.insertTestDelivery(makeEvent(a, T + 1), paused.id, probeId, T + 10)).status, 'pending')
+      assert.deepEqual(await store.claimDeliveries(lease(T + 10)), [])
+      assert.equal((await store.findDelivery(a.id, paused.id, probeId))?.status, 'cancelled')
+
+      // Deleted while its delivery is in flight; a hand retry afterwards must not hand it out either.
+      assert.equal(await store.deleteWebhook(a.id, doomed.id, iso(T + 40)), true)
+      await store.retryDelivery(a.id, doomed.id, workFor(doomed, e!).id, T + 50)
+      assert.deepEqual(await store.claimDeliveries(lease(T + 50)), [])
+      assert.deepEqual(await store.claimDeliveries(lease(T + DAY)), [])
+      const d = await store.findDelivery(a.id, doomed.id, workFor(doomed, e!).id)
+      if (d !== null) assert.equal(d.status, 'cancelled')
+    })
+
+    test('renewLeases extends only the owner\'s leases', async () => {
+      const a = await newAccount()
+      const hook = await newHook(a)
+      const [e1] = await addEvents(a, [T])
+      await store.routeEvents(lease(T, { owner: 'node-a', leaseUntil: T + 1000 }))
+      const [e2] = await addEvents(a, [T + 1])
+      await store.routeEvents(lease(T + 1, { owner: 'node-b', leaseUntil: T + 1000 }))
+
+      await store.renewLeases('node-a', T + 5000)
+      assert.deepEqual(ids(await store.claimDeliveries(lease(T + 2000, { owner: 'node-c' }))), [workFor(hook, e2!).id])
+      assert.deepEqual(await store.claimDeliveries(lease(T + 4999, { owner: 'node-c', leaseUntil: T + 10_000 })), [])
+      assert.deepEqual(ids(await store.claimDeliveries(lease(T + 5001, { owner: 'node-c' }))), [workFor(hook, e1!).id])
+      await store.renewLeases('nobody', T + DAY)
+    })
+
+    test('releaseLeases makes the owner\'s deliveries due at once for any node, and leaves others\' leases alone', async () => {
+      const a = await newAccount()
+      const hook = await newHook(a)
+      const [e1] = await addEvents(a, [T])
+      await store.routeEvents(lease(T, { owner: 'node-a', leaseUntil: T + 60_000 }))
+      const [e2] = await addEvents(a, [T + 1])
+      await store.routeEvents(lease(T + 1, { owner: 'node-b', leaseUntil: T + 60_000 }))
+
+      await store.releaseLeases('node-a', T + 50)
+      const d1 = await find(hook, e1!)
+      assert.equal(d1.status, 'pending')
+      assert.equal(d1.nextAttemptAt, iso(T + 50))
+      assert.equal((await find(hook, e2!)).nextAttemptAt, null, 'still leased by node-b')
+      assert.deepEqual(await store.claimDeliveries(lease(T + 49, { owner: 'node-c' })), [])
+      assert.deepEqual(ids(await store.claimDeliveries(lease(T + 50, { owner: 'node-c' }))), [workFor(hook, e1!).id])
+    })
+
+    // Outcomes
+
+    test('a succeeded outcome: attempts + 1, status, code, duration, no next attempt; never handed out again', async () => {
+      const a = await newAccount()
+      const hook = await newHook(a)
+      const [e] = await addEvents(a, [T])
+      const [w] = (await store.routeEvents(lease(T))).work
+      await store.recordOutcomes([succeeded(w!, T + 100, 204)], { now: T + 110, ...HEALTHY })
+      assert.deepEqual(await find(hook, e!), {
+        id: w!.id, webhookId: hook.id, eventId: e!.id, event: 'email.sent', emailId: e!.emailId, status: 'succeeded',
+        attempts: 1, lastAttemptAt: iso(T + 100), nextAttemptAt: null, lastStatusCode: 204, lastError: null,
+        lastDurationMs: 12, createdAt: iso(T),
+      } satisfies DeliveryRecord)
+      assert.deepEqual(await store.claimDeliveries(lease(T + 365 * DAY)), [])
+    })
+
+    test('a retry outcome: status retrying, due at the given time and claimable then with its attempts', async () => {
+      const a = await newAccount()
+      const hook = await newHook(a)
+      const [e] = await addEvents(a, [T])
+      const [w] = (await store.routeEvents(lease(T))).work
+      await store.recordOutcomes([retry(w!, T + 100, T + 5000, 503)], { now: T + 110, ...HEALTHY })
+      const d = await find(hook, e!)
+      assert.equal(d.status, 'retrying')
+      assert.equal(d.attempts, 1)
+      assert.equal(d.nextAttemptAt, iso(T + 5000))
+      assert.equal(d.lastAttemptAt, iso(T + 100))
+      assert.equal(d.lastStatusCode, 503)
+      assert.equal(d.lastError, 'HTTP 503')
+      assert.equal(d.lastDurationMs, 34)
+
+      assert.deepEqual(await store.claimDeliveries(lease(T + 4999)), [])
+      const [again] = await store.claimDeliveries(lease(T + 5000, { owner: 'node-b' }))
+      assert.deepEqual(again, { ...w!, attempts: 1 })
+      assert.equal((await find(hook, e!)).nextAttemptAt, null, 'leased again: in flight')
+
+      // A network error: no status code.
+      await store.recordOutcomes([retry(w!, T + 5100, T + 9000)], { now: T + 5100, ...HEALTHY })
+      const d2 = await find(hook, e!)
+      assert.equal(d2.status, 'retrying')
+      assert.equal(d2.attempts, 2)
+      assert.equal(d2.lastStatusCode, null)
+      assert.equal(d2.lastError, 'connect ECONNREFUSED')
+      assert.equal(d2.nextAttemptAt, iso(T + 9000))
+    })
+
+    test('a failed outcome: status failed, attempts + 1, no next attempt, the webhook stays enabled', async () => {
+      const a = await newAccount()
+      const hook = await newHook(a)
+      const [e1, e2] = await addEvents(a, [T, T + 1]) as [EventRecord, EventRecord]
+      await store.routeEvents(lease(T))
+      await store.recordOutcomes([retry(workFor(hook, e1), T + 100, T + 200, 500)], { now: T + 100, ...HEALTHY })
+      await store.claimDeliveries(lease(T + 200))
+      await store.recordOutcomes([failed(workFor(hook, e1), T + 300, 502)], { now: T + 300, ...HEALTHY })
+      const d = await find(hook, e1)
+      assert.equal(d.status, 'failed')
+      assert.equal(d.attempts, 2)
+      assert.equal(d.nextAttemptAt, null)
+      assert.equal(d.lastStatusCode, 502)
+      assert.equal(d.lastError, 'HTTP 502')
+      assert.equal(d.lastDurationMs, 56)
+      assert.equal(d.lastAttemptAt, iso(T + 300))
+      assert.equal((await store.findWebhook(a.id, hook.id))?.status, 'enabled')
+      assert.equal(await statusOf(hook, e2), 'pending', 'the other delivery is untouched')
+      assert.deepEqual(ids(await store.claimDeliveries(lease(T + DAY))), [workFor(hook, e2).id])
+    })
+
+    test('a gone outcome: the delivery fails, the webhook is auto-disabled and its other live deliveries are cancelled', async () => {
+      const a = await newAccount()
+      const hook = await newHook(a)
+      const other = await newHook(a)
+      const [e1, e2, e3] = await addEvents(a, [T, T + 1, T + 2]) as [EventRecord, EventRecord, EventRecord]
+      await store.routeEvents(lease(T))
+      await store.recordOutcomes([retry(workFor(hook, e3), T + 100, T + 50_000, 500)], { now: T + 100, ...HEALTHY })
+      // e1 answered 410; e2 is still in flight; e3 waits for its retry.
+      await store.recordOutcomes([gone(workFor(hook, e1), T + 200)], { now: T + 210, ...HEALTHY })
+
+      const d1 = await find(hook, e1)
+      assert.equal(d1.status, 'failed')
+      assert.equal(d1.attempts, 1)
+      assert.equal(d1.lastStatusCode, 410)
+      assert.equal(d1.nextAttemptAt, null)
+      assert.equal((await store.findWebhook(a.id, hook.id))?.status, 'auto_disabled')
+      assert.equal(await statusOf(hook, e2), 'cancelled')
+      assert.equal(await statusOf(hook, e3), 'cancelled')
+      assert.equal((await find(hook, e3)).nextAttemptAt, null)
+      assert.equal((await store.findWebhook(a.id, other.id))?.status, 'enabled')
+      for (const e of [e1, e2, e3]) assert.equal(await statusOf(other, e), 'pending')
+      assert.deepEqual(sortedIds(await store.claimDeliveries(lease(T + DAY))), [e1, e2, e3].map((e) => workFor(other, e).id).sort())
+    })
+
+    test('a deferred outcome: attempts and status unchanged, due at the given time', async () => {
+      const a = await newAccount()
+      const hook = await newHook(a)
+      const [e1, e2] = await addEvents(a, [T, T + 1]) as [EventRecord, EventRecord]
+      await store.routeEvents(lease(T))
+      await store.recordOutcomes([retry(workFor(hook, e2), T + 10, T + 20, 500)], { now: T + 10, ...HEALTHY })
+      await store.claimDeliveries(lease(T + 20))
+      await store.recordOutcomes([deferred(workFor(hook, e1), T + 3000), deferred(workFor(hook, e2), T + 4000)], { now: T + 30, ...HEALTHY })
+      const d1 = await find(hook, e1)
+      assert.equal(d1.status, 'pending')
+      assert.equal(d1.attempts, 0)
+      assert.equal(d1.lastAttemptAt, null)
+      assert.equal(d1.nextAttemptAt, iso(T + 3000))
+      const d2 = await find(hook, e2)
+      assert.equal(d2.status, 'retrying')
+      assert.equal(d2.attempts, 1)
+      assert.equal(d2.nextAttemptAt, iso(T + 4000))
+      assert.deepEqual(await store.claimDeliveries(lease(T + 2999)), [])
+      assert.deepEqual(ids(await store.claimDeliveries(lease(T + 3000))), [workFor(hook, e1).id])
+      const [w2] = await store.claimDeliveries(lease(T + 4000))
+      assert.equal(w2!.id, workFor(hook, e2).id)
+      assert.equal(w2!.attempts, 1)
+    })
+
+    test('a webhook failing without a success for autoDisableMs is auto-disabled and its live deliveries cancelled', async () => {
+      const a = await newAccount()
+      const hook = await newHook(a)
+      const events = await addEvents(a, [T, T + 1, T + 2, T + 3, T + 4])
+      const [e1, e2, e3, e4, e5] = events as [EventRecord, EventRecord, EventRecord, EventRecord, EventRecord]
+      await store.routeEvents(lease(T))
+      const opts = (now: number) => ({ now, autoDisableMs: 10_000 })
+
+      await store.recordOutcomes([retry(workFor(hook, e1), T + 1000, T + 60_000, 500)], opts(T + 1000))
+      await store.recordOutcomes([failed(workFor(hook, e2), T + 6000)], opts(T + 6000))
+      assert.equal((await store.findWebhook(a.id, hook.id))?.status, 'enabled', '5 s of failing out of 10')
+      await store.recordOutcomes([retry(workFor(hook, e3), T + 12_000, T + 60_000, 500)], opts(T + 12_000))
+
+      assert.equal((await store.findWebhook(a.id, hook.id))?.status, 'auto_disabled')
+      assert.equal(await statusOf(hook, e1), 'cancelled', 'retrying: cancelled')
+      assert.equal(await statusOf(hook, e2), 'failed', 'already final: unchanged')
+      assert.equal(await statusOf(hook, e3), 'cancelled')
+      assert.equal(await statusOf(hook, e4), 'cancelled', 'pending (in flight): cancelled')
+      assert.equal(await statusOf(hook, e5), 'cancelled')
+      assert.deepEqual(await store.claimDeliveries(lease(T + DAY)), [])
+    })
+
+    test('a success clears the failing streak', async () => {
+      const a = await newAccount()
+      const hook = await newHook(a)
+      const events = await addEvents(a, [T, T + 1, T + 2, T + 3])
+      const [e1, e2, e3, e4] = events as [EventRecord, EventRecord, EventRecord, EventRecord]
+      await store.routeEvents(lease(T))
+      const opts = (now: number) => ({ now, autoDisableMs: 10_000 })
+
+      await store.recordOutcomes([retry(workFor(hook, e1), T + 1000, T + 60_000, 500)], opts(T + 1000))
+      await store.recordOutcomes([succeeded(workFor(hook, e2), T + 8000)], opts(T + 8000))
+      await store.recordOutcomes([retry(workFor(hook, e3), T + 12_000, T + 60_000, 500)], opts(T + 12_000))
+      await store.recordOutcomes([failed(workFor(hook, e4), T + 20_000)], opts(T + 20_000))
+      assert.equal((await store.findWebhook(a.id, hook.id))?.status, 'enabled', 'failing for 8 s since the success')
+      assert.equal(await statusOf(hook, e1), 'retrying')
+      assert.equal(await statusOf(hook, e3), 'retrying')
+
+      await store.recordOutcomes([retry(workFor(hook, e3), T + 23_000, T + 60_000, 500)], opts(T + 23_000))
+      assert.equal((await store.findWebhook(a.id, hook.id))?.status, 'auto_disabled', 'failing for 11 s since the success')
+      assert.equal(await statusOf(hook, e1), 'cancelled')
+    })
+
+    test('an outcome for a cancelled delivery does not bring it back, but a success is recorded', async () => {
+      const a = await newAccount()
+      const hook = await newHook(a)
+      const [e1, e2] = await addEvents(a, [T, T + 1]) as [EventRecord, EventRecord]
+      await store.routeEvents(lease(T, { leaseUntil: T + 1000 }))
+      // Disabled while both are in flight; a claim cancels them (the leases have expired).
+      assert.ok(await store.updateWebhook(a.id, hook.id, { status: 'disabled' }, iso(T + 10)))
+      assert.deepEqual(await store.claimDeliveries(lease(T + 2000)), [])
+      assert.equal(await statusOf(hook, e1), 'cancelled')
+      assert.ok(await store.updateWebhook(a.id, hook.id, { status: 'enabled' }, iso(T + 2001)))
+
+      await store.recordOutcomes([retry(workFor(hook, e1), T + 2100, T + 2200, 500)], { now: T + 2100, ...HEALTHY })
+      await store.recordOutcomes([deferred(workFor(hook, e1), T + 2300)], { now: T + 2100, ...HEALTHY })
+      await store.recordOutcomes([failed(workFor(hook, e1), T + 2400)], { now: T + 2400, ...HEALTHY })
+      const d1 = await find(hook, e1)
+      assert.equal(d1.status, 'cancelled')
+      assert.equal(d1.nextAttemptAt, null)
+      assert.equal(d1.attempts, 0)
+      assert.deepEqual(await store.claimDeliveries(lease(T + DAY)), [])
+
+      await store.recordOutcomes([succeeded(workFor(hook, e2), T + 2500, 201)], { now: T + 2500, ...HEALTHY })
+      const d2 = await find(hook, e2)
+      assert.equal(d2.status, 'succeeded')
+      assert.equal(d2.attempts, 1)
+      assert.equal(d2.lastStatusCode, 201)
+      assert.equal(d2.nextAttemptAt, null)
+    })
+
+    test('recordOutcomes with no outcomes is a no-op, and an outcome for an unknown delivery is ignored', async () => {
+      await store.recordOutcomes([], { now: T, ...HEALTHY })
+      const a = await newAccount()
+      const hook = await newHook(a)
+      await store.recordOutcomes([succeeded({ id: deliveryId(newId('evt', T), hook.id), webhookId: hook.id }, T)], { now: T, ...HEALTHY })
+      assert.deepEqual(await allDeliveries(hook), [])
+    })
+
+    // The delivery log
+
+    test('listDeliveries: newest first, status filter, cursor pages that cover everything once; other accounts see nothing', async () => {
+      const a = await newAccount()
+      const b = await newAccount()
+      const hook = await newHook(a)
+      const otherHook = await newHook(a)
+      const events = await addEvents(a, Array.from({ length: 7 }, (_, i) => T + i * 1000))
+      await store.routeEvents(lease(T + 10_000))
+      const d = (i: number) => workFor(hook, events[i]!)
+      await store.recordOutcomes([succeeded(d(1), T + 11_000), succeeded(d(4), T + 11_000), failed(d(2), T + 11_000)], { now: T + 11_000, ...HEALTHY })
+      const newestFirst = [6, 5, 4, 3, 2, 1, 0].map((i) => d(i).id)
+
+      async function pages (limit: number, status?: DeliveryStatus): Promise<{ seen: string[]; sizes: number[] }> {
+        const seen: string[] = []
+        const sizes: number[] = []
+        let cursor: string | undefined
+        for (let n = 0; n < 20; n++) {
+          const page = await store.listDeliveries(a.id, hook.id, { limit, ...(status ? { status } : {}), ...(cursor !== undefined ? { cursor } : {}) })
+          seen.push(...ids(page.items))
+          sizes.push(page.items.length)
+          if (page.nextCursor === null) return { seen, sizes }
+          cursor = page.nextCursor
+        }
+        assert.fail('the cursor never ran out')
+      }
+
+      assert.deepEqual(await pages(3), { seen: newestFirst, sizes: [3, 3, 1] })
+      assert.deepEqual((await pages(7)).sizes, [7])
+      assert.deepEqual((await pages(1)).seen, newestFirst)
+      assert.deepEqual((await pages(1, 'succeeded')).seen, [d(4).id, d(1).id])
+      assert.deepEqual((await pages(10, 'failed')).seen, [d(2).id])
+      assert.deepEqual((await pages(2, 'pending')).seen, [d(6).id, d(5).id, d(3).id, d(0).id])
+      assert.deepEqual((await pages(2, 'cancelled')).seen, [])
+      const [first] = (await store.listDeliveries(a.id, hook.id, { limit: 1 })).items
+      assert.equal(first!.webhookId, hook.id)
+      assert.equal(first!.eventId, events[6]!.id)
+
+      assert.equal((await allDeliveries(otherHook)).length, 7, 'the other webhook has its own seven')
+      assert.deepEqual((await store.listDeliveries(b.id, hook.id, { limit: 10 })).items, [])
+      assert.equal(await store.findDelivery(b.id, hook.id, d(0).id), null)
+      assert.equal(await store.findDelivery(a.id, otherHook.id, d(0).id), null)
+      assert.equal(await store.retryDelivery(b.id, hook.id, d(2).id, T + 20_000), null)
+      assert.equal(await statusOf(hook, events[2]!), 'failed')
+    })
+
+    test('findDelivery: the record, or null when absent', async () => {
+      const a = await newAccount()
+      const hook = await newHook(a)
+      const [e] = await addEvents(a, [T])
+      await store.routeEvents(lease(T))
+      assert.equal((await store.findDelivery(a.id, hook.id, workFor(hook, e!).id))?.eventId, e!.id)
+      assert.equal(await store.findDelivery(a.id, hook.id, deliveryId(newId('evt', T), hook.id)), null)
+      assert.equal(await store.findDelivery(a.id, hook.id, 'dlv_nope'), null)
+    })
+
+    test('retryDelivery makes a final delivery pending and due now; null when absent', async () => {
+      const a = await newAccount()
+      const hook = await newHook(a)
+      const [e1, e2] = await addEvents(a, [T, T + 1]) as [EventRecord, EventRecord]
+      await store.routeEvents(lease(T))
+      await store.recordOutcomes([failed(workFor(hook, e1), T + 100), succeeded(workFor(hook, e2), T + 100)], { now: T + 100, ...HEALTHY })
+
+      const r = await store.retryDelivery(a.id, hook.id, workFor(hook, e1).id, T + 5000)
+      assert.ok(r)
+      assert.equal(r.status, 'pending')
+      assert.equal(r.nextAttemptAt, iso(T + 5000))
+      assert.equal(r.attempts, 1)
+      assert.equal(r.lastStatusCode, 500)
+      assert.deepEqual(await find(hook, e1), r)
+      assert.equal((await store.retryDelivery(a.id, hook.id, workFor(hook, e2).id, T + 5000))?.status, 'pending', 'whatever its state')
+
+      assert.deepEqual(await store.claimDeliveries(lease(T + 4999)), [])
+      const claimed = await store.claimDeliveries(lease(T + 5000))
+      assert.deepEqual(sortedIds(claimed), [workFor(hook, e1).id, workFor(hook, e2).id].sort())
+      assert.ok(claimed.every((w) => w.attempts === 1))
+      assert.equal(await store.retryDelivery(a.id, hook.id, deliveryId(newId('evt', T), hook.id), T + 5000), null)
+    })
+
+    test('requeueFailed / countFailed: failed and cancelled deliveries created in [since, until), in chunks', async () => {
+      const a = await newAccount()
+      const b = await newAccount()
+      const hook = await newHook(a)
+      // One delivery created (routed) at each of T, T+100 … T+500.
+      const events: EventRecord[] = []
+      for (let i = 0; i < 6; i++) {
+        events.push(...await addEvents(a, [T + i]))
+        await store.routeEvents(lease(T + i * 100, { leaseUntil: T + 1000 }))
+      }
+      const d = (i: number) => workFor(hook, events[i]!)
+      await store.recordOutcomes([failed(d(0), T + 600), failed(d(1), T + 600), failed(d(2), T + 600), succeeded(d(4), T + 600), failed(d(5), T + 600)],
+        { now: T + 600, ...HEALTHY })
+      // d(3) is cancelled: its webhook was disabled while it was in flight.
+      assert.ok(await store.updateWebhook(a.id, hook.id, { status: 'disabled' }, iso(T + 700)))
+      assert.deepEqual(await store.claimDeliveries(lease(T + 2000)), [])
+      assert.equal(await statusOf(hook, events[3]!), 'cancelled')
+      assert.ok(await store.updateWebhook(a.id, hook.id, { status: 'enabled' }, iso(T + 2100)))
+
+      const window = { since: T + 100, until: T + 500 } // d(1), d(2), d(3); not d(0), not d(5) (until is excluded)
+      assert.equal(await store.countFailed(a.id, hook.id, window), 3)
+      assert.equal(await store.countFailed(b.id, hook.id, window), 0)
+      assert.equal(await store.requeueFailed(b.id, hook.id, window, T + 3000, 10), 0)
+      assert.equal(await store.countFailed(a.id, hook.id, { since: T, until: T + 600 }), 5)
+
+      assert.equal(await store.requeueFailed(a.id, hook.id, window, T + 3000, 2), 2)
+      assert.equal(await store.countFailed(a.id, hook.id, window), 1)
+      assert.equal(await store.requeueFailed(a.id, hook.id, window, T + 3000, 2), 1)
+      assert.equal(await store.requeueFailed(a.id, hook.id, window, T + 3000, 2), 0)
+      assert.equal(await store.countFailed(a.id, hook.id, window), 0)
+
+      for (const i of [1, 2, 3]) {
+        const r = await find(hook, events[i]!)
+        assert.equal(r.status, 'pending')
+        assert.equal(r.nextAttemptAt, iso(T + 3000))
+      }
+      assert.equal(await statusOf(hook, events[0]!), 'failed')
+      assert.equal(await statusOf(hook, events[5]!), 'failed')
+      assert.equal(await statusOf(hook, events[4]!), 'succeeded')
+      assert.deepEqual(await store.claimDeliveries(lease(T + 2999)), [])
+      assert.deepEqual(sortedIds(await store.claimDeliveries(lease(T + 3000))), [d(1).id, d(2).id, d(3).id].sort())
+    })
+
+    test('insertTestDelivery: a delivery for that webhook only, due now; its event is never routed to others', async () => {
+      const a = await newAccount()
+      const target = await newHook(a)
+      const bystander = await newHook(a)
+      const e = makeEvent(a, T)
+      const id = newId('dlv', T)
+      const r = await store.insertTestDelivery(e, target.id, id, T + 10)
+      assert.deepEqual(r, {
+        id, webhookId: target.id, eventId: e.id, event: 'email.sent', emailId: e.emailId, status: 'pending', attempts: 0,
+        lastAttemptAt: null, nextAttemptAt: iso(T + 10), lastStatusCode: null, lastError: null, lastDurationMs: null, createdAt: iso(T + 10),
+      } satisfies DeliveryRecord)
+      assert.deepEqual(await store.findDelivery(a.id, target.id, id), r)
+      assert.deepEqual(await store.routeEvents(lease(T + 10)), { events: 0, work: [] })
+      assert.deepEqual(await store.claimDeliveries(lease(T + 9)), [])
+      assert.deepEqual(await store.claimDeliveries(lease(T + 10)), [{
+        id, webhookId: target.id, url: target.url, secrets: [target.secret], event: 'email.sent', payload: e.payload, attempts: 0, eventAt: T,
+      } satisfies DeliveryWork])
+      assert.deepEqual(await allDeliveries(bystander), [])
+    })
+
+    // Operations
+
+    test('deliveryStats counts pending, retrying, unrouted events and the oldest event not yet delivered', async () => {
+      assert.deepEqual(await store.deliveryStats(T), { pending: 0, retrying: 0, unroutedEvents: 0, oldestPendingAt: null })
+      const a = await newAccount()
+      const hook = await newHook(a)
+      const [e1, e2, e3] = await addEvents(a, [T, T + 10, T + 20]) as [EventRecord, EventRecord, EventRecord]
+      assert.deepEqual(await store.deliveryStats(T + 30), { pending: 0, retrying: 0, unroutedEvents: 3, oldestPendingAt: T })
+
+      await store.routeEvents(lease(T + 30, { limit: 2 }))
+      assert.deepEqual(await store.deliveryStats(T + 30), { pending: 2, retrying: 0, unroutedEvents: 1, oldestPendingAt: T })
+      await store.recordOutcomes([retry(workFor(hook, e1), T + 40, T + 1000, 500)], { now: T + 40, ...HEALTHY })
+      assert.deepEqual(await store.deliveryStats(T + 40), { pending: 1, retrying: 1, unroutedEvents: 1, oldestPendingAt: T })
+      await store.recordOutcomes([succeeded(workFor(hook, e1), T + 50)], { now: T + 50, ...HEALTHY })
+      assert.deepEqual(await store.deliveryStats(T + 50), { pending: 1, retrying: 0, unroutedEvents: 1, oldestPendingAt: T + 10 })
+      await store.recordOutcomes([failed(workFor(hook, e2), T + 60)], { now: T + 60, ...HEALTHY })
+      assert.deepEqual(await store.deliveryStats(T + 60), { pending: 0, retrying: 0, unroutedEvents: 1, oldestPendingAt: T + 20 })
+      await store.routeEvents(lease(T + 70))
+      assert.deepEqual(await store.deliveryStats(T + 70), { pending: 1, retrying: 0, unroutedEvents: 0, oldestPendingAt: T + 20 })
+      await store.recordOutcomes([succeeded(workFor(hook, e3), T + 80)], { now: T + 80, ...HEALTHY })
+      assert.deepEqual(await store.deliveryStats(T + 80), { pending: 0, retrying: 0, unroutedEvents: 0, oldestPendingAt: null })
+    })
+
+    test('pruneDeliveries deletes only final deliveries last changed before `before`, up to limit', async () => {
+      const a = await newAccount()
+      const hook = await newHook(a, { events: ['email.sent'] })
+      const doomed = await newHook(a, { events: ['email.delivered'] })
+      const events = await addEvents(a, [T, T + 1, T + 2, T + 3, T + 4])
+      const [delivered] = await addEvents(a, [T + 5], 'email.delivered')
+      await store.routeEvents(lease(T, { leaseUntil: T + DAY }))
+      const d = (i: number) => workFor(hook, events[i]!)
+      await store.recordOutcomes([succeeded(d(0), T + 100), failed(d(1), T + 100), retry(d(2), T + 100, T + DAY, 500)], { now: T + 100, ...HEALTHY })
+      await store.recordOutcomes([succeeded(d(3), T + 5000)], { now: T + 5000, ...HEALTHY })
+      // d(4) stays pending (leased); the delivered-event one is cancelled at T + 300.
+      assert.equal(await store.deleteWebhook(a.id, doomed.id, iso(T + 200)), true)
+      await store.releaseLeases('node-a', T + 250)
+      assert.deepEqual(await store.claimDeliveries({ ...lease(T + 300, { owner: 'node-b' }), webhookId: doomed.id }), [])
+      assert.equal((await find(doomed, delivered!)).status, 'cancelled')
+
+      assert.equal(await store.pruneDeliveries(T + 1000, 2), 2)
+      assert.equal(await store.pruneDeliveries(T + 1000, 2), 1)
+      assert.equal(await store.pruneDeliveries(T + 1000, 2), 0)
+      for (const i of [0, 1]) assert.equal(await store.findDelivery(a.id, hook.id, d(i).id), null)
+      assert.equal(await store.findDelivery(a.id, doomed.id, workFor(doomed, delivered!).id), null)
+      assert.equal(await statusOf(hook, events[2]!), 'retrying')
+      assert.equal(await statusOf(hook, events[3]!), 'succeeded')
+      assert.equal(await statusOf(hook, events[4]!), 'pending')
+      assert.equal(await store.pruneDeliveries(T + 5001, 10), 1)
+      assert.equal((await allDeliveries(hook)).length, 2)
+    })
+
+    test('pruneEvents deletes only routed events older than `before` that no delivery needs, up to limit', async () => {
+      const a = await newAccount()
+      const quiet = await newAccount() // no webhooks: its events are routed to nobody
+      const hook = await newHook(a)
+      const [a1, a2] = await addEvents(a, [T, T + 1]) as [EventRecord, EventRecord]
+      const [q1, q2, young] = await addEvents(quiet, [T + 2, T + 3, T + 10_000]) as [EventRecord, EventRecord, EventRecord]
+      await store.routeEvents(lease(T + 20_000))
+      const [unrouted] = await addEvents(quiet, [T + 4])
+      await store.recordOutcomes([succeeded(workFor(hook, a1), T + 20_100), retry(workFor(hook, a2), T + 20_100, T + DAY, 500)],
+        { now: T + 20_100, ...HEALTHY })
+      assert.equal(await store.pruneDeliveries(T + 20_200, 10), 1)
+      const probe = makeEvent(a, T + 5)
+      await store.insertTestDelivery(probe, hook.id, newId('dlv', T + 5), T + 20_300)
+
+      const stored = async (e: EventRecord): Promise<boolean> =>
+        (await store.listEmailEvents(e.accountId, e.emailId)).some((x) => x.id === e.id)
+
+      assert.equal(await store.pruneEvents(T + 5000, 2), 2)
+      assert.equal(await store.pruneEvents(T + 5000, 2), 1)
+      assert.equal(await store.pruneEvents(T + 5000, 2), 0)
+      for (const e of [a1, q1, q2]) assert.equal(await stored(e), false, `${e.id} pruned`)
+      assert.equal(await stored(a2), true, 'its delivery still needs it')
+      assert.equal(await stored(probe), true, 'its test delivery still needs it')
+      assert.equal(await stored(unrouted!), true, 'not routed yet')
+      assert.equal(await stored(young), true, 'not old enough')
+      // The delivery that needs a2 still works.
+      const claimed = await store.claimDeliveries(lease(T + DAY))
+      assert.equal(claimed.find((w) => w.id === workFor(hook, a2).id)?.payload, a2.payload)
+    })
+  })
+}

@@ -1,0 +1,356 @@
+// The delivery engine end to end: real worker threads, real sockets, a real SQLite file, and receivers
+// that verify every signature with the seed's algorithm.
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { fileURLToPath } from 'node:url'
+import { describe, test } from 'node:test'
+import { eventPayload, type EventRecord, type EventType } from '../../src/domain/events.js'
+import { newId } from '../../src/domain/ids.js'
+import {
+  Client, PASSWORD, TEST_SECRET, errorOf, signedUp, startServer, tempDir, uniqueEmail, type TestServer,
+} from '../helpers/server.js'
+import { eventually, startReceiver, type Receiver } from '../helpers/receiver.js'
+
+const FAST = { DELIVERY_RETRY_SCHEDULE: '50ms,50ms,50ms', DELIVERY_THREADS: '2' }
+
+async function webhook (client: Client, receiver: Receiver, path: string, events: EventType[] = ['email.delivered']) {
+  const res = await client.post('/api/webhooks', { url: receiver.url(path), events })
+  assert.equal(res.status, 201, res.text)
+  receiver.secrets.push(res.body.data.secret)
+  return res.body.data as { id: string; secret: string }
+}
+
+/** Stores events the way the sending side does: the engine sees only the outbox. */
+async function emit (server: TestServer, accountId: string, type: EventType, count = 1, to = 'someone@example.test'): Promise<EventRecord[]> {
+  const events = Array.from({ length: count }, () => {
+    const base = { id: newId('evt'), emailId: newId('em'), type, recipient: to, occurredAt: new Date().toISOString() }
+    return { ...base, accountId, payload: eventPayload(base) }
+  })
+  await server.store.insertEvents(events)
+  return events
+}
+
+async function log (client: Client, webhookId: string, query = ''): Promise<any[]> {
+  const res = await client.get(`/api/webhooks/${webhookId}/deliveries${query}`)
+  assert.equal(res.status, 200, res.text)
+  return res.body.data
+}
+
+describe('delivery', () => {
+  test('a stored event reaches each subscribed webhook, signed as the seed says, and nowhere else', async (t) => {
+    const receiver = await startReceiver(t)
+    const server = await startServer(t, { env: FAST })
+    const alice = await signedUp(server)
+    const bob = await signedUp(server)
+    const subscribed = await webhook(alice.client, receiver, '/alice', ['email.delivered', 'email.bounced'])
+    await webhook(alice.client, receiver, '/alice-opens', ['email.opened'])
+    const disabled = await webhook(alice.client, receiver, '/alice-disabled', ['email.delivered'])
+    await alice.client.patch(`/api/webhooks/${disabled.id}`, { status: 'disabled' })
+    await webhook(bob.client, receiver, '/bob', ['email.delivered'])
+
+    const [event] = await emit(server, alice.id, 'email.delivered')
+    await receiver.until(() => receiver.on('/alice').length === 1, 'the delivery')
+    await server.service.engine.drained()
+
+    const got = receiver.on('/alice')[0]!
+    assert.deepEqual(got.validFor, [subscribed.secret], 'the v1 signature verifies with the webhook secret')
+    assert.match(String(got.headers['x-svc-signature']), /^t=\d+,v1=[0-9a-f]{64}$/)
+    const t0 = Number(/^t=(\d+)/.exec(String(got.headers['x-svc-signature']))![1])
+    assert.ok(Math.abs(t0 - Date.now() / 1000) < 300, 'the timestamp is unix seconds, now')
+    assert.equal(got.headers['content-type'], 'application/json')
+    assert.equal(got.event, 'email.delivered')
+    assert.match(got.deliveryId, /^dlv_[0-9a-f]{28}$/)
+    assert.deepEqual(got.body, {
+      emailId: event!.emailId, to: 'someone@example.test', timestamp: event!.occurredAt, type: 'email.delivered', eventId: event!.id,
+    })
+    assert.match(got.body.timestamp, /\.\d{3}Z$/, 'timestamp with milliseconds')
+    assert.equal(receiver.received.length, 1, 'no delivery to unsubscribed, disabled or other accounts\' webhooks')
+
+    const [entry] = await log(alice.client, subscribed.id)
+    assert.equal(entry.id, got.deliveryId)
+    assert.equal(entry.status, 'succeeded')
+    assert.equal(entry.attempts, 1)
+    assert.equal(entry.lastStatusCode, 200)
+    assert.equal(entry.eventId, event!.id)
+    assert.equal(entry.event, 'email.delivered')
+    assert.equal(entry.nextAttemptAt, null)
+  })
+
+  test('a 500 is retried with the same X-Svc-Delivery until the receiver answers 2xx', async (t) => {
+    const receiver = await startReceiver(t, {
+      '/flaky': (_r, n, res) => { res.statusCode = n < 3 ? 500 : 204; res.end() },
+    })
+    const server = await startServer(t, { env: FAST })
+    const { client, id } = await signedUp(server)
+    const hook = await webhook(client, receiver, '/flaky')
+    await emit(server, id, 'email.delivered')
+    await receiver.until(() => receiver.on('/flaky').length === 3, 'three attempts')
+    await server.service.engine.drained()
+    const ids = new Set(receiver.on('/flaky').map((r) => r.deliveryId))
+    assert.equal(ids.size, 1, 'the delivery id is stable across retries')
+    assert.ok(receiver.on('/flaky').every((r) => r.validFor.length === 1), 'every attempt is signed')
+    const entry = await eventually(async () => (await log(client, hook.id)).find((d) => d.status === 'succeeded'), 'success in the log')
+    assert.equal(entry.attempts, 3)
+    assert.equal(entry.lastStatusCode, 204)
+  })
+
+  test('a redirect is a failure and is never followed; a silent receiver times out', async (t) => {
+    const receiver = await startReceiver(t, {
+      '/moved': (_r, _n, res) => { res.statusCode = 302; res.setHeader('location', '/target'); res.end() },
+      '/silent': (_r, _n, res) => receiver.hang(res),
+    })
+    const server = await startServer(t, { env: { ...FAST, DELIVERY_RETRY_SCHEDULE: '1h', DELIVERY_TIMEOUT_MS: '300' } })
+    const { client, id } = await signedUp(server)
+    const moved = await webhook(client, receiver, '/moved')
+    const silent = await webhook(client, receiver, '/silent')
+    await emit(server, id, 'email.delivered')
+    const redirect = await eventually(async () => (await log(client, moved.id)).find((d) => d.status === 'retrying'), 'the redirect to be recorded')
+    assert.equal(redirect.lastStatusCode, 302)
+    assert.match(redirect.lastError, /redirect/)
+    assert.equal(receiver.on('/target').length, 0)
+    const timeout = await eventually(async () => (await log(client, silent.id)).find((d) => d.status === 'retrying'), 'the timeout to be recorded')
+    assert.match(timeout.lastError, /timeout after 300 ms/)
+    assert.ok(Date.parse(timeout.nextAttemptAt) - Date.parse(timeout.lastAttemptAt) >= 0.8 * 3_600_000, 'next attempt per the schedule')
+  })
+
+  test('410 Gone disables the webhook and cancels what it still had pending', async (t) => {
+    const receiver = await startReceiver(t, { '/gone': (_r, _n, res) => { res.statusCode = 410; res.end() } })
+    const server = await startServer(t, { env: { ...FAST, DELIVERY_WINDOW: '1' } })
+    const { client, id } = await signedUp(server)
+    const hook = await webhook(client, receiver, '/gone')
+    await emit(server, id, 'email.delivered', 5)
+    await eventually(async () => {
+      const w = await client.get(`/api/webhooks/${hook.id}`)
+      return w.body.data.status === 'auto_disabled' ? true : undefined
+    }, 'the webhook to be disabled')
+    await server.service.engine.drained()
+    const entries = await log(client, hook.id)
+    assert.equal(entries.length, 5)
+    assert.ok(entries.some((d) => d.status === 'failed' && d.lastStatusCode === 410))
+    assert.ok(entries.every((d) => d.status === 'failed' || d.status === 'cancelled'), JSON.stringify(entries.map((d) => d.status)))
+    const before = receiver.received.length
+    await emit(server, id, 'email.delivered')
+    await server.service.engine.drained()
+    assert.equal(receiver.received.length, before, 'a disabled webhook gets no new deliveries')
+  })
+
+  test('during a secret rotation every delivery carries a valid v1 for the old and the new secret', async (t) => {
+    const receiver = await startReceiver(t)
+    const server = await startServer(t, { env: FAST })
+    const { client, id } = await signedUp(server)
+    const hook = await webhook(client, receiver, '/rotating')
+    const rotated = await client.post(`/api/webhooks/${hook.id}/rotate-secret`)
+    receiver.secrets.push(rotated.body.data.secret)
+    await emit(server, id, 'email.delivered')
+    await receiver.until(() => receiver.received.length === 1, 'the delivery')
+    const got = receiver.received[0]!
+    assert.match(String(got.headers['x-svc-signature']), /^t=\d+,v1=[0-9a-f]{64},v1=[0-9a-f]{64}$/)
+    assert.deepEqual(got.validFor.sort(), [hook.secret, rotated.body.data.secret].sort())
+  })
+
+  test('a receiver that never answers holds up no one: the fast one gets every delivery meanwhile', async (t) => {
+    const receiver = await startReceiver(t, { '/stuck': (_r, _n, res) => receiver.hang(res) })
+    const server = await startServer(t, { env: { ...FAST, DELIVERY_THREADS: '1', DELIVERY_TIMEOUT_MS: '60000', DELIVERY_WINDOW: '4' } })
+    const { client, id } = await signedUp(server)
+    const stuck = await webhook(client, receiver, '/stuck')
+    await webhook(client, receiver, '/fast')
+    await emit(server, id, 'email.delivered', 60)
+    await receiver.until(() => receiver.on('/fast').length === 60, 'all 60 deliveries at the fast receiver')
+    assert.equal(new Set(receiver.on('/fast').map((r) => r.deliveryId)).size, 60)
+    assert.equal(receiver.on('/stuck').length, 4, 'the stuck one has exactly its window in flight, and waits')
+    const stuckLog = await log(client, stuck.id, '?limit=100')
+    assert.equal(stuckLog.filter((d) => d.status === 'succeeded').length, 0)
+  })
+
+  test('in production, a host whose DNS answer turns into 127.0.0.1 is refused at delivery', async (t) => {
+    const receiver = await startReceiver(t)
+    const server = await startServer(t, {
+      env: { ...FAST, NODE_ENV: 'production', DELIVERY_RETRY_SCHEDULE: '1h' },
+      // At creation the name resolved to a public address; by delivery time it points at loopback.
+      deps: {
+        resolver: async () => [{ address: '93.184.216.34', family: 4 }],
+        deliveryHosts: { 'hooks.example.test': [{ address: '127.0.0.1', family: 4 }] },
+      },
+    })
+    const { client, id } = await signedUp(server)
+    const res = await client.post('/api/webhooks', { url: `https://hooks.example.test:${receiver.port}/hook`, events: ['email.delivered'] })
+    assert.equal(res.status, 201)
+    await emit(server, id, 'email.delivered')
+    const entry = await eventually(async () => (await log(client, res.body.data.id)).find((d) => d.status === 'retrying'), 'the refused attempt')
+    assert.match(entry.lastError, /^blocked: .*loopback/)
+    assert.equal(entry.lastStatusCode, null)
+    assert.equal(receiver.received.length, 0, 'nothing reached the loopback receiver')
+  })
+
+  test('a 429 with Retry-After pauses that webhook for as long as asked (clamped), and counts as an attempt', async (t) => {
+    const receiver = await startReceiver(t, {
+      '/busy': (_r, _n, res) => { res.statusCode = 429; res.setHeader('retry-after', '120'); res.end() },
+      '/busier': (_r, _n, res) => { res.statusCode = 503; res.setHeader('retry-after', '999999'); res.end() },
+    })
+    const server = await startServer(t, { env: FAST })
+    const { client, id } = await signedUp(server)
+    const busy = await webhook(client, receiver, '/busy')
+    const busier = await webhook(client, receiver, '/busier')
+    await emit(server, id, 'email.delivered')
+    const a = await eventually(async () => (await log(client, busy.id)).find((d) => d.status === 'retrying'), 'the 429')
+    const b = await eventually(async () => (await log(client, busier.id)).find((d) => d.status === 'retrying'), 'the 503')
+    assert.equal(a.attempts, 1)
+    assert.equal(Date.parse(a.nextAttemptAt) - Date.parse(a.lastAttemptAt), 120_000)
+    assert.equal(Date.parse(b.nextAttemptAt) - Date.parse(b.lastAttemptAt), 3_600_000, 'clamped to one hour')
+  })
+
+  test('after the last retry the delivery fails; recover queues it again and a healthy receiver gets it', async (t) => {
+    let healthy = false
+    const receiver = await startReceiver(t, { '/outage': (_r, _n, res) => { res.statusCode = healthy ? 200 : 503; res.end() } })
+    const server = await startServer(t, { env: { ...FAST, DELIVERY_RETRY_SCHEDULE: '20ms,20ms' } })
+    const { client, id } = await signedUp(server)
+    const hook = await webhook(client, receiver, '/outage')
+    const since = new Date(Date.now() - 1000).toISOString()
+    await emit(server, id, 'email.delivered', 3)
+    await eventually(async () => {
+      const entries = await log(client, hook.id, '?status=failed')
+      return entries.length === 3 ? entries : undefined
+    }, 'three failed deliveries')
+    assert.equal(receiver.on('/outage').length, 9, 'three attempts each: the first and two retries')
+
+    healthy = true
+    const recover = await client.post(`/api/webhooks/${hook.id}/recover`, { since })
+    assert.equal(recover.status, 202)
+    assert.deepEqual(recover.body.data, { queued: 3 })
+    await eventually(async () => ((await log(client, hook.id, '?status=succeeded')).length === 3 ? true : undefined), 'the recovered deliveries')
+    const badWindow = await client.post(`/api/webhooks/${hook.id}/recover`, { since: new Date().toISOString(), until: since })
+    assert.equal(badWindow.status, 400)
+  })
+
+  test('a failed delivery can be retried by hand; test events are signed and go to that webhook only', async (t) => {
+    let healthy = false
+    const receiver = await startReceiver(t, { '/manual': (_r, _n, res) => { res.statusCode = healthy ? 200 : 500; res.end() } })
+    const server = await startServer(t, { env: { ...FAST, DELIVERY_RETRY_SCHEDULE: '10ms' } })
+    const { client } = await signedUp(server)
+    const hook = await webhook(client, receiver, '/manual')
+    const other = await webhook(client, receiver, '/other', ['email.bounced'])
+    const test1 = await client.post(`/api/webhooks/${hook.id}/test`, { event: 'email.bounced' })
+    assert.equal(test1.status, 202)
+    assert.equal(test1.body.data.event, 'email.bounced')
+    const failed = await eventually(async () => (await log(client, hook.id)).find((d) => d.status === 'failed'), 'the failed test delivery')
+    assert.equal(failed.attempts, 2)
+    healthy = true
+    const retried = await client.post(`/api/webhooks/${hook.id}/deliveries/${failed.id}/retry`)
+    assert.equal(retried.status, 202)
+    await eventually(async () => ((await log(client, hook.id))[0].status === 'succeeded' ? true : undefined), 'the hand retry')
+    const last = receiver.on('/manual').at(-1)!
+    assert.equal(last.event, 'email.bounced')
+    assert.equal(last.deliveryId, failed.id)
+    assert.equal(last.validFor.length, 1)
+    assert.equal(receiver.on('/other').length, 0, 'a test event is not routed to other webhooks')
+    assert.equal((await log(client, other.id)).length, 0)
+
+    const missing = await client.post(`/api/webhooks/${hook.id}/deliveries/dlv_0000000000000000000000000000/retry`)
+    assert.equal(errorOf(missing).code, 'not_found')
+  })
+
+  test('deleting a webhook cancels its pending deliveries; another account cannot see its log', async (t) => {
+    const receiver = await startReceiver(t, { '/down': (_r, _n, res) => { res.statusCode = 500; res.end() } })
+    const server = await startServer(t, { env: { ...FAST, DELIVERY_RETRY_SCHEDULE: '1h' } })
+    const { client, id } = await signedUp(server)
+    const hook = await webhook(client, receiver, '/down')
+    await emit(server, id, 'email.delivered', 2)
+    await eventually(async () => ((await log(client, hook.id, '?status=retrying')).length === 2 ? true : undefined), 'two retrying deliveries')
+    const stranger = await signedUp(server)
+    assert.equal((await stranger.client.get(`/api/webhooks/${hook.id}/deliveries`)).status, 404)
+    assert.equal((await stranger.client.post(`/api/webhooks/${hook.id}/test`)).status, 404)
+    assert.equal((await client.delete(`/api/webhooks/${hook.id}`)).status, 200)
+    const stats = await server.store.deliveryStats(Date.now())
+    assert.equal(stats.retrying, 0, 'nothing left to retry')
+  })
+
+  test('the delivery log pages with a cursor and filters by status', async (t) => {
+    const receiver = await startReceiver(t)
+    const server = await startServer(t, { env: FAST })
+    const { client, id } = await signedUp(server)
+    const hook = await webhook(client, receiver, '/paged')
+    await emit(server, id, 'email.delivered', 7)
+    await receiver.until(() => receiver.received.length === 7, 'seven deliveries')
+    await server.service.engine.drained()
+    const seen: string[] = []
+    let cursor: string | null = null
+    do {
+      const res: any = await client.get(`/api/webhooks/${hook.id}/deliveries?limit=3${cursor ? `&cursor=${cursor}` : ''}`)
+      assert.ok(res.body.data.length <= 3)
+      seen.push(...res.body.data.map((d: any) => d.id))
+      cursor = res.body.nextCursor
+    } while (cursor)
+    assert.equal(seen.length, 7)
+    assert.deepEqual(seen, [...seen].sort().reverse(), 'newest first')
+    assert.equal((await log(client, hook.id, '?status=failed')).length, 0)
+    assert.equal((await client.get(`/api/webhooks/${hook.id}/deliveries?limit=0`)).status, 400)
+  })
+
+  test('/metrics counts outcomes and the event-to-delivery latency', async (t) => {
+    const receiver = await startReceiver(t)
+    const server = await startServer(t, { env: FAST })
+    const { client, id } = await signedUp(server)
+    await webhook(client, receiver, '/measured')
+    await emit(server, id, 'email.delivered', 4)
+    await receiver.until(() => receiver.received.length === 4, 'four deliveries')
+    await server.service.engine.drained()
+    const text = (await client.get('/metrics')).text
+    assert.match(text, /svc_deliveries_total\{outcome="succeeded"\} 4/)
+    assert.match(text, /svc_delivery_latency_seconds_count 4/)
+    assert.match(text, /svc_delivery_queue_depth\{state="pending"\} 0/)
+  })
+})
+
+describe('durability', () => {
+  test('SIGKILL mid-burst, then a restart on the same data: every delivery arrives', async (t) => {
+    const SERVER = fileURLToPath(new URL('../../src/server.js', import.meta.url))
+    // Slow enough that the kill lands with deliveries queued, in flight and done.
+    const receiver = await startReceiver(t, { '/durable': (_r, _n, res) => { setTimeout(() => { res.statusCode = 200; res.end() }, 15) } })
+    const dataDir = tempDir(t)
+    const start = async () => {
+      const child = spawn(process.execPath, [SERVER], {
+        env: {
+          PATH: process.env.PATH ?? '', PORT: '0', DATA_DIR: dataDir, SVC_SECRET: TEST_SECRET, LOG_LEVEL: 'info',
+          DELIVERY_LEASE_SECONDS: '2', DELIVERY_WINDOW: '4', DELIVERY_THREADS: '1', DELIVERY_RETRY_SCHEDULE: '100ms,100ms,100ms',
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      })
+      t.after(() => { child.kill('SIGKILL') })
+      let out = ''
+      const url = await new Promise<string>((resolve, reject) => {
+        child.stdout.on('data', (c: Buffer) => {
+          out += c
+          const m = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(out)
+          if (m) resolve(m[1]!)
+        })
+        child.once('exit', (code) => reject(new Error(`server exited (${code}): ${out}`)))
+      })
+      return { child, url }
+    }
+
+    const first = await start()
+    const client = new Client(first.url)
+    await client.post('/api/auth/signup', { email: uniqueEmail('durable'), password: PASSWORD })
+    const hook = await client.post('/api/webhooks', { url: receiver.url('/durable'), events: ['email.sent'] })
+    receiver.secrets.push(hook.body.data.secret)
+    const created = new Set<string>()
+    for (let i = 0; i < 120; i++) {
+      const res = await client.post(`/api/webhooks/${hook.body.data.id}/test`)
+      assert.equal(res.status, 202)
+      created.add(res.body.data.id)
+    }
+    await receiver.until(() => receiver.received.length >= 20, 'some deliveries before the kill')
+    first.child.kill('SIGKILL')
+    await once(first.child, 'exit')
+    const beforeRestart = new Set(receiver.received.map((r) => r.deliveryId))
+    assert.ok(beforeRestart.size < created.size, 'the kill landed mid-burst')
+
+    const second = await start()
+    await receiver.until(() => [...created].every((id) => receiver.received.some((r) => r.deliveryId === id)), 'every delivery after the restart', 60_000)
+    assert.ok(receiver.received.every((r) => r.validFor.length === 1), 'all signed')
+    second.child.kill('SIGTERM')
+    const [code] = await once(second.child, 'exit')
+    assert.equal(code, 0, 'SIGTERM stops cleanly')
+  })
+})
