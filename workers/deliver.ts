@@ -20,6 +20,7 @@ export interface DeliverJob {
 }
 
 let sender: HttpSender | undefined
+const RESULT_BATCH = 64
 
 function build (): HttpSender {
   const { hosts, ...options } = workerData as DeliverWorkerData
@@ -38,15 +39,21 @@ function build (): HttpSender {
 export default async function deliver (job: DeliverJob): Promise<number> {
   sender ??= build()
   let pending: DeliveryResult[] = []
+  let timer: NodeJS.Timeout | undefined
   const flush = () => {
+    if (timer) clearTimeout(timer)
+    timer = undefined
     if (pending.length === 0) return
     job.port.postMessage(pending)
     pending = []
   }
   try {
     await sender.sendEach(job.tasks, (result) => {
-      if (pending.length === 0) setImmediate(flush)
       pending.push(result)
+      // Results go back in handfuls: a message per result costs more than the result. A millisecond of
+      // waiting collects the ones that arrive together; a full handful goes at once.
+      if (pending.length >= RESULT_BATCH) flush()
+      else timer ??= setTimeout(flush, 1)
     })
     flush()
   } finally {

@@ -38,8 +38,9 @@ export class WebhookActor {
     return now < this.pausedUntil
   }
 
-  hasRoom (): boolean {
-    return this.mailbox.length < this.opts.mailboxLimit
+  /** Room in the mailbox; `share` can raise the limit when few actors share the node's memory budget. */
+  hasRoom (share = 0): boolean {
+    return this.mailbox.length < Math.max(this.opts.mailboxLimit, share)
   }
 
   /** How many more requests may start now. */

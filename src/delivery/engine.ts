@@ -57,6 +57,8 @@ export interface EngineOptions {
 }
 
 const noopLogger: EngineLogger = { info () {}, warn () {}, error () {} }
+const OUTCOME_BATCH = 512
+const OUTCOME_LINGER_MS = 5
 
 export class DeliveryEngine implements Component {
   readonly name = 'delivery-engine'
@@ -77,13 +79,19 @@ export class DeliveryEngine implements Component {
   /** Work by delivery id, from the moment it is leased until its outcome is queued for writing. */
   private readonly held = new Map<string, DeliveryWork>()
   private readonly ready = new Set<WebhookActor>()
+  /** Webhooks with more due work in the store than room in their actor: they page it in themselves. */
+  private readonly saturated = new Set<string>()
+  private readonly refilling = new Set<string>()
   private outcomes: DeliveryOutcome[] = []
 
   private running = false
   private fetching = false
   private fetchAgain = false
   private pumpScheduled = false
-  private writeScheduled = false
+  private writeTimer: NodeJS.Timeout | undefined
+  private writeSoon = false
+  /** The last fetch stopped for want of room, not of work: freed room should trigger another. */
+  private starved = false
   private writing: Promise<void> = Promise.resolve()
   private timers: NodeJS.Timeout[] = []
   private unsubscribe: (() => void) | undefined
@@ -102,7 +110,7 @@ export class DeliveryEngine implements Component {
     this.policy = { schedule: opts.retrySchedule, ...(opts.random ? { random: opts.random } : {}) }
     this.actorOptions = {
       window: opts.window,
-      mailboxLimit: opts.breaker?.mailboxLimit ?? Math.max(opts.window * 4, 256),
+      mailboxLimit: opts.breaker?.mailboxLimit ?? Math.max(opts.window * 16, 1024),
       failureThreshold: opts.breaker?.failureThreshold ?? 5,
       cooldownMs: opts.breaker?.cooldownMs ?? 30_000,
       maxCooldownMs: opts.breaker?.maxCooldownMs ?? 600_000,
@@ -198,11 +206,15 @@ export class DeliveryEngine implements Component {
   private async fetch (): Promise<void> {
     // New events first (they are the freshest and the latency target), then due retries and leases of
     // dead nodes. Keep going while full pages come back and there is room.
+    this.starved = false
     for (let round = 0; round < 64 && this.running; round++) {
       const room = this.room()
-      if (room <= 0) return
+      if (room <= 0) {
+        this.starved = true
+        return
+      }
       const now = this.clock.now()
-      const req = { owner: this.owner, now, leaseUntil: now + this.leaseMs, limit: Math.min(room, 2000) }
+      const req = { owner: this.owner, now, leaseUntil: now + this.leaseMs, limit: Math.min(room, 2000), saturated: [...this.saturated] }
       const routed = await this.store.routeEvents(req)
       this.accept(routed.work)
       const claimRoom = this.room()
@@ -213,6 +225,7 @@ export class DeliveryEngine implements Component {
       }
       if (routed.events < req.limit && claimed.length < Math.min(claimRoom, 2000)) return
     }
+    this.starved = true
   }
 
   private actorFor (webhookId: string): WebhookActor {
@@ -227,15 +240,21 @@ export class DeliveryEngine implements Component {
   private accept (work: DeliveryWork[]): void {
     if (work.length === 0) return
     const now = this.clock.now()
+    // An actor may queue at least mailboxLimit, and more when few actors share the node's budget: one
+    // busy webhook alone gets the whole of it, many share it.
+    const share = Math.floor(this.maxInFlight / Math.max(1, this.actors.size))
     for (const w of work) {
       if (this.held.has(w.id)) continue
       this.held.set(w.id, w)
       const actor = this.actorFor(w.webhookId)
       if (actor.isPaused(now)) {
         this.defer(w, actor.pausedUntil)
-      } else if (!actor.hasRoom()) {
-        // This endpoint has more queued than it can take soon: the rest waits in the store.
-        this.defer(w, now + 1000)
+      } else if (!actor.hasRoom(share)) {
+        // This endpoint has more queued than it can take soon: the rest waits in the store, still leased to
+        // this node, and the actor pages it back in as its mailbox empties (refill).
+        this.held.delete(w.id)
+        this.queueOutcome({ kind: 'parked', id: w.id, webhookId: w.webhookId, owner: this.owner, leaseUntil: now + this.leaseMs })
+        this.saturated.add(w.webhookId)
       } else {
         actor.mailbox.push(w)
         this.ready.add(actor)
@@ -312,12 +331,35 @@ export class DeliveryEngine implements Component {
         }
       }
       if (actor.mailbox.length > 0) this.ready.add(actor)
-      else if (actor.idle(now)) this.actors.delete(actor.webhookId)
+      else if (actor.idle(now) && !this.saturated.has(actor.webhookId)) this.actors.delete(actor.webhookId)
+      this.refill(actor)
     }
     this.schedulePump()
     // Room freed: there may be more waiting in the store.
-    if (this.held.size < this.maxInFlight / 2) this.wake()
+    if (this.starved && this.held.size < this.maxInFlight / 2) this.wake()
     if (this.inFlightRequests() === 0) for (const resolve of this.idleWaiters.splice(0)) resolve()
+  }
+
+  /** A saturated actor whose mailbox has half emptied pulls its own backlog from the store. */
+  private refill (actor: WebhookActor): void {
+    const id = actor.webhookId
+    if (!this.running || !this.saturated.has(id) || this.refilling.has(id)) return
+    const limit = Math.max(this.actorOptions.mailboxLimit, Math.floor(this.maxInFlight / Math.max(1, this.actors.size)))
+    const want = Math.min(this.room(), limit - actor.mailbox.length)
+    if (actor.mailbox.length > limit / 2 || want <= 0) return
+    this.refilling.add(id)
+    // Outcomes first: a deferred delivery must be back in the store before it can be claimed again.
+    this.flushOutcomes()
+      .then(() => {
+        const now = this.clock.now()
+        return this.store.unparkDeliveries({ owner: this.owner, now, leaseUntil: now + this.leaseMs, limit: want, webhookId: id })
+      })
+      .then((work) => {
+        if (work.length < want) this.saturated.delete(id)
+        this.accept(work)
+      })
+      .catch((err) => this.log.error({ err, webhookId: id }, 'paging in a webhook backlog failed'))
+      .finally(() => { this.refilling.delete(id) })
   }
 
   /** Gives work back to the store, due at `at`, without counting an attempt. */
@@ -332,19 +374,34 @@ export class DeliveryEngine implements Component {
     return n
   }
 
+  /**
+   * Outcomes are written in batches: at once when many are waiting, else within OUTCOME_LINGER_MS, so a
+   * busy engine makes one store write per few hundred deliveries rather than one per handful. (The
+   * delivery itself is not delayed: only its record.)
+   */
   private queueOutcome (outcome: DeliveryOutcome): void {
     this.outcomes.push(outcome)
     this.metrics.outcomes.inc({ outcome: outcome.kind })
-    if (this.writeScheduled) return
-    this.writeScheduled = true
-    setImmediate(() => {
-      this.writeScheduled = false
-      void this.flushOutcomes()
-    })
+    if (this.outcomes.length >= OUTCOME_BATCH && !this.writeSoon) {
+      this.writeSoon = true
+      setImmediate(() => {
+        this.writeSoon = false
+        void this.flushOutcomes()
+      })
+    } else {
+      this.writeTimer ??= setTimeout(() => {
+        this.writeTimer = undefined
+        void this.flushOutcomes()
+      }, OUTCOME_LINGER_MS)
+    }
   }
 
   /** Writes every queued outcome in one store call; outcomes are written in the order they happened. */
   private flushOutcomes (): Promise<void> {
+    if (this.writeTimer) {
+      clearTimeout(this.writeTimer)
+      this.writeTimer = undefined
+    }
     this.writing = this.writing.then(async () => {
       while (this.outcomes.length > 0) {
         const batch = this.outcomes

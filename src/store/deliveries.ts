@@ -51,6 +51,12 @@ export type DeliveryOutcome =
   | { kind: 'gone'; id: string; webhookId: string; at: number; statusCode: number; durationMs: number }
   /** Not attempted (breaker open, Retry-After pause, node stopping): back to the store, attempts unchanged. */
   | { kind: 'deferred'; id: string; webhookId: string; nextAttemptAt: number }
+  /**
+   * Not attempted yet because the webhook's actor is full: the delivery stays leased to this node (so
+   * no other node takes it) but out of memory, until unparkDeliveries pages it back in. renewLeases
+   * does not extend parked leases: one the actor never comes back for runs out and is due for anyone.
+   */
+  | { kind: 'parked'; id: string; webhookId: string; owner: string; leaseUntil: number }
 
 export interface LeaseRequest {
   owner: string
@@ -58,6 +64,11 @@ export interface LeaseRequest {
   /** Lease expiry (ms) for what is handed out. */
   leaseUntil: number
   limit: number
+  /**
+   * Webhooks whose actor on this node is full: routing parks their new deliveries (see `parked`)
+   * instead of handing them out.
+   */
+  saturated?: string[]
 }
 
 export interface DeliveryPage {
@@ -86,9 +97,11 @@ export interface DeliveryStore {
    * instead of handed out.
    */
   claimDeliveries(req: LeaseRequest & { webhookId?: string }): Promise<DeliveryWork[]>
+  /** Up to `limit` of the deliveries `owner` parked for `webhookId`, oldest first, now in hand again. */
+  unparkDeliveries(req: { owner: string; webhookId: string; now: number; leaseUntil: number; limit: number }): Promise<DeliveryWork[]>
   /** Extends every lease `owner` holds to `leaseUntil`. */
   renewLeases(owner: string, leaseUntil: number): Promise<void>
-  /** Gives back every lease `owner` holds: those deliveries are due at once for any node. */
+  /** Gives back every lease `owner` holds, parked ones included: those deliveries are due at once for any node. */
   releaseLeases(owner: string, now: number): Promise<void>
   /**
    * Applies outcomes in one atomic write, with their effect on each webhook's health: a success clears

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { newId, type IdPrefix } from '../../src/domain/ids.js'
 import type { AccountRecord, ApiKeyRecord, SessionRecord, Store, WebhookRecord } from '../../src/store/types.js'
+import { emailStoreCases } from './email-store-cases.js'
 
 export interface MadeStore {
   store: Store
@@ -526,6 +527,9 @@ export function storeContract (name: string, make: MakeStore): void {
       }
       assert.deepEqual(await store.findAccountById(bystander.id), bystander, 'nothing was dropped or rewritten')
     })
+
+    // Sending: emails and the mail queue, idempotency keys, suppressions, tracking events.
+    emailStoreCases(() => store, make)
 
     // Persistence: the suite's own store stays open, so this test makes (and closes) its own.
 

@@ -290,6 +290,11 @@ export abstract class MongoDeliveries implements DeliveryStore {
 
   // Leases
 
+  /** Parking is not kept here (see recordOutcomes): paging a webhook's backlog in is claiming its due work. */
+  async unparkDeliveries (req: { owner: string; webhookId: string; now: number; leaseUntil: number; limit: number }): Promise<DeliveryWork[]> {
+    return this.claimDeliveries({ owner: req.owner, now: req.now, leaseUntil: req.leaseUntil, limit: req.limit, webhookId: req.webhookId })
+  }
+
   async claimDeliveries (req: LeaseRequest & { webhookId?: string }): Promise<DeliveryWork[]> {
     const owner = String(req.owner)
     const now = Number(req.now)
@@ -407,6 +412,10 @@ export abstract class MongoDeliveries implements DeliveryStore {
         }
         case 'deferred':
           ops.push({ updateOne: { filter: live(o.id), update: { $set: { nextAttemptAt: Number(o.nextAttemptAt) }, $unset: { leaseOwner: '' } } } })
+          break
+        case 'parked':
+          // No parking here: the delivery goes back due at once and is claimed again by webhook.
+          ops.push({ updateOne: { filter: live(o.id), update: { $set: { nextAttemptAt: Number(now) }, $unset: { leaseOwner: '' } } } })
           break
       }
     }

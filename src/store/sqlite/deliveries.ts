@@ -12,6 +12,13 @@ type Row = Record<string, any>
 
 const LIVE = `status IN ('pending', 'retrying')`
 
+/**
+ * The engine's bookkeeping is written without fsync (see WriteQueue): losing the last of it to a power
+ * cut makes deliveries happen again, never disappear, because the work they describe is leased and its
+ * lease runs out.
+ */
+const ENGINE = { durable: false }
+
 function iso (ms: number | null | undefined): string | null {
   return ms === null || ms === undefined ? null : new Date(ms).toISOString()
 }
@@ -69,36 +76,43 @@ export abstract class SqliteDeliveries implements DeliveryStore {
     const claimFrom = `FROM deliveries d JOIN events e ON e.seq = d.event_seq JOIN webhooks w ON w.id = d.webhook_id`
     this.d = {
       unrouted: p('SELECT seq, id, account_id, email_id, type, occurred_at, payload FROM events WHERE routed = 0 ORDER BY seq LIMIT ?'),
+      anyUnrouted: p('SELECT 1 FROM events WHERE routed = 0 LIMIT 1'),
+      anyDue: p(`SELECT 1 FROM deliveries WHERE ${LIVE} AND next_attempt_at <= ? LIMIT 1`),
       markRouted: p('UPDATE events SET routed = 1 WHERE routed = 0 AND seq <= ?'),
       enabledHooks: p(`SELECT id, url, events, secret, previous_secret, previous_secret_expires_at FROM webhooks
                        WHERE account_id = ? AND status = 'enabled' AND deleted_at IS NULL`),
       insert: p(`INSERT OR IGNORE INTO deliveries (id, account_id, webhook_id, event_seq, event_id, event_type, email_id, event_at,
-                   status, attempts, next_attempt_at, lease_owner, created_at, updated_at)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?)`),
+                   status, attempts, next_attempt_at, lease_owner, parked, created_at, updated_at)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?, ?)`),
       due: p(`SELECT ${claimColumns} ${claimFrom} WHERE d.${LIVE} AND d.next_attempt_at <= ? ORDER BY d.next_attempt_at LIMIT ?`),
+      parkedFor: p(`SELECT ${claimColumns} ${claimFrom}
+                    WHERE d.webhook_id = ? AND d.lease_owner = ? AND d.parked = 1 AND d.${LIVE} ORDER BY d.next_attempt_at LIMIT ?`),
+      park: p(`UPDATE deliveries SET lease_owner = ?, next_attempt_at = ?, parked = 1 WHERE id = ? AND ${LIVE}`),
       dueForWebhook: p(`SELECT ${claimColumns} ${claimFrom}
                         WHERE d.webhook_id = ? AND d.${LIVE} AND d.next_attempt_at <= ? ORDER BY d.next_attempt_at LIMIT ?`),
-      lease: p(`UPDATE deliveries SET lease_owner = ?, next_attempt_at = ? WHERE id = ?`),
-      cancel: p(`UPDATE deliveries SET status = 'cancelled', next_attempt_at = NULL, lease_owner = NULL, last_error = ?, updated_at = ?
+      lease: p(`UPDATE deliveries SET lease_owner = ?, next_attempt_at = ?, parked = 0 WHERE id = ?`),
+      cancel: p(`UPDATE deliveries SET status = 'cancelled', next_attempt_at = NULL, lease_owner = NULL, parked = 0, last_error = ?, updated_at = ?
                  WHERE id = ? AND ${LIVE}`),
-      renew: p(`UPDATE deliveries SET next_attempt_at = ? WHERE lease_owner = ? AND ${LIVE}`),
-      release: p(`UPDATE deliveries SET lease_owner = NULL, next_attempt_at = ? WHERE lease_owner = ? AND ${LIVE}`),
-      releaseStale: p(`UPDATE deliveries SET lease_owner = NULL WHERE lease_owner IS NOT NULL AND NOT (${LIVE})`),
+      // Parked deliveries are not renewed: if their actor never pages them back in, the lease runs out and
+      // they are due for any claim, so nothing can stay parked for ever.
+      renew: p(`UPDATE deliveries SET next_attempt_at = ? WHERE lease_owner = ? AND parked = 0 AND ${LIVE}`),
+      release: p(`UPDATE deliveries SET lease_owner = NULL, parked = 0, next_attempt_at = ? WHERE lease_owner = ? AND ${LIVE}`),
+      releaseStale: p(`UPDATE deliveries SET lease_owner = NULL, parked = 0 WHERE lease_owner IS NOT NULL AND NOT (${LIVE})`),
 
-      succeeded: p(`UPDATE deliveries SET status = 'succeeded', attempts = attempts + 1, next_attempt_at = NULL, lease_owner = NULL,
+      succeeded: p(`UPDATE deliveries SET status = 'succeeded', attempts = attempts + 1, next_attempt_at = NULL, lease_owner = NULL, parked = 0,
                       last_attempt_at = ?, last_status_code = ?, last_error = NULL, last_duration_ms = ?, updated_at = ?
                     WHERE id = ? AND status IN ('pending', 'retrying', 'cancelled')`),
-      retry: p(`UPDATE deliveries SET status = 'retrying', attempts = attempts + 1, next_attempt_at = ?, lease_owner = NULL,
+      retry: p(`UPDATE deliveries SET status = 'retrying', attempts = attempts + 1, next_attempt_at = ?, lease_owner = NULL, parked = 0,
                   last_attempt_at = ?, last_status_code = ?, last_error = ?, last_duration_ms = ?, updated_at = ?
                 WHERE id = ? AND ${LIVE}`),
-      failed: p(`UPDATE deliveries SET status = 'failed', attempts = attempts + 1, next_attempt_at = NULL, lease_owner = NULL,
+      failed: p(`UPDATE deliveries SET status = 'failed', attempts = attempts + 1, next_attempt_at = NULL, lease_owner = NULL, parked = 0,
                    last_attempt_at = ?, last_status_code = ?, last_error = ?, last_duration_ms = ?, updated_at = ?
                  WHERE id = ? AND ${LIVE}`),
-      deferred: p(`UPDATE deliveries SET lease_owner = NULL, next_attempt_at = ? WHERE id = ? AND ${LIVE}`),
+      deferred: p(`UPDATE deliveries SET lease_owner = NULL, parked = 0, next_attempt_at = ? WHERE id = ? AND ${LIVE}`),
       hookSuccess: p('UPDATE webhooks SET failing_since = NULL, last_success_at = ? WHERE id = ?'),
       hookFailure: p('UPDATE webhooks SET failing_since = coalesce(failing_since, ?) WHERE id = ? RETURNING failing_since, status'),
       disableHook: p(`UPDATE webhooks SET status = 'auto_disabled', updated_at = ? WHERE id = ? AND status = 'enabled' AND deleted_at IS NULL`),
-      cancelForHook: p(`UPDATE deliveries SET status = 'cancelled', next_attempt_at = NULL, lease_owner = NULL, last_error = ?, updated_at = ?
+      cancelForHook: p(`UPDATE deliveries SET status = 'cancelled', next_attempt_at = NULL, lease_owner = NULL, parked = 0, last_error = ?, updated_at = ?
                         WHERE webhook_id = ? AND ${LIVE}`),
 
       page: p(`SELECT * FROM deliveries WHERE account_id = ? AND webhook_id = ? AND (? IS NULL OR status = ?) AND id < ?
@@ -106,7 +120,7 @@ export abstract class SqliteDeliveries implements DeliveryStore {
       one: p('SELECT * FROM deliveries WHERE account_id = ? AND webhook_id = ? AND id = ?'),
       handRetry: p(`UPDATE deliveries SET status = 'pending', next_attempt_at = ?, updated_at = ?
                     WHERE account_id = ? AND webhook_id = ? AND id = ? AND lease_owner IS NULL`),
-      requeue: p(`UPDATE deliveries SET status = 'pending', next_attempt_at = ?, lease_owner = NULL, updated_at = ?
+      requeue: p(`UPDATE deliveries SET status = 'pending', next_attempt_at = ?, lease_owner = NULL, parked = 0, updated_at = ?
                   WHERE id IN (SELECT id FROM deliveries WHERE webhook_id = ? AND account_id = ? AND status IN ('failed', 'cancelled')
                                AND created_at >= ? AND created_at < ? LIMIT ?)`),
       countFailed: p(`SELECT count(*) AS n FROM deliveries WHERE webhook_id = ? AND account_id = ? AND status IN ('failed', 'cancelled')
@@ -137,11 +151,15 @@ export abstract class SqliteDeliveries implements DeliveryStore {
   }
 
   routeEvents (req: LeaseRequest): Promise<{ events: number; work: DeliveryWork[] }> {
+    // A plain read first: most calls find nothing, and those should not take the write lock.
+    if (this.d.anyUnrouted.get() === undefined) return Promise.resolve({ events: 0, work: [] })
+    // Not fsynced: after a power cut an event is routed again, to the same delivery ids (deliveryId()).
     return this.writes.run(() => {
       const events = this.d.unrouted.all(req.limit) as Row[]
       if (events.length === 0) return { events: 0, work: [] }
       const hooksOf = new Map<string, Row[]>()
       const work: DeliveryWork[] = []
+      const saturated = new Set(req.saturated)
       for (const e of events) {
         let hooks = hooksOf.get(e.account_id)
         if (!hooks) {
@@ -152,20 +170,36 @@ export abstract class SqliteDeliveries implements DeliveryStore {
         for (const h of hooks) {
           if (!h.types.includes(e.type)) continue
           const id = deliveryId(e.id, h.id)
-          if (this.d.insert.run(id, e.account_id, h.id, e.seq, e.id, e.type, e.email_id, eventAt, req.leaseUntil, req.owner, req.now, req.now).changes === 0) continue
+          if (saturated.has(h.id)) {
+            this.d.insert.run(id, e.account_id, h.id, e.seq, e.id, e.type, e.email_id, eventAt, req.leaseUntil, req.owner, 1, req.now, req.now)
+            continue
+          }
+          if (this.d.insert.run(id, e.account_id, h.id, e.seq, e.id, e.type, e.email_id, eventAt, req.leaseUntil, req.owner, 0, req.now, req.now).changes === 0) continue
           work.push({ id, webhookId: h.id, url: h.url, secrets: liveSecrets(h, req.now), event: e.type, payload: e.payload, attempts: 0, eventAt })
         }
       }
       this.d.markRouted.run(events.at(-1)!.seq)
       return { events: events.length, work }
-    })
+    }, ENGINE)
   }
 
   claimDeliveries (req: LeaseRequest & { webhookId?: string }): Promise<DeliveryWork[]> {
+    if (req.webhookId === undefined && this.d.anyDue.get(req.now) === undefined) return Promise.resolve([])
     return this.writes.run(() => {
       const rows = (req.webhookId !== undefined
         ? this.d.dueForWebhook.all(req.webhookId, req.now, req.limit)
         : this.d.due.all(req.now, req.limit)) as Row[]
+      return this.leaseRows(rows, req)
+    }, ENGINE)
+  }
+
+  unparkDeliveries (req: { owner: string; webhookId: string; now: number; leaseUntil: number; limit: number }): Promise<DeliveryWork[]> {
+    return this.writes.run(() => this.leaseRows(this.d.parkedFor.all(req.webhookId, req.owner, req.limit) as Row[], req), ENGINE)
+  }
+
+  /** Leases claimed rows to `req.owner`, cancelling those whose webhook may no longer be called. */
+  private leaseRows (rows: Row[], req: { owner: string; now: number; leaseUntil: number }): DeliveryWork[] {
+    {
       const work: DeliveryWork[] = []
       for (const r of rows) {
         if (r.webhook_status !== 'enabled' || r.deleted_at !== null) {
@@ -179,11 +213,11 @@ export abstract class SqliteDeliveries implements DeliveryStore {
         })
       }
       return work
-    })
+    }
   }
 
   async renewLeases (owner: string, leaseUntil: number): Promise<void> {
-    await this.writes.run(() => this.d.renew.run(leaseUntil, owner))
+    await this.writes.run(() => this.d.renew.run(leaseUntil, owner), ENGINE)
   }
 
   async releaseLeases (owner: string, now: number): Promise<void> {
@@ -220,6 +254,9 @@ export abstract class SqliteDeliveries implements DeliveryStore {
           case 'deferred':
             this.d.deferred.run(o.nextAttemptAt, o.id)
             break
+          case 'parked':
+            this.d.park.run(o.owner, o.leaseUntil, o.id)
+            break
         }
       }
       const disable = new Set(gone)
@@ -234,7 +271,7 @@ export abstract class SqliteDeliveries implements DeliveryStore {
           this.d.cancelForHook.run(gone.has(hook) ? 'webhook disabled: receiver answered 410 Gone' : 'webhook auto-disabled after failing for too long', opts.now, hook)
         }
       }
-    })
+    }, ENGINE)
   }
 
   async listDeliveries (accountId: string, webhookId: string, opts: { status?: DeliveryStatus; limit: number; cursor?: string }): Promise<DeliveryPage> {
@@ -275,7 +312,7 @@ export abstract class SqliteDeliveries implements DeliveryStore {
   insertTestDelivery (e: EventRecord, webhookId: string, id: string, now: number): Promise<DeliveryRecord> {
     return this.writes.run(() => {
       const { seq } = this.d.insertTestEvent.get(e.id, e.accountId, e.emailId, e.type, e.recipient, e.occurredAt, e.payload) as Row
-      this.d.insert.run(id, e.accountId, webhookId, seq, e.id, e.type, e.emailId, Date.parse(e.occurredAt), now, null, now, now)
+      this.d.insert.run(id, e.accountId, webhookId, seq, e.id, e.type, e.emailId, Date.parse(e.occurredAt), now, null, 0, now, now)
       this.workHint = true
       return toRecord(this.d.one.get(e.accountId, webhookId, id) as Row)
     })

@@ -74,6 +74,7 @@ export const migrations: string[] = [
     attempts         INTEGER NOT NULL DEFAULT 0,
     next_attempt_at  INTEGER,
     lease_owner      TEXT,
+    parked           INTEGER NOT NULL DEFAULT 0,
     last_attempt_at  INTEGER,
     last_status_code INTEGER,
     last_error       TEXT,
@@ -85,6 +86,7 @@ export const migrations: string[] = [
   CREATE INDEX deliveries_webhook_due ON deliveries (webhook_id, next_attempt_at) WHERE status IN ('pending', 'retrying');
   CREATE INDEX deliveries_webhook ON deliveries (webhook_id, id);
   CREATE INDEX deliveries_leases ON deliveries (lease_owner) WHERE lease_owner IS NOT NULL;
+  CREATE INDEX deliveries_parked ON deliveries (webhook_id, lease_owner, next_attempt_at) WHERE parked = 1;
   CREATE INDEX deliveries_event ON deliveries (event_seq);
   CREATE INDEX deliveries_final ON deliveries (updated_at) WHERE status IN ('succeeded', 'failed', 'cancelled');
   ALTER TABLE webhooks ADD COLUMN failing_since INTEGER;

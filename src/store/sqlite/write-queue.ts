@@ -2,6 +2,7 @@ import type { Database } from 'better-sqlite3'
 
 interface Pending {
   work: () => unknown
+  durable: boolean
   resolve: (value: any) => void
   reject: (err: unknown) => void
 }
@@ -11,18 +12,24 @@ interface Pending {
  * inside its own savepoint so that one failing write (a constraint, a thrown rule) rolls back alone. The
  * promises settle after the shared COMMIT, so a resolved write is durable, and N concurrent requests pay
  * for one fsync instead of N.
+ *
+ * A write may say it need not survive a power cut (`durable: false`): the delivery engine's bookkeeping,
+ * where a lost write means a delivery is made again (at least once), never one lost. A batch of only such
+ * writes commits with synchronous=NORMAL (in WAL mode: safe from process crashes and never corrupt, but
+ * not fsynced); any batch holding a durable write commits with FULL.
  */
 export class WriteQueue {
   private pending: Pending[] = []
   private scheduled = false
+  private synchronous: 'FULL' | 'NORMAL' = 'FULL'
   /** Called after every successful commit (outside the transaction). */
   onCommit: (() => void) | undefined
 
   constructor (private readonly db: Database) {}
 
-  run<T>(work: () => T): Promise<T> {
+  run<T>(work: () => T, opts: { durable?: boolean } = {}): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.pending.push({ work, resolve, reject })
+      this.pending.push({ work, durable: opts.durable ?? true, resolve, reject })
       if (!this.scheduled) {
         this.scheduled = true
         setImmediate(() => this.flush())
@@ -37,6 +44,11 @@ export class WriteQueue {
     if (batch.length === 0) return
     this.pending = []
     const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = []
+    const level = batch.some((item) => item.durable) ? 'FULL' : 'NORMAL'
+    if (level !== this.synchronous) {
+      this.db.pragma(`synchronous = ${level}`)
+      this.synchronous = level
+    }
     try {
       this.db.transaction(() => {
         for (const item of batch) {

@@ -1,0 +1,26 @@
+// Small statistics: percentiles and medians, nothing clever.
+
+export function percentile (values: number[], p: number): number {
+  if (values.length === 0) return NaN
+  const sorted = Float64Array.from(values).sort()
+  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))
+  return sorted[rank]!
+}
+
+export function median (values: number[]): number {
+  const v = values.filter((x) => Number.isFinite(x))
+  if (v.length === 0) return NaN
+  const sorted = [...v].sort((a, b) => a - b)
+  const mid = Math.floor(sorted.length / 2)
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
+}
+
+export function summarize (latencies: number[]): { p50: number; p90: number; p99: number; max: number; n: number } {
+  return {
+    p50: percentile(latencies, 50),
+    p90: percentile(latencies, 90),
+    p99: percentile(latencies, 99),
+    max: latencies.length ? Math.max(...latencies) : NaN,
+    n: latencies.length,
+  }
+}
