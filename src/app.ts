@@ -65,6 +65,7 @@ export function createServices (config: Config, deps: AppDeps): Services {
     webhooks,
     emails: createEmailService({ store, clock, mailFrom: config.mailFrom }),
     suppressions: createSuppressionService({ store, clock }),
+    readiness: new Map(),
     deliveries: createDeliveryService({
       store, clock, webhooks, onBackgroundError: (err) => deps.logger?.error({ err }, 'recovering deliveries failed'),
     }),

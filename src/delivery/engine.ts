@@ -85,6 +85,11 @@ export class DeliveryEngine implements Component {
   private outcomes: DeliveryOutcome[] = []
 
   private running = false
+
+  /** True between start() and stop(). */
+  get started (): boolean {
+    return this.running
+  }
   private fetching = false
   private fetchAgain = false
   private pumpScheduled = false

@@ -223,7 +223,7 @@ export function createEmailService ({ store, clock, mailFrom }: EmailServiceOpti
   const defaultFrom = parseAddress(mailFrom)
   if ('error' in defaultFrom) throw new Error(`MAIL_FROM ${defaultFrom.error}`)
   const from = formatAddress(defaultFrom)
-  const listeners = new Set<() => void>()
+  const listeners = new Set<(emails: number) => void>()
 
   function replayOrConflict (existing: IdempotencyRecord, hash: string): SendAnswer {
     if (existing.requestHash !== hash) {
@@ -327,7 +327,7 @@ export function createEmailService ({ store, clock, mailFrom }: EmailServiceOpti
       const result = await store.acceptEmails({ emails, events, ...(idempotency ? { idempotency } : {}) })
       // A concurrent request with the same key got there first: answer as it did (or refuse the new body).
       if (result.outcome === 'duplicate') return replayOrConflict(result.existing, opts.requestHash)
-      for (const listener of listeners) listener()
+      for (const listener of listeners) listener(emails.length)
       return { status: 202, body, replayed: false }
     },
 
@@ -352,8 +352,8 @@ export function createEmailService ({ store, clock, mailFrom }: EmailServiceOpti
       }
     },
 
-    /** `listener` runs after each accepted send (the mailer's cue); returns the unsubscribe function. */
-    onAccepted (listener: () => void): () => void {
+    /** `listener` runs after each accepted send with its number of emails (the mailer's cue); returns the unsubscribe function. */
+    onAccepted (listener: (emails: number) => void): () => void {
       listeners.add(listener)
       return () => { listeners.delete(listener) }
     },

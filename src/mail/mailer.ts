@@ -91,6 +91,7 @@ export class Mailer implements Component {
   private readonly pollMs: number
   private readonly policy: { retryDelaysMs: number[]; random: () => number }
   private readonly outcomes: Counter<'outcome'> | undefined
+  private readonly accepted: Counter | undefined
 
   private running = false
   private loop: Promise<void> | undefined
@@ -117,6 +118,9 @@ export class Mailer implements Component {
           registers: [options.registry],
         })
       : undefined
+    this.accepted = options.registry
+      ? new Counter({ name: 'svc_emails_accepted_total', help: 'Emails accepted (202) by this node', registers: [options.registry] })
+      : undefined
   }
 
   async start (): Promise<void> {
@@ -124,7 +128,10 @@ export class Mailer implements Component {
     const resumed = await this.o.store.releaseEmailLeases(this.owner)
     if (resumed > 0) this.o.logger.info({ emails: resumed }, 'mailer: resuming emails that a previous run left in flight')
     await this.housekeep()
-    this.unsubscribe = this.o.emails.onAccepted(() => this.wake())
+    this.unsubscribe = this.o.emails.onAccepted((n) => {
+      this.accepted?.inc(n)
+      this.wake()
+    })
     this.running = true
     this.loop = this.run()
     this.housekeeping = setInterval(() => { void this.housekeep() }, HOUSEKEEPING_MS).unref()

@@ -287,6 +287,17 @@ describe('delivery', () => {
     assert.equal((await client.get(`/api/webhooks/${hook.id}/deliveries?limit=0`)).status, 400)
   })
 
+  test('/readyz reports the delivery engine: 503 once it has stopped', async (t) => {
+    const server = await startServer(t, { env: FAST })
+    const ready = await server.client().get('/readyz')
+    assert.equal(ready.status, 200)
+    assert.equal(ready.body.checks.delivery, 'ok')
+    await server.service.engine.stop()
+    const res = await server.client().get('/readyz')
+    assert.equal(res.status, 503)
+    assert.equal(errorOf(res).code, 'unavailable')
+  })
+
   test('/metrics counts outcomes and the event-to-delivery latency', async (t) => {
     const receiver = await startReceiver(t)
     const server = await startServer(t, { env: FAST })

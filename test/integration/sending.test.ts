@@ -5,6 +5,7 @@ import { describe, test } from 'node:test'
 import { createSandboxTransport, type SandboxTransport } from '../../src/mail/sandbox-transport.js'
 import { SIMULATOR } from '../../src/mail/transport.js'
 import { errorOf, startServer, type Response } from '../helpers/server.js'
+import { startReceiver } from '../helpers/receiver.js'
 import { sender, timeline, type Sender } from '../helpers/sending.js'
 
 async function setup (t: Parameters<typeof startServer>[0], env: Record<string, string> = {}) {
@@ -22,7 +23,7 @@ function sentCopy (transport: SandboxTransport, id: string) {
 
 describe('POST /api/send', () => {
   test('answers 202 with an id at once; the email goes out and its timeline reads sent, then delivered', async (t) => {
-    const { transport, s } = await setup(t)
+    const { server, transport, s } = await setup(t)
     const res = await s.send(basic({ text: 'Hi', tags: [{ name: 'kind', value: 'welcome' }] }))
     assert.equal(res.status, 202)
     assert.equal(res.body.success, true)
@@ -47,6 +48,10 @@ describe('POST /api/send', () => {
     assert.match(copy.headers['List-Unsubscribe'] ?? '', /^<http:\/\/localhost:3000\/t\/u\/[\w-]+\.[\w-]+>$/)
     assert.equal(copy.headers['List-Unsubscribe-Post'], 'List-Unsubscribe=One-Click')
     assert.match(copy.html ?? '', /<img src="http:\/\/localhost:3000\/t\/o\/[\w.-]+" width="1" height="1"/)
+
+    const metrics = await server.client().get('/metrics')
+    assert.match(metrics.text, /svc_emails_accepted_total 1\b/)
+    assert.match(metrics.text, /svc_mail_recipient_outcomes_total\{outcome="delivered"\} 1\b/)
   })
 
   test('addresses are normalised: display names kept, the address lower-cased, duplicates sent once', async (t) => {
@@ -374,5 +379,30 @@ describe('suppression list routes', () => {
     assert.equal(badCursor.status, 400)
     assert.equal(errorOf(badCursor).details?.[0]?.path, 'query.cursor')
     assert.equal((await s.client.get('/api/suppressions?limit=0')).status, 400)
+  })
+})
+
+describe('events reach webhooks', () => {
+  test('a send raises email.sent and email.delivered or email.bounced, signed, with the email id and the recipient', async (t) => {
+    const receiver = await startReceiver(t)
+    const { s } = await setup(t)
+    const hook = await s.client.post('/api/webhooks', { url: receiver.url('/hooks'), events: ['email.sent', 'email.delivered', 'email.bounced'] })
+    assert.equal(hook.status, 201, hook.text)
+    receiver.secrets.push(hook.body.data.secret)
+
+    const res = await s.send(basic({ to: ['reader@example.com', SIMULATOR.bounced] }))
+    const id: string = res.body.data.id
+    await receiver.until(() => receiver.received.length >= 4, 'four webhooks')
+    const got = receiver.received.map((r) => `${r.event} ${r.body.to}`).sort()
+    assert.deepEqual(got, [
+      `email.bounced ${SIMULATOR.bounced}`, `email.sent ${SIMULATOR.bounced}`, 'email.delivered reader@example.com', 'email.sent reader@example.com',
+    ].sort())
+    for (const r of receiver.received) {
+      assert.deepEqual(r.validFor, [hook.body.data.secret])
+      assert.equal(r.body.emailId, id)
+      assert.equal(r.body.type, r.event)
+    }
+    const bounce = receiver.received.find((r) => r.event === 'email.bounced')!
+    assert.match(bounce.body.data.reason, /550/)
   })
 })

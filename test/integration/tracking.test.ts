@@ -64,6 +64,9 @@ describe('open pixel', () => {
     assert.match(String(res.headers['cache-control']), /no-store/)
     assert.ok(res.text.startsWith('GIF89a'))
     await server.client().get(links.pixel)
+    // A HEAD (a proxy or link checker probing the URL) is answered but is not an open.
+    const head = await fetch(server.url + links.pixel, { method: 'HEAD' })
+    assert.equal(head.status, 200)
     const email = (await s.email(links.id)).body.data
     assert.deepEqual(timeline(email).filter((e) => e.startsWith('email.opened')), ['email.opened reader@example.com', 'email.opened reader@example.com'])
   })

@@ -15,6 +15,8 @@ export interface Services {
   emails: EmailService
   suppressions: SuppressionService
   deliveries: DeliveryService
+  /** Named readiness checks of the background workers: null when fine, else what is wrong. */
+  readiness: Map<string, () => string | null>
 }
 
 /** What every route plugin is registered with: the services and the validated config, nothing global. */

@@ -10,7 +10,7 @@ const healthRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { serv
   app.get('/healthz', { schema: { tags: ['operations'], summary: 'The process is alive', response: { 200: Status } } },
     async () => ({ status: 'ok' }))
 
-  app.get('/readyz', { schema: { tags: ['operations'], summary: 'The store answers and the service can take work' } },
+  app.get('/readyz', { schema: { tags: ['operations'], summary: 'The store answers and the background workers are running' } },
     async (request, reply) => {
       try {
         await services.store.ping()
@@ -18,7 +18,13 @@ const healthRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { serv
         request.log.warn({ err }, 'readiness check: store unreachable')
         return reply.code(503).send(envelope(Unavailable('The store is unreachable')))
       }
-      return { status: 'ready', checks: { store: 'ok' } }
+      const checks: Record<string, string> = { store: 'ok' }
+      for (const [name, check] of services.readiness) {
+        const problem = check()
+        if (problem !== null) return reply.code(503).send(envelope(Unavailable(problem)))
+        checks[name] = 'ok'
+      }
+      return { status: 'ready', checks }
     })
 }
 

@@ -83,6 +83,9 @@ export class SqliteEmails implements EmailStore {
                     lease_owner = NULL, lease_expires_at = NULL
                   WHERE id = ? AND lease_owner = ?`),
       release: p('UPDATE emails SET lease_owner = NULL, lease_expires_at = NULL WHERE lease_owner = ?'),
+      anyDue: p('SELECT 1 FROM emails WHERE next_attempt_at <= ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?) LIMIT 1'),
+      anyLeased: p('SELECT 1 FROM emails WHERE lease_owner = ? LIMIT 1'),
+      anyExpiredKey: p('SELECT 1 FROM idempotency_keys WHERE expires_at <= ? LIMIT 1'),
 
       keyByAccount: p('SELECT * FROM idempotency_keys WHERE account_id = ? AND key = ?'),
       deleteKey: p('DELETE FROM idempotency_keys WHERE account_id = ? AND key = ?'),
@@ -132,8 +135,9 @@ export class SqliteEmails implements EmailStore {
     return row !== undefined && str(row.expires_at) > now ? toIdempotency(row) : null
   }
 
-  pruneIdempotencyKeys (now: string): Promise<number> {
-    return this.writes.run(() => this.q.pruneKeys.run(now).changes)
+  async pruneIdempotencyKeys (now: string): Promise<number> {
+    if (this.q.anyExpiredKey.get(now) === undefined) return 0
+    return await this.writes.run(() => this.q.pruneKeys.run(now).changes)
   }
 
   async findEmail (accountId: string, id: string): Promise<EmailRecord | null> {
@@ -141,11 +145,13 @@ export class SqliteEmails implements EmailStore {
     return row ? toEmail(row) : null
   }
 
-  claimDueEmails (req: { owner: string; now: string; leaseUntil: string; limit: number }): Promise<EmailRecord[]> {
-    if (req.limit <= 0) return Promise.resolve([])
-    return this.writes.run(() =>
+  async claimDueEmails (req: { owner: string; now: string; leaseUntil: string; limit: number }): Promise<EmailRecord[]> {
+    // The mailer polls: an idle queue is answered by a read, without taking the write lock.
+    if (req.limit <= 0 || this.q.anyDue.get(req.now, req.now) === undefined) return []
+    // A lease lost to a power cut only makes the email due again: no fsync needed for it alone.
+    return await this.writes.run(() =>
       (this.q.claim.all(req.owner, req.leaseUntil, req.now, req.now, req.limit) as Row[]).map(toEmail)
-        .sort((a, b) => (a.nextAttemptAt! < b.nextAttemptAt! ? -1 : a.nextAttemptAt! > b.nextAttemptAt! ? 1 : 0)))
+        .sort((a, b) => (a.nextAttemptAt! < b.nextAttemptAt! ? -1 : a.nextAttemptAt! > b.nextAttemptAt! ? 1 : 0)), { durable: false })
   }
 
   recordEmailAttempt (a: EmailAttempt): Promise<boolean> {
@@ -159,8 +165,9 @@ export class SqliteEmails implements EmailStore {
     })
   }
 
-  releaseEmailLeases (owner: string): Promise<number> {
-    return this.writes.run(() => this.q.release.run(owner).changes)
+  async releaseEmailLeases (owner: string): Promise<number> {
+    if (this.q.anyLeased.get(owner) === undefined) return 0
+    return await this.writes.run(() => this.q.release.run(owner).changes, { durable: false })
   }
 
   async findSuppressions (accountId: string, emails: string[]): Promise<SuppressionRecord[]> {

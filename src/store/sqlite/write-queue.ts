@@ -45,11 +45,12 @@ export class WriteQueue {
     this.pending = []
     const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = []
     const level = batch.some((item) => item.durable) ? 'FULL' : 'NORMAL'
-    if (level !== this.synchronous) {
-      this.db.pragma(`synchronous = ${level}`)
-      this.synchronous = level
-    }
     try {
+      // Inside the try: on a closed database this throws too, and every write must still settle.
+      if (level !== this.synchronous) {
+        this.db.pragma(`synchronous = ${level}`)
+        this.synchronous = level
+      }
       this.db.transaction(() => {
         for (const item of batch) {
           try {

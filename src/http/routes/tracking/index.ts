@@ -46,18 +46,19 @@ const trackingRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { se
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('*', { parseAs: 'string', bodyLimit: FORM_LIMIT }, (_request, _body, done) => done(null, undefined))
 
+  // HEAD (link checkers, proxies probing a URL) gets the same answer but records nothing.
   app.get('/t/o/:token', { schema: OpenRoute }, async (request, reply) => {
     const claims = verify(request.params.token, 'open')
-    if (claims === null || !await services.emails.opened(claims.emailId, claims.recipient)) return notFound(reply)
+    if (claims === null) return notFound(reply)
+    if (request.method !== 'HEAD' && !await services.emails.opened(claims.emailId, claims.recipient)) return notFound(reply)
     return reply.code(200).header('cache-control', NO_CACHE).header('pragma', 'no-cache').header('expires', '0')
       .type('image/gif').send(PIXEL)
   })
 
   app.get('/t/c/:token', { schema: ClickRoute }, async (request, reply) => {
     const claims = verify(request.params.token, 'click')
-    if (claims === null || claims.url === undefined || !await services.emails.clicked(claims.emailId, claims.recipient, claims.url)) {
-      return notFound(reply)
-    }
+    if (claims === null || claims.url === undefined) return notFound(reply)
+    if (request.method !== 'HEAD' && !await services.emails.clicked(claims.emailId, claims.recipient, claims.url)) return notFound(reply)
     // The destination is inside the signed token, so this is never an open redirect.
     return reply.code(302).header('location', claims.url).header('cache-control', NO_CACHE).header('referrer-policy', 'no-referrer').send()
   })

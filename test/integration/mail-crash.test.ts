@@ -1,0 +1,95 @@
+// "A 202 means it is on disk": the compiled server as a child process, relaying to a real SMTP server,
+// killed with SIGKILL while sends are in flight and restarted on the same data directory. Every accepted
+// email must reach the relay after the restart, and none twice.
+import assert from 'node:assert/strict'
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
+import { once } from 'node:events'
+import { test } from 'node:test'
+import { fileURLToPath } from 'node:url'
+import { Client, PASSWORD, TEST_SECRET, tempDir, uniqueEmail } from '../helpers/server.js'
+import { header, startSmtpSink } from '../helpers/smtp-sink.js'
+import { waitFor } from '../helpers/wait.js'
+
+const SERVER = fileURLToPath(new URL('../../src/server.js', import.meta.url))
+
+interface Child {
+  process: ChildProcessWithoutNullStreams
+  url: string
+  output: () => string
+}
+
+async function startChild (env: Record<string, string>): Promise<Child> {
+  const child = spawn(process.execPath, [SERVER], {
+    env: { PATH: process.env.PATH ?? '', PORT: '0', SVC_SECRET: TEST_SECRET, LOG_LEVEL: 'info', ...env },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  })
+  let output = ''
+  // Read everything, always: a child whose pipe is full stops.
+  child.stderr.on('data', (chunk: Buffer) => { output += chunk })
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stdout.on('data', (chunk: Buffer) => {
+      output += chunk
+      const m = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(output)
+      if (m) resolve(m[1]!)
+    })
+    child.once('exit', (code) => reject(new Error(`server exited early (${code}): ${output}`)))
+  })
+  return { process: child, url, output: () => output }
+}
+
+async function kill (child: Child): Promise<void> {
+  if (child.process.exitCode !== null || child.process.signalCode !== null) return
+  const exited = once(child.process, 'exit')
+  child.process.kill('SIGKILL')
+  await exited
+}
+
+test('SIGKILL during a burst of sends: after a restart every accepted email is delivered exactly once', async (t) => {
+  const sink = await startSmtpSink()
+  const dataDir = tempDir(t)
+  const env = { DATA_DIR: dataDir, SMTP_URL: sink.url }
+  let child = await startChild(env)
+  t.after(async () => {
+    await kill(child)
+    await sink.close()
+  })
+
+  const client = new Client(child.url)
+  assert.equal((await client.post('/api/auth/signup', { email: uniqueEmail('crash'), password: PASSWORD })).status, 201)
+  const key: string = (await client.post('/api/keys', { name: 'k' })).body.data.key
+  const send = (c: Client, i: number) =>
+    c.post('/api/send', { to: `reader${i}@example.net`, subject: `Message ${i}`, text: `body ${i}` }, { 'x-api-key': key })
+  const status = async (c: Client, id: string) => (await c.get(`/api/emails/${id}`, { 'x-api-key': key })).body?.data?.status
+
+  // Some emails go out completely before the crash: they must not go out again after it.
+  const early: string[] = []
+  for (let i = 0; i < 5; i++) {
+    const res = await send(client, i)
+    assert.equal(res.status, 202)
+    early.push(res.body.data.id)
+  }
+  for (const id of early) await waitFor(`early email ${id} delivered`, async () => (await status(client, id)) === 'delivered')
+
+  // Then the relay stops answering DATA, a burst is accepted, and the process dies mid-send.
+  sink.hold()
+  const burst = await Promise.all(Array.from({ length: 30 }, (_, i) => send(client, 100 + i)))
+  assert.deepEqual([...new Set(burst.map((r) => r.status))], [202])
+  await waitFor('the relay to be holding messages in flight', () => sink.held() > 0)
+  await kill(child)
+  // A relay drops a message whose connection died before its 250; wait until it has seen every close.
+  await waitFor('the relay to see the connections close', () => sink.connections() === 0)
+  sink.release()
+  assert.equal(sink.received.length, early.length, 'nothing of the burst was acknowledged before the crash')
+
+  child = await startChild(env)
+  const after = new Client(child.url)
+  const accepted = [...early, ...burst.map((r) => r.body.data.id as string)]
+  for (const id of accepted) await waitFor(`email ${id} delivered after the restart`, async () => (await status(after, id)) === 'delivered')
+
+  const ids = sink.received.map((m) => /^<(em_[0-9a-f]+)@/.exec(header(m.raw, 'Message-ID') ?? '')?.[1])
+  const counts = new Map<string, number>()
+  for (const id of ids) counts.set(String(id), (counts.get(String(id)) ?? 0) + 1)
+  assert.deepEqual([...counts.keys()].sort(), accepted.slice().sort(), 'every accepted email reached the relay')
+  assert.deepEqual([...counts.entries()].filter(([, n]) => n > 1), [], 'and none twice')
+  assert.ok(child.output().includes('resuming emails that a previous run left in flight'))
+})
