@@ -287,6 +287,28 @@ describe('delivery', () => {
     assert.equal((await client.get(`/api/webhooks/${hook.id}/deliveries?limit=0`)).status, 400)
   })
 
+  test('the README\'s verification code, as printed, accepts real deliveries and rejects altered ones', async (t) => {
+    const { readFileSync } = await import('node:fs')
+    const crypto = await import('node:crypto')
+    const readme = readFileSync(new URL('../../../README.md', import.meta.url), 'utf8')
+    const section = readme.slice(readme.indexOf('## Verifying webhook signatures'))
+    const code = /```js\n([\s\S]*?)```/.exec(section)![1]!.replace(/^import .*$/m, '')
+    // eslint-disable-next-line no-new-func
+    const verify = new Function('createHmac', 'timingSafeEqual', `${code}; return verify`)(crypto.createHmac, crypto.timingSafeEqual) as
+      (header: string, raw: string, secret: string) => boolean
+    const receiver = await startReceiver(t)
+    const server = await startServer(t, { env: FAST })
+    const { client, id } = await signedUp(server)
+    const hook = await webhook(client, receiver, '/readme')
+    await emit(server, id, 'email.delivered')
+    await receiver.until(() => receiver.received.length === 1, 'the delivery')
+    const got = receiver.received[0]!
+    const header = String(got.headers['x-svc-signature'])
+    assert.equal(verify(header, got.raw, hook.secret), true)
+    assert.equal(verify(header, got.raw.replace('someone', 'someone-else'), hook.secret), false)
+    assert.equal(verify(header, got.raw, 'whsec_not-the-secret'), false)
+  })
+
   test('/readyz reports the delivery engine: 503 once it has stopped', async (t) => {
     const server = await startServer(t, { env: FAST })
     const ready = await server.client().get('/readyz')
