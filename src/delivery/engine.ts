@@ -51,6 +51,8 @@ export interface EngineOptions {
   pollMs?: number
   /** Deliveries this node holds in memory at most (queued in actors and in flight). */
   maxInFlight?: number
+  /** HTTP requests in flight at once across all webhooks (each webhook also has its window). */
+  maxRequests?: number
   batchSize?: number
   random?: () => number
   breaker?: Partial<Omit<ActorOptions, 'window'>>
@@ -69,6 +71,9 @@ export class DeliveryEngine implements Component {
   private readonly leaseMs: number
   private readonly pollMs: number
   private readonly maxInFlight: number
+  private readonly maxRequests: number
+  /** Requests handed to the workers and not yet answered. */
+  private requests = 0
   private readonly batchSize: number
   private readonly policy: RetryPolicy
   private readonly actorOptions: ActorOptions
@@ -111,6 +116,7 @@ export class DeliveryEngine implements Component {
     this.leaseMs = opts.leaseMs ?? 30_000
     this.pollMs = opts.pollMs ?? 250
     this.maxInFlight = opts.maxInFlight ?? 20_000
+    this.maxRequests = opts.maxRequests ?? 1024
     this.batchSize = opts.batchSize ?? 512
     this.policy = { schedule: opts.retrySchedule, ...(opts.random ? { random: opts.random } : {}) }
     this.actorOptions = {
@@ -125,6 +131,9 @@ export class DeliveryEngine implements Component {
       workerData: {
         timeoutMs: opts.timeoutMs,
         maxResponseBytes: 1024,
+        // Sockets per receiving host and thread: many webhooks on one host share them (and queue in
+        // undici beyond them) instead of opening a socket per request.
+        connections: 128,
         production: opts.production,
         allowedCidrs: opts.allowedCidrs,
         ...(opts.hosts ? { hosts: opts.hosts } : {}),
@@ -204,8 +213,12 @@ export class DeliveryEngine implements Component {
     }
   }
 
+  /**
+   * What may still be taken in. Outcomes waiting to be written count too: if the store falls behind,
+   * the engine slows down instead of piling results up in memory.
+   */
   private room (): number {
-    return this.maxInFlight - this.held.size
+    return this.maxInFlight - this.held.size - this.outcomes.length
   }
 
   private async fetch (): Promise<void> {
@@ -220,7 +233,10 @@ export class DeliveryEngine implements Component {
       }
       const now = this.clock.now()
       const req = { owner: this.owner, now, leaseUntil: now + this.leaseMs, limit: Math.min(room, 2000), saturated: [...this.saturated] }
-      const routed = await this.store.routeEvents(req)
+      // An event fans out to up to 10 webhooks (the Pro plan's limit): route no more events than there
+      // is room for their deliveries.
+      const eventLimit = Math.max(1, Math.floor(req.limit / 10))
+      const routed = await this.store.routeEvents({ ...req, limit: eventLimit })
       this.accept(routed.work)
       const claimRoom = this.room()
       let claimed: DeliveryWork[] = []
@@ -228,7 +244,7 @@ export class DeliveryEngine implements Component {
         claimed = await this.store.claimDeliveries({ ...req, limit: Math.min(claimRoom, 2000) })
         this.accept(claimed)
       }
-      if (routed.events < req.limit && claimed.length < Math.min(claimRoom, 2000)) return
+      if (routed.events < eventLimit && claimed.length < Math.min(claimRoom, 2000)) return
     }
     this.starved = true
   }
@@ -278,13 +294,21 @@ export class DeliveryEngine implements Component {
   }
 
   /** Moves work from actors with room into batches, one batch per shard at a time of up to batchSize. */
+  /**
+   * Moves work from actors with room into per-shard batches of up to batchSize, within the node's budget
+   * of requests in flight. Actors take turns: one that still has work after its turn goes to the back.
+   */
   private pump (): void {
     const now = this.clock.now()
     const batches = new Map<number, DeliveryTask[]>()
-    for (const actor of this.ready) {
-      const taken = actor.take(now, actor.mailbox.length)
-      if (actor.mailbox.length === 0 || actor.capacity(now) === 0) this.ready.delete(actor)
+    for (const actor of [...this.ready]) {
+      const budget = this.maxRequests - this.requests
+      if (budget <= 0) break
+      const taken = actor.take(now, Math.min(budget, actor.mailbox.length))
+      this.ready.delete(actor)
+      if (actor.mailbox.length > 0 && actor.capacity(now) > 0) this.ready.add(actor)
       if (taken.length === 0) continue
+      this.requests += taken.length
       let batch = batches.get(actor.shard)
       if (!batch) batches.set(actor.shard, batch = [])
       for (const w of taken) {
@@ -298,12 +322,14 @@ export class DeliveryEngine implements Component {
     for (const [shard, batch] of batches) if (batch.length > 0) this.dispatcher.send(shard, batch)
   }
 
+
   private onResults (results: DeliveryResult[]): void {
     const now = this.clock.now()
     for (const r of results) {
       const work = this.held.get(r.deliveryId)
       if (!work) continue
       this.held.delete(r.deliveryId)
+      this.requests -= 1
       const actor = this.actorFor(work.webhookId)
       const attempts = work.attempts + 1
       this.metrics.requestDuration.observe(r.durationMs / 1000)
@@ -342,7 +368,7 @@ export class DeliveryEngine implements Component {
     this.schedulePump()
     // Room freed: there may be more waiting in the store.
     if (this.starved && this.held.size < this.maxInFlight / 2) this.wake()
-    if (this.inFlightRequests() === 0) for (const resolve of this.idleWaiters.splice(0)) resolve()
+    if (this.idleWaiters.length > 0 && this.inFlightRequests() === 0) for (const resolve of this.idleWaiters.splice(0)) resolve()
   }
 
   /** A saturated actor whose mailbox has half emptied pulls its own backlog from the store. */
