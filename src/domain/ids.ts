@@ -7,6 +7,19 @@ export type IdPrefix = 'acct' | 'key' | 'wh' | 'em' | 'evt' | 'dlv'
  * creation time (cursor pages and "newest first" need no extra column) and need no help from the store,
  * so the SQLite and MongoDB adapters make the same ids.
  */
+// Random bytes are drawn 4 KiB at a time: one call into the CSPRNG per 512 ids rather than one per id.
+let pool = Buffer.alloc(0)
+let poolAt = 0
+function random64 (): bigint {
+  if (poolAt + 8 > pool.length) {
+    pool = randomBytes(4096)
+    poolAt = 0
+  }
+  const value = pool.readBigUInt64BE(poolAt)
+  poolAt += 8
+  return value
+}
+
 let lastMs = -1
 let lastRandom = 0n
 const RANDOM_MAX = (1n << 64n) - 1n
@@ -18,7 +31,7 @@ export function newId (prefix: IdPrefix, now = Date.now()): string {
     lastRandom += 1n
   } else {
     lastMs = now
-    lastRandom = randomBytes(8).readBigUInt64BE() >> 1n // headroom for the increments
+    lastRandom = random64() >> 1n // headroom for the increments
   }
   return `${prefix}_${now.toString(16).padStart(12, '0')}${lastRandom.toString(16).padStart(16, '0')}`
 }

@@ -106,7 +106,9 @@ export class Mailer implements Component {
   constructor (options: MailerOptions) {
     this.o = options
     this.owner = options.owner ?? os.hostname()
-    this.concurrency = options.concurrency ?? 8
+    // Sending is I/O: many attempts in flight at once keep a relay (or the sandbox) busy and let their
+    // claims and outcomes share commits.
+    this.concurrency = options.concurrency ?? 32
     this.leaseMs = options.leaseMs ?? 5 * 60_000
     this.pollMs = options.pollMs ?? 1_000
     this.policy = { retryDelaysMs: options.retryDelaysMs ?? DEFAULT_RETRY_DELAYS_MS, random: options.random ?? Math.random }

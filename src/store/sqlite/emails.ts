@@ -155,6 +155,8 @@ export class SqliteEmails implements EmailStore {
   }
 
   recordEmailAttempt (a: EmailAttempt): Promise<boolean> {
+    // Not fsynced: if a power cut takes this write, the email's lease runs out and it is sent again, with
+    // the same events raised again: at least once, never lost. (The send itself was durable at the 202.)
     return this.writes.run(() => {
       const changed = this.q.attempt.run(JSON.stringify(a.recipients), a.status, a.attempts, a.nextAttemptAt, a.lastError, a.at,
         a.emailId, a.owner).changes
@@ -162,7 +164,7 @@ export class SqliteEmails implements EmailStore {
       this.insertEventRows(a.events)
       for (const s of a.suppressions) this.q.insertSuppression.run(s.accountId, s.email, s.reason, s.createdAt)
       return true
-    })
+    }, { durable: false })
   }
 
   async releaseEmailLeases (owner: string): Promise<number> {
