@@ -45,8 +45,15 @@ export class Dispatcher {
     return (this.pools ?? []).map((p) => p.utilization)
   }
 
+  /**
+   * Starts the threads now, so the first deliveries do not wait for a thread to boot and warm up while
+   * events pile up behind them.
+   */
+  warm (): void {
+    this.pool(0)
+  }
+
   private pool (shard: number): Piscina {
-    // Threads start on first use: a node that never delivers (or a test that never sends) starts none.
     this.pools ??= Array.from({ length: this.opts.threads }, () => new Piscina({
       filename: WORKER_FILE,
       workerData: this.opts.workerData,
