@@ -47,6 +47,8 @@ export interface AppDeps {
 export type App = FastifyInstance & { services: Services; registry: Registry }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
+const requestPrefix = randomBytes(6).toString('hex')
+let requestCount = 0
 
 export function createServices (config: Config, deps: AppDeps): Services {
   if (config.secret === undefined) throw new Error('config.secret must be resolved before building the app')
@@ -85,7 +87,11 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
     requestIdHeader: false,
     genReqId: (req) => {
       const given = req.headers['x-request-id']
-      return typeof given === 'string' && REQUEST_ID.test(given) ? given : `req_${randomBytes(12).toString('hex')}`
+      if (typeof given === 'string' && REQUEST_ID.test(given)) return given
+      // A request id has to be unique, not unguessable: a per-process random prefix and a counter, so
+      // that no request pays for a call into the CSPRNG.
+      requestCount = (requestCount + 1) % 0x1000000000000
+      return `req_${requestPrefix}${requestCount.toString(16).padStart(12, '0')}`
     },
     // Tracking tokens travel in the path (/t/c/<token>), and a click token carries its whole link.
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 8192 },
