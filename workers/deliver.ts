@@ -39,10 +39,8 @@ function build (): HttpSender {
 export default async function deliver (job: DeliverJob): Promise<number> {
   sender ??= build()
   let pending: DeliveryResult[] = []
-  let timer: NodeJS.Timeout | undefined
+  let scheduled = false
   const flush = () => {
-    if (timer) clearTimeout(timer)
-    timer = undefined
     if (pending.length === 0) return
     job.port.postMessage(pending)
     pending = []
@@ -50,10 +48,13 @@ export default async function deliver (job: DeliverJob): Promise<number> {
   try {
     await sender.sendEach(job.tasks, (result) => {
       pending.push(result)
-      // Results go back in handfuls: a message per result costs more than the result. A millisecond of
-      // waiting collects the ones that arrive together; a full handful goes at once.
+      // Results go back in handfuls: those that arrive in the same turn of the event loop travel in one
+      // message (a message per result costs more than the result), and a full handful goes at once.
       if (pending.length >= RESULT_BATCH) flush()
-      else timer ??= setTimeout(flush, 1)
+      else if (!scheduled) {
+        scheduled = true
+        setImmediate(() => { scheduled = false; flush() })
+      }
     })
     flush()
   } finally {

@@ -3,7 +3,9 @@
 import type { ChildProcess } from 'node:child_process'
 import { ask, cpuBetween, forkTracked, machineBusy, memoryOf, procFile, sampleCpu, sleep, stopChild, type CpuSample, type CpuUse, type Msg } from './procs.js'
 import { fmt } from './report.js'
-import { deliveryCounts, startSvc, stopSvc } from './svc.js'
+import { summarizeDir, type ProfileSummary } from './profile.js'
+import { median } from './stats.js'
+import { deliveryCounts, startSvc, stopSvc, type SvcProcess } from './svc.js'
 
 // ── options and sizes ──────────────────────────────────────────────────────────────────────────────────
 
@@ -12,21 +14,23 @@ export const QUICK = argv.includes('--quick')
 export const ONLY = new Set((argv.find((a) => a.startsWith('--only='))?.slice(7) ?? '').split(',').filter(Boolean))
 export const SINK_WORKERS = Math.max(1, Number(argv.find((a) => a.startsWith('--sink-workers='))?.slice(15) ?? 1))
 export const wanted = (name: string) => ONLY.size === 0 || ONLY.has(name)
+/** Profile svc (Node's --cpu-prof) in every scenario and print each thread's top functions. */
+export const CPU_PROF = argv.includes('--cpu-prof')
 
 export const SIZES = QUICK
   ? {
       reps: 1, ceilingMs: 3000, naiveMs: 2000, engineEvents: 20_000, queueJobs: 10_000, queueReps: 1,
       apiWarmupMs: 1000, apiMs: 3000, apiReps: 1, apiConcurrency: 64,
-      latencyWarmupMs: 2000, latencyMs: 5000, recipients: 5,
+      latencyPrewarmMs: 2000, latencyWarmupMs: 3000, latencyMs: 5000, recipients: 5,
       slowEventsPerAccount: 100, slowReps: 1,
-      scaleAccounts: 100, scaleEventsPerAccount: 100, scaleCapMs: 30_000, stallMs: 10_000,
+      scaleAccounts: 100, scaleEventsPerAccount: 100, scaleCapMs: 30_000, stallMs: 10_000, scaleStallMs: 30_000,
     }
   : {
       reps: 3, ceilingMs: 5000, naiveMs: 4000, engineEvents: 100_000, queueJobs: 50_000, queueReps: 2,
       apiWarmupMs: 2000, apiMs: 8000, apiReps: 3, apiConcurrency: 64,
-      latencyWarmupMs: 3000, latencyMs: 20_000, recipients: 5,
+      latencyPrewarmMs: 5000, latencyWarmupMs: 5000, latencyMs: 20_000, recipients: 5,
       slowEventsPerAccount: 300, slowReps: 2,
-      scaleAccounts: 1000, scaleEventsPerAccount: 100, scaleCapMs: 300_000, stallMs: 20_000,
+      scaleAccounts: 1000, scaleEventsPerAccount: 100, scaleCapMs: 240_000, stallMs: 20_000, scaleStallMs: 60_000,
     }
 
 export const log = (line: string) => process.stdout.write(line + '\n')
@@ -38,14 +42,36 @@ export const results: Record<string, unknown> = {}
 export const cpu: Record<string, CpuReport[]> = {}
 export const notes: string[] = []
 
-export function recordCpu (scenario: string, report: CpuReport): void {
+/** Keeps a window's CPU report and prints it; returns `foreign` (cores used by everything else meanwhile). */
+export function recordCpu (scenario: string, report: CpuReport): number {
   ;(cpu[scenario] ??= []).push(report)
   log(`    cpu (share of one core): ${cpuLine(report)}`)
   const foreign = report.foreign?.total ?? 0
   if (foreign > 0.25) {
-    const line = `${scenario}: other processes on this machine used ${fmt(foreign * 100)} % of a core meanwhile; that figure is noisy`
+    const line = `${scenario}: other processes (or the kernel, for ours: loopback TCP, disk journal) used ${fmt(foreign * 100)} % of a core meanwhile`
     if (!notes.includes(line)) notes.push(line)
   }
+  return foreign
+}
+
+/** Above this much other work on the machine (in cores) during a repeat, the repeat is left out when a quieter one exists. */
+export const QUIET = 0.5
+
+export interface Sample { value: number; foreign: number }
+
+/**
+ * The median of the repeats measured while the machine was quiet (other work under QUIET of a core);
+ * of all repeats when none was. Left-out repeats stay in the record, and a note says so.
+ */
+export function pick (name: string, samples: Sample[]): number {
+  const quiet = samples.filter((s) => s.foreign <= QUIET && Number.isFinite(s.value))
+  const used = quiet.length > 0 ? quiet : samples
+  if (quiet.length > 0 && quiet.length < samples.length) {
+    notes.push(`${name}: ${samples.length - quiet.length} of ${samples.length} repeats left out of the median (other work on the machine used more than ${QUIET * 100} % of a core meanwhile)`)
+  } else if (quiet.length === 0 && samples.length > 0) {
+    notes.push(`${name}: every repeat ran on a busy machine (other work above ${QUIET * 100} % of a core): the figure is noisy`)
+  }
+  return median(used.map((s) => s.value))
 }
 
 function cpuLine (report: CpuReport): string {
@@ -67,7 +93,10 @@ export class CpuWatch {
     for (const [name, pid] of Object.entries(procs)) if (pid !== undefined) this.start.set(name, { pid, s: sampleCpu(pid) })
   }
 
-  /** Shares of one core; `foreign` is what every other process on the machine used meanwhile. */
+  /**
+   * Shares of one core; `foreign` is the rest of the machine's busy time meanwhile: other processes, and
+   * kernel work not charged to ours (softirq of loopback TCP, the filesystem journal's threads).
+   */
   stop (): CpuReport {
     const out: CpuReport = {}
     for (const [name, { pid, s }] of this.start) out[name] = cpuBetween(pid, s, sampleCpu(pid))
@@ -133,8 +162,29 @@ export function rateOf (c: ClassStats): number {
   return c.count > 1 && c.last > c.first ? (c.count - 1) / ((c.last - c.first) / 1000) : NaN
 }
 
+export interface Waited extends SinkStats {
+  /** Every expected delivery arrived. */
+  complete: boolean
+  /** When the wait ended (ms): the last arrival if complete, else when it gave up (a stall or the cap). */
+  endedAt: number
+}
+
+/**
+ * Deliveries per second. Complete: between the first and the last verified arrival. Incomplete: from the
+ * first arrival to when the wait gave up, so that a stall counts against the figure instead of vanishing.
+ */
+export function rateOfWait (w: Waited, cls: 'fast' | 'slow' = 'fast'): number {
+  const c = w[cls]
+  if (w.complete) return rateOf(c)
+  return c.count > 1 && w.endedAt > c.first ? (c.count - 1) / ((w.endedAt - c.first) / 1000) : NaN
+}
+
 /** Polls the sink until `expected` verified arrivals (of `cls`), no progress for `stallMs`, or `capMs`. */
-export async function waitForSink (expected: number, opts: { cls?: 'fast' | 'slow'; stallMs?: number; capMs?: number; onTick?: () => void } = {}): Promise<SinkStats> {
+export async function waitForSink (expected: number, opts: {
+  cls?: 'fast' | 'slow'; stallMs?: number; capMs?: number; onTick?: () => void
+  /** Checked on every poll: a reason to stop waiting at once (svc is gone). */
+  abort?: () => string | undefined
+} = {}): Promise<Waited> {
   const cls = opts.cls ?? 'fast'
   const stallMs = opts.stallMs ?? SIZES.stallMs
   const deadline = Date.now() + (opts.capMs ?? 600_000)
@@ -143,15 +193,20 @@ export async function waitForSink (expected: number, opts: { cls?: 'fast' | 'slo
   for (;;) {
     const s = await sinkStats()
     const n = s[cls].count
-    if (n >= expected) return s
+    if (n >= expected) return { ...s, complete: true, endedAt: s[cls].last }
     if (n !== last) { last = n; lastChange = Date.now() }
     if (Date.now() - lastChange > stallMs) {
-      log(`    ! no progress for ${stallMs / 1000} s at ${fmt(n)} of ${fmt(expected)}: stopping the wait`)
-      return s
+      log(`    ! no progress for ${stallMs / 1000} s at ${fmt(n)} of ${fmt(expected)}: stopping the wait (the stall counts in the rate)`)
+      return { ...s, complete: false, endedAt: Date.now() }
     }
     if (Date.now() > deadline) {
       log(`    ! time cap reached at ${fmt(n)} of ${fmt(expected)}`)
-      return s
+      return { ...s, complete: false, endedAt: Date.now() }
+    }
+    const reason = opts.abort?.()
+    if (reason !== undefined) {
+      log(`    ! ${reason}: stopping the wait at ${fmt(n)} of ${fmt(expected)}`)
+      return { ...s, complete: false, endedAt: Date.now() }
     }
     opts.onTick?.()
     await sleep(100)
@@ -161,25 +216,32 @@ export async function waitForSink (expected: number, opts: { cls?: 'fast' | 'slo
 // ── svc on a seeded data directory ───────────────────────────────────────────────────────────────────
 
 export interface SvcRun {
-  rate: number; delivered: number; expected: number; peakRssMiB: number; duplicates: number; bad: number; exitCode: number | null
+  rate: number; delivered: number; expected: number; complete: boolean; peakRssMiB: number; duplicates: number; bad: number; exitCode: number | null
   /** Deliveries by status in the store after svc stopped, and the last errors of those that failed an attempt. */
   persisted: Record<string, number>; errors: Record<string, number>
-  stats: SinkStats
+  /** svc's warn and error log lines, by message. */
+  logged: Record<string, number>
+  /** Other work on the machine during the run, in cores. */
+  foreign: number
+  stats: Waited
 }
 
 /** Starts svc on a seeded data dir, waits for `expected` fast deliveries at the sink, stops it, reads the store. */
 export async function runSvcOn (dir: string, secrets: string[], expected: number, scenario: string, opts: {
-  capMs?: number; watchRss?: (rssMiB: number) => void; stopGraceMs?: number
+  capMs?: number; stallMs?: number; watchRss?: (rssMiB: number) => void; stopGraceMs?: number
 } = {}): Promise<SvcRun> {
   await sinkConfig(secrets)
-  const svc = await startSvc(dir)
+  const svc = await startSvc(dir, {}, scenario)
   let stopped: { peakRssMiB: number; exitCode: number | null } | undefined
-  let stats: SinkStats
+  let stats: Waited
+  let foreign = 0
   try {
     const watch = new CpuWatch({ svc: svc.pid, ...sinkProcs() })
     let lastRssAt = 0
     stats = await waitForSink(expected, {
       ...(opts.capMs !== undefined ? { capMs: opts.capMs } : {}),
+      ...(opts.stallMs !== undefined ? { stallMs: opts.stallMs } : {}),
+      abort: () => svc.unexpectedExit(),
       onTick: () => {
         if (!opts.watchRss || Date.now() - lastRssAt < 1000) return
         lastRssAt = Date.now()
@@ -187,10 +249,11 @@ export async function runSvcOn (dir: string, secrets: string[], expected: number
         if (m) opts.watchRss(m.rssMiB)
       },
     })
-    recordCpu(scenario, watch.stop())
+    foreign = recordCpu(scenario, watch.stop())
   } finally {
     stopped = await stopSvc(svc, opts.stopGraceMs ?? 40_000)
   }
+  const logged = reportLogged(scenario, svc)
   let persisted: Record<string, number> = {}
   let errors: Record<string, number> = {}
   try {
@@ -199,16 +262,52 @@ export async function runSvcOn (dir: string, secrets: string[], expected: number
     notes.push(`${scenario}: could not read delivery counts: ${String(err)}`)
   }
   if (Object.keys(errors).length > 0) notes.push(`${scenario}: failed attempts in the store: ${JSON.stringify(errors)}`)
+  // Every delivery the sink verified was answered 2xx: after a clean stop the store should say succeeded.
+  const verified = stats.fast.count + stats.slow.count - stats.duplicates
+  const succeeded = persisted.succeeded ?? 0
+  if (Object.keys(persisted).length > 0 && succeeded < verified) {
+    notes.push(`${scenario}: ${fmt(verified - succeeded)} deliveries verified 2xx at the sink are not "succeeded" in the store after svc stopped (${JSON.stringify(persisted)}): they will be sent again`)
+  }
   if (stats.duplicates > 0) notes.push(`${scenario}: the sink saw ${stats.duplicates} duplicate deliveries (same X-Svc-Delivery twice)`)
   return {
-    rate: rateOf(stats.fast), delivered: stats.fast.count, expected, peakRssMiB: stopped.peakRssMiB, persisted, errors,
+    rate: rateOfWait(stats), delivered: stats.fast.count, expected, complete: stats.complete, peakRssMiB: stopped.peakRssMiB, persisted, errors, logged, foreign,
     duplicates: stats.duplicates, bad: stats.bad, exitCode: stopped.exitCode, stats,
   }
 }
 
+/** Puts svc's warnings and errors (counted by message) in the log and the notes; returns them. */
+export const profiles: Record<string, ProfileSummary[]> = {}
+
+/** With --cpu-prof: summarizes the profiles svc wrote when it stopped (one per thread). */
+export function reportProfiles (scenario: string, svc: SvcProcess): void {
+  if (svc.profileDir === undefined) return
+  const summaries = summarizeDir(svc.profileDir)
+  profiles[`${scenario} (${svc.profileDir})`] = summaries
+  for (const p of summaries) {
+    log(`    profile ${p.file.split('/').slice(-2).join('/')}: ${fmt(p.totalMs)} ms, ${p.idlePct} % idle; busiest (self time):`)
+    for (const t of p.top.slice(0, 8)) log(`      ${String(t.pct).padStart(5)} %  ${t.fn}`)
+  }
+}
+
+export function reportLogged (scenario: string, svc: SvcProcess): Record<string, number> {
+  reportProfiles(scenario, svc)
+  const exit = svc.unexpectedExit()
+  if (exit !== undefined) {
+    log(`    ! ${exit}: the figure is void (${svc.output().trim().split('\n').slice(-1)[0] ?? ''})`)
+    notes.push(`${scenario}: ${exit}; its figure is void`)
+  }
+  const logged = svc.logged()
+  if (Object.keys(logged).length > 0) {
+    const top = Object.entries(logged).sort(([, a], [, b]) => b - a).slice(0, 4).map(([m, n]) => `${n} × ${m}`).join('; ')
+    log(`    svc logged: ${top}`)
+    notes.push(`${scenario}: svc logged ${top}`)
+  }
+  return logged
+}
+
 export function describeRun (r: SvcRun): string {
   const persisted = Object.entries(r.persisted).map(([k, v]) => `${k} ${fmt(v)}`).join(', ')
-  return `${fmt(r.rate)} verified/s (${fmt(r.delivered)}/${fmt(r.expected)} verified, ${r.bad} bad, ${r.duplicates} duplicates; ` +
+  return `${fmt(r.rate)} verified/s${r.complete ? '' : ' INCOMPLETE'} (${fmt(r.delivered)}/${fmt(r.expected)} verified, ${r.bad} bad, ${r.duplicates} duplicates; ` +
     `peak RSS ${fmt(r.peakRssMiB)} MiB; in the store after stop: ${persisted || 'n/a'}; exit ${r.exitCode})` +
     (Object.keys(r.errors).length > 0 ? `\n      last errors of failed attempts: ${JSON.stringify(r.errors)}` : '')
 }

@@ -59,10 +59,11 @@ export function targetRows (targets: Target[]): string[][] {
  */
 export function svgChart (targets: Target[], title: string, subtitle: string): string {
   const rowH = 44
-  const left = 330
-  const barMax = 520
+  // Room for the longest row name on the left (13 px text, ~7 px a character) and the label on the right.
+  const left = Math.max(300, 16 + 7 * Math.max(...targets.map((t) => Math.max(t.name.length, t.detail.length * 0.85))))
+  const barMax = 480
   const top = 70
-  const width = left + barMax + 190
+  const width = left + barMax + 340
   const height = top + targets.length * rowH + 50
   const clip = 3
   const x = (score: number) => left + (Math.min(score, clip) / clip) * barMax

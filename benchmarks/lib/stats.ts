@@ -16,11 +16,8 @@ export function median (values: number[]): number {
 }
 
 export function summarize (latencies: number[]): { p50: number; p90: number; p99: number; max: number; n: number } {
-  return {
-    p50: percentile(latencies, 50),
-    p90: percentile(latencies, 90),
-    p99: percentile(latencies, 99),
-    max: latencies.length ? Math.max(...latencies) : NaN,
-    n: latencies.length,
-  }
+  if (latencies.length === 0) return { p50: NaN, p90: NaN, p99: NaN, max: NaN, n: 0 }
+  const sorted = Float64Array.from(latencies).sort()
+  const at = (p: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!
+  return { p50: at(50), p90: at(90), p99: at(99), max: sorted[sorted.length - 1]!, n: sorted.length }
 }

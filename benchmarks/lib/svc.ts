@@ -2,7 +2,9 @@
 // then `node dist/src/server.js` as a child process, measured from outside.
 import Database from 'better-sqlite3'
 import type { ChildProcess } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { createHash } from 'node:crypto'
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { iso } from '../../src/domain/clock.js'
@@ -111,17 +113,53 @@ export class Seeder {
   }
 }
 
+const DIST = fileURLToPath(new URL('../../', import.meta.url))
+
+/** A hash of svc's compiled code (dist/src, dist/workers, dist/config): what each svc start runs. */
+export function buildFingerprint (): string {
+  const hash = createHash('sha256')
+  for (const top of ['src', 'workers', 'config']) {
+    let files: string[] = []
+    try {
+      files = (readdirSync(join(DIST, top), { recursive: true }) as string[]).filter((f) => f.endsWith('.js')).sort()
+    } catch { /* absent */ }
+    for (const f of files) hash.update(f).update(readFileSync(join(DIST, top, f)))
+  }
+  return hash.digest('hex').slice(0, 16)
+}
+
+const firstBuild = buildFingerprint()
+/** Set when svc's compiled code changed during the run (someone rebuilt dist/ meanwhile). */
+export const buildChanges: string[] = []
+
+/** How every svc start is profiled (run.ts sets it for --cpu-prof). */
+export const svcEnv: { profileRoot?: string } = {}
+let starts = 0
+
 export interface SvcProcess {
   child: ChildProcess
   pid: number
   origin: string
   /** The last lines svc wrote (warnings and errors; logs are at warn level). */
   output: () => string
+  /** svc's warn and error log lines so far, counted by message. */
+  logged: () => Record<string, number>
+  /** Marks the coming exit as ours. */
+  stopping: () => void
+  /** Set when svc exited without being asked to. */
+  unexpectedExit: () => string | undefined
+  /** Where its CPU profiles go (--cpu-prof). */
+  profileDir?: string
 }
 
-export async function startSvc (dataDir: string, env: Record<string, string> = {}): Promise<SvcProcess> {
+export async function startSvc (dataDir: string, env: Record<string, string> = {}, label = 'svc'): Promise<SvcProcess> {
+  const profileDir = svcEnv.profileRoot !== undefined ? join(svcEnv.profileRoot, `${String(++starts).padStart(2, '0')}-${label}`) : undefined
+  const build = buildFingerprint()
+  if (build !== firstBuild && !buildChanges.includes(build)) buildChanges.push(build)
   const port = await freePort()
-  const child = spawnTracked(process.execPath, [SERVER_FILE], {
+  // Node refuses --cpu-prof in NODE_OPTIONS: it goes on the command line.
+  const profArgs = profileDir !== undefined ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []
+  const child = spawnTracked(process.execPath, [...profArgs, SERVER_FILE], {
     env: {
       PATH: process.env.PATH ?? '',
       NODE_ENV: 'development',
@@ -139,8 +177,30 @@ export async function startSvc (dataDir: string, env: Record<string, string> = {
   })
   let out = ''
   const keep = (chunk: Buffer) => { out = (out + chunk.toString('utf8')).slice(-8000) }
-  child.stdout!.on('data', keep)
+  // svc logs JSON lines at warn level and above: count them by message for the record.
+  const logged = new Map<string, number>()
+  let partial = ''
+  child.stdout!.on('data', (chunk: Buffer) => {
+    keep(chunk)
+    const lines = (partial + chunk.toString('utf8')).split('\n')
+    partial = lines.pop() ?? ''
+    for (const line of lines) {
+      try {
+        const entry = JSON.parse(line) as { level?: number; msg?: string; err?: { message?: string } }
+        // The sandbox warning is expected: the benchmarks send no email anywhere.
+        if ((entry.level ?? 0) < 40 || entry.msg?.startsWith('SMTP_URL is not set')) continue
+        const key = `${entry.level! >= 50 ? 'error' : 'warn'}: ${entry.msg ?? ''}${entry.err?.message ? ` (${entry.err.message.slice(0, 120)})` : ''}`
+        logged.set(key, (logged.get(key) ?? 0) + 1)
+      } catch { /* not a log line */ }
+    }
+  })
   child.stderr!.on('data', keep)
+  // svc must only stop when we stop it: anything else (a crash, a signal from elsewhere) is reported.
+  let stopping = false
+  let unexpected: string | undefined
+  child.once('exit', (code, signal) => {
+    if (!stopping) unexpected = `svc exited by itself during the run (code ${code}, signal ${signal})`
+  })
   const origin = `http://127.0.0.1:${port}`
   const deadline = Date.now() + 60_000
   for (;;) {
@@ -156,11 +216,15 @@ export async function startSvc (dataDir: string, env: Record<string, string> = {
     }
     await sleep(25)
   }
-  return { child, pid: child.pid!, origin, output: () => out }
+  return {
+    child, pid: child.pid!, origin, output: () => out, logged: () => Object.fromEntries(logged),
+    stopping: () => { stopping = true }, unexpectedExit: () => unexpected, ...(profileDir !== undefined ? { profileDir } : {}),
+  }
 }
 
 /** Stops svc (SIGTERM: it finishes in-flight work and writes outcomes) after reading its peak RSS. */
 export async function stopSvc (svc: SvcProcess, graceMs = 40_000): Promise<{ peakRssMiB: number; exitCode: number | null }> {
+  svc.stopping()
   const mem = memoryOf(svc.pid)
   const exitCode = await stopChild(svc.child, graceMs)
   return { peakRssMiB: mem?.peakMiB ?? NaN, exitCode }

@@ -1,17 +1,20 @@
 // The ceiling: one process, one thread, `concurrency` undici POSTs in flight over a keep-alive pool, each
 // HMAC-signed, against the bare sink; no persistence, nothing else. What the sink verifies is the figure.
-import { Agent, request } from 'undici'
+// It uses undici's leanest path (a Pool of `concurrency` connections, requests by path): measured here,
+// that is ~40 % more requests per CPU second than `request(url, { dispatcher: agent })`, so the ceiling is
+// what one thread can really do, not what one style of calling it does.
+import { Pool } from 'undici'
 import { serve, type Msg } from '../lib/procs.js'
 import { headers, payloads } from '../lib/sign.js'
 
 async function run (msg: Msg): Promise<Record<string, unknown>> {
-  const url = String(msg.url)
+  const url = new URL(String(msg.url))
   const secret = String(msg.secret)
   const concurrency = Number(msg.concurrency)
   const deadline = performance.now() + Number(msg.durationMs)
   const max = Number(msg.max)
   const bodies = payloads(4096)
-  const agent = new Agent({ keepAliveTimeout: 30_000 })
+  const pool = new Pool(url.origin, { connections: concurrency, keepAliveTimeout: 30_000 })
   let sent = 0
   let ok = 0
   let failed = 0
@@ -21,7 +24,7 @@ async function run (msg: Msg): Promise<Record<string, unknown>> {
       const i = sent++
       const body = bodies[i % bodies.length]!
       try {
-        const res = await request(url, { dispatcher: agent, method: 'POST', headers: headers(secret, body, `c-${process.pid}-${i}`), body })
+        const res = await pool.request({ path: url.pathname, method: 'POST', headers: headers(secret, body, `c-${process.pid}-${i}`), body })
         await res.body.dump()
         if (res.statusCode >= 200 && res.statusCode < 300) ok++
         else failed++
@@ -32,7 +35,7 @@ async function run (msg: Msg): Promise<Record<string, unknown>> {
   }
   await Promise.all(Array.from({ length: concurrency }, lane))
   const elapsedMs = performance.now() - started
-  await agent.close()
+  await pool.close()
   return { sent, ok, failed, elapsedMs }
 }
 
