@@ -1,15 +1,12 @@
 // The delivery engine end to end: real worker threads, real sockets, a real SQLite file, and receivers
 // that verify every signature with the seed's algorithm.
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { fileURLToPath } from 'node:url'
 import { describe, test } from 'node:test'
 import { eventPayload, type EventRecord, type EventType } from '../../src/domain/events.js'
 import { newId } from '../../src/domain/ids.js'
-import {
-  Client, PASSWORD, TEST_SECRET, errorOf, signedUp, startServer, tempDir, uniqueEmail, type TestServer,
-} from '../helpers/server.js'
+import { killProcess, startServerProcess } from '../helpers/process.js'
+import { Client, PASSWORD, errorOf, signedUp, startServer, tempDir, uniqueEmail, type TestServer } from '../helpers/server.js'
 import { eventually, startReceiver, type Receiver } from '../helpers/receiver.js'
 
 const FAST = { DELIVERY_RETRY_SCHEDULE: '50ms,50ms,50ms', DELIVERY_THREADS: '2' }
@@ -337,30 +334,12 @@ describe('delivery', () => {
 
 describe('durability', () => {
   test('SIGKILL mid-burst, then a restart on the same data: every delivery arrives', async (t) => {
-    const SERVER = fileURLToPath(new URL('../../src/server.js', import.meta.url))
     // Slow enough that the kill lands with deliveries queued, in flight and done.
     const receiver = await startReceiver(t, { '/durable': (_r, _n, res) => { setTimeout(() => { res.statusCode = 200; res.end() }, 15) } })
     const dataDir = tempDir(t)
-    const start = async () => {
-      const child = spawn(process.execPath, [SERVER], {
-        env: {
-          PATH: process.env.PATH ?? '', PORT: '0', DATA_DIR: dataDir, SVC_SECRET: TEST_SECRET, LOG_LEVEL: 'info',
-          DELIVERY_LEASE_SECONDS: '2', DELIVERY_WINDOW: '4', DELIVERY_THREADS: '1', DELIVERY_RETRY_SCHEDULE: '100ms,100ms,100ms',
-        },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      })
-      t.after(() => { child.kill('SIGKILL') })
-      let out = ''
-      const url = await new Promise<string>((resolve, reject) => {
-        child.stdout.on('data', (c: Buffer) => {
-          out += c
-          const m = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(out)
-          if (m) resolve(m[1]!)
-        })
-        child.once('exit', (code) => reject(new Error(`server exited (${code}): ${out}`)))
-      })
-      return { child, url }
-    }
+    const start = () => startServerProcess(t, {
+      DATA_DIR: dataDir, DELIVERY_LEASE_SECONDS: '2', DELIVERY_WINDOW: '4', DELIVERY_THREADS: '1', DELIVERY_RETRY_SCHEDULE: '100ms,100ms,100ms',
+    })
 
     const first = await start()
     const client = new Client(first.url)
@@ -374,16 +353,15 @@ describe('durability', () => {
       created.add(res.body.data.id)
     }
     await receiver.until(() => receiver.received.length >= 20, 'some deliveries before the kill')
-    first.child.kill('SIGKILL')
-    await once(first.child, 'exit')
+    await killProcess(first.process)
     const beforeRestart = new Set(receiver.received.map((r) => r.deliveryId))
     assert.ok(beforeRestart.size < created.size, 'the kill landed mid-burst')
 
     const second = await start()
     await receiver.until(() => [...created].every((id) => receiver.received.some((r) => r.deliveryId === id)), 'every delivery after the restart', 60_000)
     assert.ok(receiver.received.every((r) => r.validFor.length === 1), 'all signed')
-    second.child.kill('SIGTERM')
-    const [code] = await once(second.child, 'exit')
+    second.process.kill('SIGTERM')
+    const [code] = await once(second.process, 'exit')
     assert.equal(code, 0, 'SIGTERM stops cleanly')
   })
 })

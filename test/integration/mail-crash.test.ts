@@ -2,57 +2,18 @@
 // killed with SIGKILL while sends are in flight and restarted on the same data directory. Every accepted
 // email must reach the relay after the restart, and none twice.
 import assert from 'node:assert/strict'
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
-import { once } from 'node:events'
 import { test } from 'node:test'
-import { fileURLToPath } from 'node:url'
-import { Client, PASSWORD, TEST_SECRET, tempDir, uniqueEmail } from '../helpers/server.js'
+import { killProcess, startServerProcess } from '../helpers/process.js'
+import { Client, PASSWORD, tempDir, uniqueEmail } from '../helpers/server.js'
 import { header, startSmtpSink } from '../helpers/smtp-sink.js'
 import { waitFor } from '../helpers/wait.js'
-
-const SERVER = fileURLToPath(new URL('../../src/server.js', import.meta.url))
-
-interface Child {
-  process: ChildProcessWithoutNullStreams
-  url: string
-  output: () => string
-}
-
-async function startChild (env: Record<string, string>): Promise<Child> {
-  const child = spawn(process.execPath, [SERVER], {
-    env: { PATH: process.env.PATH ?? '', PORT: '0', SVC_SECRET: TEST_SECRET, LOG_LEVEL: 'info', ...env },
-    stdio: ['pipe', 'pipe', 'pipe'],
-  })
-  let output = ''
-  // Read everything, always: a child whose pipe is full stops.
-  child.stderr.on('data', (chunk: Buffer) => { output += chunk })
-  const url = await new Promise<string>((resolve, reject) => {
-    child.stdout.on('data', (chunk: Buffer) => {
-      output += chunk
-      const m = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(output)
-      if (m) resolve(m[1]!)
-    })
-    child.once('exit', (code) => reject(new Error(`server exited early (${code}): ${output}`)))
-  })
-  return { process: child, url, output: () => output }
-}
-
-async function kill (child: Child): Promise<void> {
-  if (child.process.exitCode !== null || child.process.signalCode !== null) return
-  const exited = once(child.process, 'exit')
-  child.process.kill('SIGKILL')
-  await exited
-}
 
 test('SIGKILL during a burst of sends: after a restart every accepted email is delivered exactly once', async (t) => {
   const sink = await startSmtpSink()
   const dataDir = tempDir(t)
   const env = { DATA_DIR: dataDir, SMTP_URL: sink.url }
-  let child = await startChild(env)
-  t.after(async () => {
-    await kill(child)
-    await sink.close()
-  })
+  let child = await startServerProcess(t, env)
+  t.after(() => sink.close())
 
   const client = new Client(child.url)
   assert.equal((await client.post('/api/auth/signup', { email: uniqueEmail('crash'), password: PASSWORD })).status, 201)
@@ -75,13 +36,13 @@ test('SIGKILL during a burst of sends: after a restart every accepted email is d
   const burst = await Promise.all(Array.from({ length: 30 }, (_, i) => send(client, 100 + i)))
   assert.deepEqual([...new Set(burst.map((r) => r.status))], [202])
   await waitFor('the relay to be holding messages in flight', () => sink.held() > 0)
-  await kill(child)
+  await killProcess(child.process)
   // A relay drops a message whose connection died before its 250; wait until it has seen every close.
   await waitFor('the relay to see the connections close', () => sink.connections() === 0)
   sink.release()
   assert.equal(sink.received.length, early.length, 'nothing of the burst was acknowledged before the crash')
 
-  child = await startChild(env)
+  child = await startServerProcess(t, env)
   const after = new Client(child.url)
   const accepted = [...early, ...burst.map((r) => r.body.data.id as string)]
   for (const id of accepted) await waitFor(`email ${id} delivered after the restart`, async () => (await status(after, id)) === 'delivered')

@@ -1,13 +1,14 @@
 // The compiled entry points as an operator runs them: the server and the CLI as child processes on a
 // real data directory.
 import assert from 'node:assert/strict'
-import { spawn, spawnSync } from 'node:child_process'
+import { spawnSync } from 'node:child_process'
 import { once } from 'node:events'
 import { describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
+import { SERVER_FILE, startServerProcess } from '../helpers/process.js'
 import { PASSWORD, startServer, tempDir, TEST_SECRET, uniqueEmail } from '../helpers/server.js'
 
-const SERVER = fileURLToPath(new URL('../../src/server.js', import.meta.url))
+
 const CLI = fileURLToPath(new URL('../../src/cli.js', import.meta.url))
 
 function cli (args: string[], env: Record<string, string>) {
@@ -17,34 +18,20 @@ function cli (args: string[], env: Record<string, string>) {
 
 describe('server process', () => {
   test('a bad variable stops the start with one line naming it, exit code 1', () => {
-    const r = spawnSync(process.execPath, [SERVER], { env: { PATH: process.env.PATH ?? '', PORT: 'eighty', DATA_DIR: '/nonexistent' }, encoding: 'utf8' })
+    const r = spawnSync(process.execPath, [SERVER_FILE], { env: { PATH: process.env.PATH ?? '', PORT: 'eighty', DATA_DIR: '/nonexistent' }, encoding: 'utf8' })
     assert.equal(r.status, 1)
     assert.equal(r.stderr.trim(), 'svc: configuration: PORT must be a TCP port number from 0 to 65535 (got "eighty")')
   })
 
   test('starts on the embedded store, serves, and exits 0 on SIGTERM', async (t) => {
-    const dataDir = tempDir(t)
-    const child = spawn(process.execPath, [SERVER], {
-      env: { PATH: process.env.PATH ?? '', PORT: '0', DATA_DIR: dataDir, SVC_SECRET: TEST_SECRET },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    t.after(() => { child.kill('SIGKILL') })
-    let output = ''
-    const url = await new Promise<string>((resolve, reject) => {
-      child.stdout.on('data', (chunk: Buffer) => {
-        output += chunk
-        const m = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(output)
-        if (m) resolve(m[1]!)
-      })
-      child.once('exit', (code) => reject(new Error(`server exited early (${code}): ${output}`)))
-    })
+    const { process: child, url, output } = await startServerProcess(t, { DATA_DIR: tempDir(t) })
     const res = await fetch(url + '/readyz')
     assert.equal(res.status, 200)
     assert.equal((await res.json() as { status: string }).status, 'ready')
     child.kill('SIGTERM')
     const [code] = await once(child, 'exit')
     assert.equal(code, 0)
-    const lines = output.trim().split('\n').map((l) => JSON.parse(l) as { msg: string })
+    const lines = output().trim().split('\n').map((l) => JSON.parse(l) as { msg: string })
     assert.ok(lines.some((l) => l.msg.includes('sandbox transport')), 'warns that no email leaves the machine')
     assert.equal(lines.at(-1)?.msg, 'stopped')
   })
