@@ -74,6 +74,7 @@ export async function createService (config: Config, deps: ServiceDeps): Promise
   // The mailer starts after the engine (its events find the engine running) and stops before it.
   const components: Component[] = [engine, mailer]
   app.services.readiness.set('delivery', () => (engine.started ? null : 'The delivery engine is not running'))
+  app.services.readiness.set('mail', () => (mailer.started ? null : 'The mail queue is not running'))
   let started: Component[] = []
   return {
     app,

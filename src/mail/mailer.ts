@@ -94,6 +94,11 @@ export class Mailer implements Component {
   private readonly accepted: Counter | undefined
 
   private running = false
+
+  /** True between start() and stop(). */
+  get started (): boolean {
+    return this.running
+  }
   private loop: Promise<void> | undefined
   private readonly inFlight = new Set<Promise<void>>()
   private woken = false

@@ -306,11 +306,11 @@ describe('delivery', () => {
     assert.equal(verify(header, got.raw, 'whsec_not-the-secret'), false)
   })
 
-  test('/readyz reports the delivery engine: 503 once it has stopped', async (t) => {
+  test('/readyz reports the store, the delivery engine and the mail queue: 503 once the engine has stopped', async (t) => {
     const server = await startServer(t, { env: FAST })
     const ready = await server.client().get('/readyz')
     assert.equal(ready.status, 200)
-    assert.equal(ready.body.checks.delivery, 'ok')
+    assert.deepEqual(ready.body.checks, { store: 'ok', delivery: 'ok', mail: 'ok' })
     await server.service.engine.stop()
     const res = await server.client().get('/readyz')
     assert.equal(res.status, 503)
