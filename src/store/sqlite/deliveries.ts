@@ -199,21 +199,19 @@ export abstract class SqliteDeliveries implements DeliveryStore {
 
   /** Leases claimed rows to `req.owner`, cancelling those whose webhook may no longer be called. */
   private leaseRows (rows: Row[], req: { owner: string; now: number; leaseUntil: number }): DeliveryWork[] {
-    {
-      const work: DeliveryWork[] = []
-      for (const r of rows) {
-        if (r.webhook_status !== 'enabled' || r.deleted_at !== null) {
-          this.d.cancel.run(r.deleted_at !== null ? 'webhook deleted' : 'webhook disabled', req.now, r.id)
-          continue
-        }
-        this.d.lease.run(req.owner, req.leaseUntil, r.id)
-        work.push({
-          id: r.id, webhookId: r.webhook_id, url: r.url, secrets: liveSecrets(r, req.now), event: r.event_type,
-          payload: r.payload, attempts: r.attempts, eventAt: r.event_at,
-        })
+    const work: DeliveryWork[] = []
+    for (const r of rows) {
+      if (r.webhook_status !== 'enabled' || r.deleted_at !== null) {
+        this.d.cancel.run(r.deleted_at !== null ? 'webhook deleted' : 'webhook disabled', req.now, r.id)
+        continue
       }
-      return work
+      this.d.lease.run(req.owner, req.leaseUntil, r.id)
+      work.push({
+        id: r.id, webhookId: r.webhook_id, url: r.url, secrets: liveSecrets(r, req.now), event: r.event_type,
+        payload: r.payload, attempts: r.attempts, eventAt: r.event_at,
+      })
     }
+    return work
   }
 
   async renewLeases (owner: string, leaseUntil: number): Promise<void> {
