@@ -262,9 +262,7 @@ export class DeliveryEngine implements Component {
   private accept (work: DeliveryWork[]): void {
     if (work.length === 0) return
     const now = this.clock.now()
-    // An actor may queue at least mailboxLimit, and more when few actors share the node's budget: one
-    // busy webhook alone gets the whole of it, many share it.
-    const share = Math.floor(this.maxInFlight / Math.max(1, this.actors.size))
+    const share = this.mailboxShare()
     for (const w of work) {
       if (this.held.has(w.id)) continue
       this.held.set(w.id, w)
@@ -372,11 +370,19 @@ export class DeliveryEngine implements Component {
     if (this.idleWaiters.length > 0 && this.inFlightRequests() === 0) for (const resolve of this.idleWaiters.splice(0)) resolve()
   }
 
+  /**
+   * An actor may queue at least mailboxLimit, and more when few actors share the node's budget: one busy
+   * webhook alone gets the whole of it, many share it.
+   */
+  private mailboxShare (): number {
+    return Math.floor(this.maxInFlight / Math.max(1, this.actors.size))
+  }
+
   /** A saturated actor whose mailbox has half emptied pulls its own backlog from the store. */
   private refill (actor: WebhookActor): void {
     const id = actor.webhookId
     if (!this.running || !this.saturated.has(id) || this.refilling.has(id)) return
-    const limit = Math.max(this.actorOptions.mailboxLimit, Math.floor(this.maxInFlight / Math.max(1, this.actors.size)))
+    const limit = Math.max(this.actorOptions.mailboxLimit, this.mailboxShare())
     const want = Math.min(this.room(), limit - actor.mailbox.length)
     if (actor.mailbox.length > limit / 2 || want <= 0) return
     this.refilling.add(id)
