@@ -51,7 +51,7 @@ import { deliveryId } from '../../domain/ids.js'
 import type {
   DeliveryOutcome, DeliveryPage, DeliveryRecord, DeliveryStats, DeliveryStatus, DeliveryStore, DeliveryWork, LeaseRequest,
 } from '../deliveries.js'
-import type { WebhookDoc } from './documents.js'
+import { eventDoc, type EventDoc, type WebhookDoc } from './documents.js'
 
 const LIVE: string[] = ['pending', 'retrying']
 const FINAL: string[] = ['succeeded', 'failed', 'cancelled']
@@ -82,19 +82,6 @@ export interface DeliveryDoc {
   updatedAt: number
 }
 
-/** The `events` documents as the router sees them (MongoStore's eventDoc plus the routing claim). */
-interface RoutableEventDoc {
-  _id: string
-  accountId: string
-  emailId: string
-  type: string
-  recipient: string
-  occurredAt: string
-  payload: string
-  routed: boolean
-  routingOwner?: string
-  routingUntil?: number
-}
 
 /** A webhook document with its health fields (absent on webhooks that never had an outcome). */
 interface HookDoc extends WebhookDoc {
@@ -170,12 +157,12 @@ const HOOK_PROJECTION = { _id: 1, url: 1, secret: 1, previousSecret: 1, previous
 
 export abstract class MongoDeliveries implements DeliveryStore {
   readonly deliveries: Collection<DeliveryDoc>
-  private readonly eventQueue: Collection<RoutableEventDoc>
+  private readonly eventQueue: Collection<EventDoc>
   private readonly hookDocs: Collection<HookDoc>
 
   constructor (readonly db: Db) {
     this.deliveries = db.collection<DeliveryDoc>('deliveries')
-    this.eventQueue = db.collection<RoutableEventDoc>('events')
+    this.eventQueue = db.collection<EventDoc>('events')
     this.hookDocs = db.collection<HookDoc>('webhooks')
   }
 
@@ -226,8 +213,8 @@ export abstract class MongoDeliveries implements DeliveryStore {
     // (1) Claim a batch. Every call has its own token, so two calls (of one node or two) never mistake
     // each other's claims; a claim whose router died expires at `routingUntil`.
     const token = `${owner}#${randomUUID()}`
-    const free: Filter<RoutableEventDoc> = { routed: false, routingUntil: { $not: { $gt: now } } }
-    let events: RoutableEventDoc[] = []
+    const free: Filter<EventDoc> = { routed: false, routingUntil: { $not: { $gt: now } } }
+    let events: EventDoc[] = []
     // Another router may take the batch we selected between our read and our claim; try again a little.
     for (let round = 0; round < 3 && events.length === 0; round++) {
       const candidates = await this.eventQueue.find(free, { projection: { _id: 1 }, sort: { _id: 1 }, limit }).toArray()
@@ -504,11 +491,7 @@ export abstract class MongoDeliveries implements DeliveryStore {
 
   async insertTestDelivery (e: EventRecord, webhookId: string, id: string, now: number): Promise<DeliveryRecord> {
     const at = Number(now)
-    const event: RoutableEventDoc = {
-      _id: String(e.id), accountId: String(e.accountId), emailId: String(e.emailId), type: String(e.type),
-      recipient: String(e.recipient), occurredAt: String(e.occurredAt), payload: String(e.payload),
-      routed: true, // never routed to other webhooks
-    }
+    const event: EventDoc = { ...eventDoc(e), routed: true } // a test event never reaches other webhooks
     await this.eventQueue.insertOne(event)
     const doc: DeliveryDoc = {
       _id: String(id), accountId: event.accountId, webhookId: String(webhookId), eventId: event._id, eventType: event.type,
@@ -560,7 +543,7 @@ export abstract class MongoDeliveries implements DeliveryStore {
     // Oldest first, in pages, skipping events a delivery still needs, until `limit` are found or none is left.
     let after: { occurredAt: string; _id: string } | null = null
     while (deletable.length < max) {
-      const keyset: Filter<RoutableEventDoc> = after === null ? old : {
+      const keyset: Filter<EventDoc> = after === null ? old : {
         ...old,
         $or: [{ occurredAt: { $gt: after.occurredAt } }, { occurredAt: after.occurredAt, _id: { $gt: after._id } }],
       }

@@ -3,7 +3,7 @@
 // they compare (and sort) as strings exactly as they do in SQLite. Every value written is rebuilt here
 // from the record's typed fields with String(): an object smuggled into a record can never become
 // query or update syntax, and nothing beyond the listed fields reaches the database.
-import type { EventType } from '../../domain/events.js'
+import type { EventRecord, EventType } from '../../domain/events.js'
 import type { Plan } from '../../domain/plans.js'
 import type { AccountRecord, ApiKeyRecord, SessionRecord, WebhookRecord, WebhookStatus } from '../types.js'
 
@@ -150,5 +150,40 @@ export function toWebhook (d: WebhookDoc): WebhookRecord {
     status: d.status as WebhookStatus,
     createdAt: d.createdAt,
     updatedAt: d.updatedAt,
+  }
+}
+
+/** An event of the outbox. The router adds its claim (routingOwner, routingUntil) to the same document. */
+export interface EventDoc {
+  _id: string
+  accountId: string
+  emailId: string
+  type: string
+  recipient: string
+  occurredAt: string
+  payload: string
+  routed: boolean
+  /** The router's claim while it routes the event (src/store/mongo/deliveries.ts). */
+  routingOwner?: string
+  routingUntil?: number
+}
+
+export function eventDoc (e: EventRecord): EventDoc {
+  return {
+    _id: String(e.id),
+    accountId: String(e.accountId),
+    emailId: String(e.emailId),
+    type: String(e.type),
+    recipient: String(e.recipient),
+    occurredAt: String(e.occurredAt),
+    payload: String(e.payload),
+    routed: false,
+  }
+}
+
+export function toEvent (d: EventDoc): EventRecord {
+  return {
+    id: d._id, accountId: d.accountId, emailId: d.emailId, type: d.type as EventType,
+    recipient: d.recipient, occurredAt: d.occurredAt, payload: d.payload,
   }
 }

@@ -22,10 +22,7 @@ import type {
   AcceptResult, EmailAttempt, EmailRecipient, EmailRecord, EmailStatus, EmailStore, EmailTag, EngagementEvent, IdempotencyRecord,
   RecipientState, SuppressionCursor, SuppressionReason, SuppressionRecord, UnsubscribeResult,
 } from '../emails.js'
-import { nullableString, toDate } from './documents.js'
-
-/** The events collection's document, as MongoStore makes it (its own eventDoc); only its id matters here. */
-interface EventDocLike { _id: string }
+import { eventDoc, nullableString, toDate, type EventDoc } from './documents.js'
 
 interface OutboxSuppression {
   email: string
@@ -58,7 +55,7 @@ export interface EmailDoc {
   createdAt: string
   updatedAt: string
   /** Events and suppressions written with the last changes and not yet published. */
-  outbox: EventDocLike[]
+  outbox: EventDoc[]
   outboxSuppressions: OutboxSuppression[]
   /** Set while the outbox may hold something: when it was last written to. */
   outboxAt: string | null
@@ -85,7 +82,7 @@ interface SuppressionDoc {
   reason: string
   createdAt: string
   /** An unsubscribe's event, written with the suppression and published after. */
-  pendingEvent: EventDocLike | null
+  pendingEvent: EventDoc | null
   pendingEventAt: string | null
 }
 
@@ -160,17 +157,14 @@ export class MongoEmails implements EmailStore {
   readonly emails: Collection<EmailDoc>
   readonly idempotencyKeys: Collection<IdempotencyDoc>
   readonly suppressions: Collection<SuppressionDoc>
-  private readonly events: Collection<EventDocLike>
+  private readonly events: Collection<EventDoc>
 
-  /**
-   * `eventDoc` is MongoStore's own mapping of an event to its document, so the events written here are
-   * exactly those insertEvents writes; `hint` tells the delivery engine that events were published.
-   */
-  constructor (db: Db, private readonly eventDoc: (e: EventRecord) => EventDocLike, private readonly hint: () => void) {
+  /** `hint` tells the delivery engine that events were published. */
+  constructor (db: Db, private readonly hint: () => void) {
     this.emails = db.collection<EmailDoc>('emails')
     this.idempotencyKeys = db.collection<IdempotencyDoc>('idempotency_keys')
     this.suppressions = db.collection<SuppressionDoc>('suppressions')
-    this.events = db.collection<EventDocLike>('events')
+    this.events = db.collection<EventDoc>('events')
   }
 
   async ensureIndexes (): Promise<void> {
@@ -217,14 +211,14 @@ export class MongoEmails implements EmailStore {
       lastError: nullableString(e.lastError),
       createdAt: String(e.createdAt),
       updatedAt: String(e.updatedAt),
-      outbox: events.map(this.eventDoc),
+      outbox: events.map((e) => eventDoc(e)),
       outboxSuppressions: [],
       outboxAt: events.length > 0 ? String(e.createdAt) : null,
     }
   }
 
   /** Inserts events that may already be there (a publish repeated after a crash). */
-  private async insertEventDocs (docs: EventDocLike[]): Promise<void> {
+  private async insertEventDocs (docs: EventDoc[]): Promise<void> {
     if (docs.length === 0) return
     try {
       await this.events.insertMany(docs, { ordered: false })
@@ -377,7 +371,7 @@ export class MongoEmails implements EmailStore {
 
   async recordEmailAttempt (a: EmailAttempt): Promise<boolean> {
     const id = String(a.emailId)
-    const events = a.events.map(this.eventDoc)
+    const events = a.events.map((e) => eventDoc(e))
     const suppressions = a.suppressions.map(outboxSuppression)
     const touchesOutbox = events.length > 0 || suppressions.length > 0
     const r = await this.emails.updateOne({ _id: id, leaseOwner: String(a.owner) }, {
@@ -458,7 +452,7 @@ export class MongoEmails implements EmailStore {
     const accountId = await this.emailAccount(event.emailId)
     if (accountId === null) return null
     const record: EventRecord = { ...event, accountId }
-    await this.events.insertOne(this.eventDoc(record))
+    await this.events.insertOne(eventDoc(record))
     this.hint()
     return record
   }
@@ -466,7 +460,7 @@ export class MongoEmails implements EmailStore {
   async unsubscribeRecipient (event: EngagementEvent, at: string): Promise<UnsubscribeResult> {
     const accountId = await this.emailAccount(event.emailId)
     if (accountId === null) return 'no_email'
-    const doc = this.eventDoc({ ...event, accountId })
+    const doc = eventDoc({ ...event, accountId })
     const filter = { accountId, email: String(event.recipient) }
     try {
       const r = await this.suppressions.updateOne(filter,

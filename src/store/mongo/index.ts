@@ -10,14 +10,14 @@
 // as a filter, and inserted documents are rebuilt field by field (documents.ts). `$ne`, `{"$gt":""}` and
 // the like are therefore plain strings to MongoDB.
 import { MongoClient, MongoServerError, type Collection, type Db, type Filter, type UpdateFilter } from 'mongodb'
-import type { EventRecord, EventType } from '../../domain/events.js'
+import type { EventRecord } from '../../domain/events.js'
 import type { Plan } from '../../domain/plans.js'
 import type {
   AccountRecord, ApiKeyRecord, LimitedInsert, SessionRecord, Store, WebhookPatch, WebhookRecord,
 } from '../types.js'
 import {
-  accountDoc, apiKeyDoc, nullableString, sessionDoc, toAccount, toApiKey, toDate, toSession, toWebhook, webhookDoc,
-  type AccountDoc, type ApiKeyDoc, type SessionDoc, type WebhookDoc,
+  accountDoc, apiKeyDoc, eventDoc, nullableString, sessionDoc, toAccount, toApiKey, toDate, toEvent, toSession, toWebhook, webhookDoc,
+  type AccountDoc, type ApiKeyDoc, type EventDoc, type SessionDoc, type WebhookDoc,
 } from './documents.js'
 import { MongoDeliveries } from './deliveries.js'
 import { MongoEmails } from './emails.js'
@@ -105,7 +105,7 @@ export class MongoStore extends MongoDeliveries implements Store {
     this.apiKeys = db.collection<ApiKeyDoc>('api_keys')
     this.webhooks = db.collection<WebhookDoc>('webhooks')
     this.events = db.collection<EventDoc>('events')
-    this.mail = new MongoEmails(db, eventDoc, () => this.hintWork())
+    this.mail = new MongoEmails(db, () => this.hintWork())
   }
 
   /** Sending: emails, idempotency keys, suppressions (src/store/mongo/emails.ts). */
@@ -396,35 +396,4 @@ export class MongoStore extends MongoDeliveries implements Store {
   recordEngagement (event: EngagementEvent): Promise<EventRecord | null> { return this.mail.recordEngagement(event) }
   unsubscribeRecipient (event: EngagementEvent, at: string): Promise<UnsubscribeResult> { return this.mail.unsubscribeRecipient(event, at) }
   repairInterruptedWrites (before: string): Promise<number> { return this.mail.repairInterruptedWrites(before) }
-}
-
-interface EventDoc {
-  _id: string
-  accountId: string
-  emailId: string
-  type: string
-  recipient: string
-  occurredAt: string
-  payload: string
-  routed: boolean
-}
-
-function eventDoc (e: EventRecord): EventDoc {
-  return {
-    _id: String(e.id),
-    accountId: String(e.accountId),
-    emailId: String(e.emailId),
-    type: String(e.type),
-    recipient: String(e.recipient),
-    occurredAt: String(e.occurredAt),
-    payload: String(e.payload),
-    routed: false,
-  }
-}
-
-function toEvent (d: EventDoc): EventRecord {
-  return {
-    id: d._id, accountId: d.accountId, emailId: d.emailId, type: d.type as EventType,
-    recipient: d.recipient, occurredAt: d.occurredAt, payload: d.payload,
-  }
 }
