@@ -62,9 +62,3 @@ export default async function deliver (job: DeliverJob): Promise<number> {
   }
   return job.tasks.length
 }
-
-/** The same work, answered in one piece: for callers that want a plain request and response. */
-export async function deliverBatch (tasks: DeliveryTask[]): Promise<DeliveryResult[]> {
-  sender ??= build()
-  return sender.send(tasks)
-}

@@ -27,17 +27,11 @@ export interface DispatcherOptions {
 
 export class Dispatcher {
   private pools: Piscina[] | undefined
-  private batches = 0
 
   constructor (private readonly opts: DispatcherOptions) {}
 
   get shards (): number {
     return this.opts.threads
-  }
-
-  /** Batches in flight across all shards. */
-  get active (): number {
-    return this.batches
   }
 
   /** Share of time each shard's thread spent working, 0…1 (for /metrics). */
@@ -74,12 +68,10 @@ export class Dispatcher {
       this.opts.onResults(results)
       if (open.size === 0) port1.close()
     })
-    this.batches += 1
     const job: DeliverJob = { tasks, port: port2 }
     this.pool(shard).run(job, { transferList: [port2] }).then(
-      () => { this.batches -= 1 },
+      () => {},
       (err: unknown) => {
-        this.batches -= 1
         // The thread died or was stopped: whatever it had not answered is reported lost, and retried.
         port1.close()
         const lost = tasks.filter((t) => open.has(t.deliveryId))

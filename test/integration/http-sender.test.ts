@@ -7,7 +7,9 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import { createServer as createTcpServer, type Server as TcpServer, type Socket } from 'node:net'
 import { once } from 'node:events'
 import { fileURLToPath } from 'node:url'
+import { MessageChannel } from 'node:worker_threads'
 import { Piscina } from 'piscina'
+import type { DeliverJob } from '../../workers/deliver.js'
 import { createHttpSender, parseRetryAfter, type DeliveryResult, type DeliveryTask, type SenderOptions } from '../../src/delivery/http-sender.js'
 import { verifySignature } from '../../src/delivery/signature.js'
 import type { Resolver } from '../../src/domain/webhook-url.js'
@@ -404,10 +406,22 @@ describe('deliver worker through Piscina', () => {
     const receiver = await startReceiver({ '/ok': (_req, res) => { res.statusCode = 200; res.end('thanks') } })
     const filename = fileURLToPath(new URL('../../workers/deliver.js', import.meta.url))
     const workerData: Omit<SenderOptions, 'resolver'> = { timeoutMs: 2000, maxResponseBytes: 64, production: false, allowedCidrs: '' }
-    const pool = new Piscina<DeliveryTask[], DeliveryResult[]>({ filename, workerData, minThreads: 1, maxThreads: 1 })
+    const pool = new Piscina<DeliverJob, number>({ filename, workerData, minThreads: 1, maxThreads: 1 })
     try {
       const batch = [task(receiver.url('/ok')), task(receiver.url('/ok'))]
-      const results = await pool.run(batch, { name: 'deliverBatch' })
+      // The engine's path: the batch goes over in one task and the results stream back on a port.
+      const { port1, port2 } = new MessageChannel()
+      const results: DeliveryResult[] = []
+      const all = new Promise<void>((resolve) => {
+        port1.on('message', (some: DeliveryResult[]) => {
+          results.push(...some)
+          if (results.length === batch.length) resolve()
+        })
+      })
+      assert.equal(await pool.run({ tasks: batch, port: port2 }, { transferList: [port2] }), 2)
+      await all
+      port1.close()
+      results.sort((a, b) => batch.findIndex((t) => t.deliveryId === a.deliveryId) - batch.findIndex((t) => t.deliveryId === b.deliveryId))
       assert.deepEqual(results.map((r) => [r.deliveryId, r.outcome, r.status, r.responseBody]), batch.map((t) => [t.deliveryId, 'delivered', 200, 'thanks']))
       assert.equal(receiver.received.length, 2)
       for (const got of receiver.received) {
