@@ -13,7 +13,7 @@ export function createDeliveryMetrics (registry: Registry, probe: EngineProbe) {
   return {
     outcomes: new Counter({
       name: 'svc_deliveries_total',
-      help: 'Delivery attempts by outcome (succeeded, retry, failed, gone), and work handed back to the store unattempted (deferred: breaker or pause; parked: the webhook's actor is full)',
+      help: 'Delivery attempts by outcome (succeeded, retry, failed, gone), and work handed back to the store unattempted (deferred: breaker or pause; parked: the webhook actor is full)',
       labelNames: ['outcome'] as const,
       registers,
     }),
