@@ -39,15 +39,11 @@ export class Dispatcher {
     return (this.pools ?? []).map((p) => p.utilization)
   }
 
-  /**
-   * Starts the threads now, so the first deliveries do not wait for a thread to boot and warm up while
-   * events pile up behind them.
-   */
-  warm (): void {
-    this.pool(0)
-  }
-
   private pool (shard: number): Piscina {
+    // Threads start on first use, not with the engine: on Node 20, Piscina loads the worker with
+    // require(esm), and a thread ended while it is still loading aborts the whole process (a V8 fatal
+    // error seen in CI when a service stopped right after starting). Lazily, only a node that stops in
+    // the instant of its first delivery can meet it.
     this.pools ??= Array.from({ length: this.opts.threads }, () => new Piscina({
       filename: WORKER_FILE,
       workerData: this.opts.workerData,

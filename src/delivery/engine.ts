@@ -151,7 +151,6 @@ export class DeliveryEngine implements Component {
 
   async start (): Promise<void> {
     this.running = true
-    this.dispatcher.warm()
     this.unsubscribe = this.store.subscribe(() => this.wake())
     const every = (ms: number, fn: () => void) => { this.timers.push(setInterval(fn, ms).unref()) }
     every(this.pollMs, () => this.wake())
