@@ -1,9 +1,13 @@
-// The Piscina worker: one HTTP sender per thread, built from workerData on the first batch (so a thread
-// that never gets work opens no sockets), kept for the thread's life so its keep-alive pool is reused.
-// Wiring only; the behaviour lives in src/delivery/http-sender.ts, where it is tested without threads.
+// The delivery worker thread. The dispatcher attaches to each thread once, with one long-lived Piscina
+// task that hands over a MessagePort; from then on batches come in on that port and results go back on
+// it as they arrive, so a batch costs one message each way and nothing else (no task, no channel). The
+// task ends when the dispatcher closes its end of the port.
+// Wiring only; the behaviour lives in src/delivery/http-sender.ts (one request) and lanes.ts (each
+// webhook's window), where it is tested without threads.
 import type { MessagePort } from 'node:worker_threads'
 import { workerData } from 'node:worker_threads'
 import { createHttpSender, type DeliveryResult, type DeliveryTask, type HttpSender, type SenderOptions } from '../src/delivery/http-sender.js'
+import { Lanes } from '../src/delivery/lanes.js'
 import type { ResolvedAddress } from '../src/domain/webhook-url.js'
 
 /**
@@ -11,19 +15,27 @@ import type { ResolvedAddress } from '../src/domain/webhook-url.js'
  * resolver it may carry fixed answers per host name (an /etc/hosts of sorts; tests use it so that a
  * worker thread never asks public DNS).
  */
-export type DeliverWorkerData = Omit<SenderOptions, 'resolver'> & { hosts?: Record<string, ResolvedAddress[]> }
+export type DeliverWorkerData = Omit<SenderOptions, 'resolver'> & {
+  /** Requests in flight at once per webhook. */
+  window: number
+  hosts?: Record<string, ResolvedAddress[]>
+}
 
-/** A batch, and the port its results stream back on (one message per tick, as results come in). */
-export interface DeliverJob {
-  tasks: DeliveryTask[]
+/** The one task a thread runs: the port batches arrive on and results leave by. */
+export interface AttachJob {
   port: MessagePort
 }
 
-let sender: HttpSender | undefined
+/** What the dispatcher sends: deliveries, or a request to hand back what is queued (some webhooks', or all). */
+export type DispatcherMessage = { type: 'send'; tasks: DeliveryTask[] } | { type: 'hold'; webhookIds?: string[] }
+
+/** What the thread sends on the port: `ready` once, then results in handfuls. */
+export type WorkerMessage = { type: 'ready' } | { type: 'results'; results: DeliveryResult[] }
+
 const RESULT_BATCH = 64
 
 function build (): HttpSender {
-  const { hosts, ...options } = workerData as DeliverWorkerData
+  const { hosts, window: _window, ...options } = workerData as DeliverWorkerData
   if (!hosts) return createHttpSender(options)
   return createHttpSender({
     ...options,
@@ -35,30 +47,54 @@ function build (): HttpSender {
   })
 }
 
-/** Sends a batch; results go out on job.port as they arrive, so a slow receiver delays only itself. */
-export default async function deliver (job: DeliverJob): Promise<number> {
-  sender ??= build()
+/**
+ * Serves batches from `job.port` until the dispatcher closes it, then waits for the requests still in
+ * flight and closes the sender's sockets. Resolves with the number of deliveries attempted.
+ */
+export default function attach (job: AttachJob): Promise<number> {
+  const sender = build()
+  const { port } = job
+  let attempted = 0
+  let closed = false
+  let finish: () => void = () => {}
+  const finished = new Promise<void>((resolve) => { finish = resolve })
+
   let pending: DeliveryResult[] = []
   let scheduled = false
   const flush = () => {
-    if (pending.length === 0) return
-    job.port.postMessage(pending)
+    scheduled = false
+    if (pending.length === 0 || closed) return
+    port.postMessage({ type: 'results', results: pending } satisfies WorkerMessage)
     pending = []
   }
-  try {
-    await sender.sendEach(job.tasks, (result) => {
-      pending.push(result)
-      // Results go back in handfuls: those that arrive in the same turn of the event loop travel in one
-      // message (a message per result costs more than the result), and a full handful goes at once.
-      if (pending.length >= RESULT_BATCH) flush()
-      else if (!scheduled) {
-        scheduled = true
-        setImmediate(() => { scheduled = false; flush() })
-      }
-    })
-    flush()
-  } finally {
-    job.port.close()
+  const onResult = (result: DeliveryResult) => {
+    pending.push(result)
+    // Results that arrive in the same turn of the event loop travel in one message (a message per result
+    // costs more than the result), and a full handful goes at once.
+    if (pending.length >= RESULT_BATCH) flush()
+    else if (!scheduled) {
+      scheduled = true
+      setImmediate(flush)
+    }
+    if (closed && lanes.inFlight === 0) finish()
   }
-  return job.tasks.length
+  const lanes = new Lanes((workerData as DeliverWorkerData).window, sender.deliver, onResult)
+
+  port.on('message', (message: DispatcherMessage) => {
+    if (message.type === 'send') {
+      attempted += message.tasks.length
+      lanes.add(message.tasks)
+    } else {
+      attempted -= lanes.hold(message.webhookIds)
+    }
+  })
+  port.on('close', () => {
+    // The dispatcher only closes once nothing is in flight; if something still is (the engine gave up
+    // waiting), its results have nowhere to go and the store's leases bring the work back.
+    closed = true
+    lanes.hold()
+    if (lanes.inFlight === 0) finish()
+  })
+  port.postMessage({ type: 'ready' } satisfies WorkerMessage)
+  return finished.then(() => sender.close()).then(() => attempted)
 }

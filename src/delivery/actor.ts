@@ -7,7 +7,13 @@ import type { DeliveryWork } from '../store/deliveries.js'
 export type BreakerState = 'closed' | 'open' | 'half_open'
 
 export interface ActorOptions {
+  /** Requests in flight at the receiver at once. */
   window: number
+  /**
+   * Deliveries handed to the worker thread beyond the window, queued there to start the moment a request
+   * finishes (see lanes.ts): the receiver's window stays full while the engine's thread is busy.
+   */
+  ahead: number
   /** Work queued in memory beyond the window; more is sent back to the store. */
   mailboxLimit: number
   /** Consecutive failures that open the breaker. */
@@ -19,6 +25,7 @@ export interface ActorOptions {
 
 export class WebhookActor {
   readonly mailbox: DeliveryWork[] = []
+  /** Handed to the worker thread and not answered yet: in flight at the receiver, or queued there. */
   inFlight = 0
   /** Consecutive failed attempts. */
   failures = 0
@@ -48,7 +55,7 @@ export class WebhookActor {
     if (this.isPaused(now)) return 0
     // Half-open: one probe at a time until a success closes the breaker.
     if (this.opens > 0) return this.probing || this.inFlight > 0 ? 0 : 1
-    return this.opts.window - this.inFlight
+    return this.opts.window + this.opts.ahead - this.inFlight
   }
 
   /** Takes up to `n` deliveries to send now. */
@@ -65,6 +72,12 @@ export class WebhookActor {
     this.failures = 0
     this.opens = 0
     this.probing = false
+  }
+
+  /** A delivery the worker handed back unattempted: it counts neither way. */
+  returned (): void {
+    this.inFlight -= 1
+    if (this.probing) this.probing = false
   }
 
   /** A failed attempt. Returns true when this failure opened (or reopened) the breaker. */

@@ -1,13 +1,16 @@
 // Batches to worker threads. Webhooks are sharded over the threads by hash(webhookId) mod N, so each
 // endpoint's keep-alive connections live in one thread and are reused. Each shard is a one-thread Piscina
-// pool; a batch crosses to its thread in one message, and results stream back on a MessagePort as they
-// arrive, so a receiver that answers in 5 s delays its own results only.
+// pool (Piscina starts the thread, restarts it if it dies, and stops it), attached to once: a single
+// long-lived task hands the thread a MessagePort, and from then on a batch is one message there and its
+// results stream back on the same port as they arrive, so a receiver that answers in 5 s delays only its
+// own results, and a batch costs no task and no channel of its own.
 import { createHash } from 'node:crypto'
-import { MessageChannel } from 'node:worker_threads'
+import type { EventLoopUtilization } from 'node:perf_hooks'
+import { MessageChannel, type MessagePort } from 'node:worker_threads'
 import { fileURLToPath } from 'node:url'
 import { Piscina } from 'piscina'
 import type { DeliveryResult, DeliveryTask } from './http-sender.js'
-import type { DeliverJob, DeliverWorkerData } from '../../workers/deliver.js'
+import type { AttachJob, DeliverWorkerData, DispatcherMessage, WorkerMessage } from '../../workers/deliver.js'
 
 const WORKER_FILE = fileURLToPath(new URL('../../workers/deliver.js', import.meta.url))
 
@@ -21,64 +24,123 @@ export interface DispatcherOptions {
   workerData: DeliverWorkerData
   /** Called with every batch of results, as they stream in. */
   onResults: (results: DeliveryResult[]) => void
-  /** Called for tasks whose worker died before answering: each gets a synthetic failed result. */
-  onLost: (tasks: DeliveryTask[], error: string) => void
+  /** Called with the deliveries a thread had not answered when it died: each is retried. */
+  onLost: (deliveryIds: string[], error: string) => void
+}
+
+/** One attachment to a shard's thread: the port, what was sent on it and is not answered yet. */
+interface Lane {
+  port: MessagePort
+  open: Set<string>
+  /** Settles once the thread has loaded the worker and is listening (or has failed to). */
+  ready: Promise<void>
+  /** Settles when the attach task ends, whichever way. */
+  ended: Promise<void>
 }
 
 export class Dispatcher {
-  private pools: Piscina[] | undefined
+  private readonly pools: Piscina[]
+  private readonly lanes: Array<Lane | undefined>
+  private readonly elu: Array<EventLoopUtilization | undefined>
+  private closing = false
 
-  constructor (private readonly opts: DispatcherOptions) {}
+  constructor (private readonly opts: DispatcherOptions) {
+    this.pools = Array.from({ length: opts.threads }, () => new Piscina({
+      filename: WORKER_FILE,
+      workerData: opts.workerData,
+      // No thread until the first attach: a service that never delivers starts none.
+      minThreads: 0,
+      maxThreads: 1,
+      idleTimeout: 1000,
+      // Besides the attach task, a thread has nothing to run; Piscina only needs to let that one in.
+      concurrentTasksPerWorker: 1,
+    }))
+    this.lanes = this.pools.map(() => undefined)
+    this.elu = this.pools.map(() => undefined)
+  }
 
   get shards (): number {
     return this.opts.threads
   }
 
-  /** Share of time each shard's thread spent working, 0…1 (for /metrics). */
+  /** Share of time each shard's thread was busy since the previous call, 0…1 (for /metrics). */
   utilization (): number[] {
-    return (this.pools ?? []).map((p) => p.utilization)
+    return this.pools.map((pool, shard) => {
+      const perf = pool.threads[0]?.performance
+      if (!perf) return 0
+      const last = this.elu[shard]
+      const now = perf.eventLoopUtilization()
+      this.elu[shard] = now
+      return last ? perf.eventLoopUtilization(now, last).utilization : now.utilization
+    })
   }
 
-  private pool (shard: number): Piscina {
-    // Threads start on first use, not with the engine: on Node 20, Piscina loads the worker with
-    // require(esm), and a thread ended while it is still loading aborts the whole process (a V8 fatal
-    // error seen in CI when a service stopped right after starting). Lazily, only a node that stops in
-    // the instant of its first delivery can meet it.
-    this.pools ??= Array.from({ length: this.opts.threads }, () => new Piscina({
-      filename: WORKER_FILE,
-      workerData: this.opts.workerData,
-      minThreads: 1,
-      maxThreads: 1,
-      // A thread works many batches at once: it is I/O-bound, and the actors bound what is in flight.
-      concurrentTasksPerWorker: 256,
-      idleTimeout: 60_000,
-    }))
-    return this.pools[shard]!
+  private lane (shard: number): Lane {
+    const existing = this.lanes[shard]
+    if (existing) return existing
+    const { port1, port2 } = new MessageChannel()
+    const open = new Set<string>()
+    let markReady: () => void = () => {}
+    const ready = new Promise<void>((resolve) => { markReady = resolve })
+    port1.on('message', (message: WorkerMessage) => {
+      if (message.type === 'ready') {
+        markReady()
+        return
+      }
+      for (const r of message.results) open.delete(r.deliveryId)
+      this.opts.onResults(message.results)
+    })
+    const job: AttachJob = { port: port2 }
+    const ended = this.pools[shard]!.run(job, { transferList: [port2] }).then(
+      () => {},
+      (err: unknown) => {
+        // The thread died (or could not load the worker): what it had not answered is reported lost and
+        // retried, and the next batch attaches to the thread Piscina starts in its place.
+        if (this.lanes[shard] === lane) this.lanes[shard] = undefined
+        port1.close()
+        if (open.size > 0 && !this.closing) {
+          this.opts.onLost([...open], `worker failed: ${err instanceof Error ? err.message : String(err)}`)
+        }
+        open.clear()
+      },
+    ).finally(markReady)
+    const lane: Lane = { port: port1, open, ready, ended }
+    this.lanes[shard] = lane
+    return lane
   }
 
   send (shard: number, tasks: DeliveryTask[]): void {
-    const { port1, port2 } = new MessageChannel()
-    const open = new Set(tasks.map((t) => t.deliveryId))
-    port1.on('message', (results: DeliveryResult[]) => {
-      for (const r of results) open.delete(r.deliveryId)
-      this.opts.onResults(results)
-      if (open.size === 0) port1.close()
-    })
-    const job: DeliverJob = { tasks, port: port2 }
-    this.pool(shard).run(job, { transferList: [port2] }).then(
-      () => {},
-      (err: unknown) => {
-        // The thread died or was stopped: whatever it had not answered is reported lost, and retried.
-        port1.close()
-        const lost = tasks.filter((t) => open.has(t.deliveryId))
-        if (lost.length > 0) this.opts.onLost(lost, `worker failed: ${err instanceof Error ? err.message : String(err)}`)
-      },
-    )
+    const lane = this.lane(shard)
+    for (const t of tasks) lane.open.add(t.deliveryId)
+    lane.port.postMessage({ type: 'send', tasks } satisfies DispatcherMessage)
   }
 
+  /**
+   * Asks a shard's thread for the deliveries it holds queued and has not started (for the given webhooks,
+   * or all): they come back through onResults as `returned`.
+   */
+  hold (shard: number, webhookIds?: string[]): void {
+    this.lanes[shard]?.port.postMessage({ type: 'hold', ...(webhookIds ? { webhookIds } : {}) } satisfies DispatcherMessage)
+  }
+
+  /** hold() on every shard, for every webhook (stopping). */
+  holdAll (): void {
+    for (let shard = 0; shard < this.lanes.length; shard++) this.hold(shard)
+  }
+
+  /**
+   * Detaches from every thread and stops them. Each thread is first allowed to finish loading: ending a
+   * thread in the middle of loading its module can abort the whole process on Node 20. The engine only
+   * closes once nothing is in flight.
+   */
   async close (): Promise<void> {
-    const pools = this.pools ?? []
-    this.pools = undefined
-    await Promise.all(pools.map((p) => p.close({ force: false })))
+    this.closing = true
+    const lanes = this.lanes.splice(0).filter((l): l is Lane => l !== undefined)
+    await Promise.all(lanes.map(async (lane) => {
+      await lane.ready
+      lane.port.close()
+      await lane.ended
+    }))
+    await Promise.all(this.pools.map((p) => p.close({ force: false })))
   }
 }

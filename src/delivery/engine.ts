@@ -53,9 +53,18 @@ export interface EngineOptions {
   maxInFlight?: number
   /** HTTP requests in flight at once across all webhooks (each webhook also has its window). */
   maxRequests?: number
+  /**
+   * Deliveries read ahead from the store and waiting in actors' mailboxes, at most. The store is read
+   * again when fewer than half that wait: enough to keep the threads busy between two reads, and no
+   * more, so the store is read as fast as work leaves, not in one burst that holds the heap (and the
+   * garbage collector) full of work that could have waited on disk. Default 4 × maxRequests.
+   */
+  readAhead?: number
   batchSize?: number
   random?: () => number
-  breaker?: Partial<Omit<ActorOptions, 'window'>>
+  breaker?: Partial<Omit<ActorOptions, 'window' | 'ahead'>>
+  /** Deliveries per webhook handed to its worker thread beyond the window; default 3 windows. */
+  ahead?: number
 }
 
 const noopLogger: EngineLogger = { info () {}, warn () {}, error () {} }
@@ -72,6 +81,7 @@ export class DeliveryEngine implements Component {
   private readonly pollMs: number
   private readonly maxInFlight: number
   private readonly maxRequests: number
+  private readonly readAhead: number
   /** Requests handed to the workers and not yet answered. */
   private requests = 0
   private readonly batchSize: number
@@ -117,10 +127,12 @@ export class DeliveryEngine implements Component {
     this.pollMs = opts.pollMs ?? 250
     this.maxInFlight = opts.maxInFlight ?? 20_000
     this.maxRequests = opts.maxRequests ?? 1024
+    this.readAhead = opts.readAhead ?? this.maxRequests * 4
     this.batchSize = opts.batchSize ?? 512
     this.policy = { schedule: opts.retrySchedule, ...(opts.random ? { random: opts.random } : {}) }
     this.actorOptions = {
       window: opts.window,
+      ahead: opts.ahead ?? opts.window * 3,
       mailboxLimit: opts.breaker?.mailboxLimit ?? Math.max(opts.window * 16, 1024),
       failureThreshold: opts.breaker?.failureThreshold ?? 5,
       cooldownMs: opts.breaker?.cooldownMs ?? 30_000,
@@ -129,6 +141,7 @@ export class DeliveryEngine implements Component {
     this.dispatcher = new Dispatcher({
       threads: opts.threads,
       workerData: {
+        window: opts.window,
         timeoutMs: opts.timeoutMs,
         maxResponseBytes: 1024,
         // Sockets per receiving host and thread: many webhooks on one host share them (and queue in
@@ -139,7 +152,10 @@ export class DeliveryEngine implements Component {
         ...(opts.hosts ? { hosts: opts.hosts } : {}),
       },
       onResults: (results) => this.onResults(results),
-      onLost: (tasks, error) => this.onResults(tasks.map((t) => ({ deliveryId: t.deliveryId, outcome: 'retry', error, durationMs: 0 }))),
+      onLost: (ids, error) => {
+        this.log.error({ deliveries: ids.length, error }, 'a delivery worker thread died; its unanswered deliveries will be retried')
+        this.onResults(ids.map((deliveryId) => ({ deliveryId, outcome: 'retry', error, durationMs: 0 })))
+      },
     })
     this.metrics = createDeliveryMetrics(opts.registry, {
       stats: () => this.stats(),
@@ -176,6 +192,8 @@ export class DeliveryEngine implements Component {
       for (const work of actor.mailbox.splice(0)) this.defer(work, now)
     }
     this.ready.clear()
+    // What the threads hold queued and have not started comes back too, unattempted.
+    this.dispatcher.holdAll()
     await new Promise<void>((resolve) => {
       if (this.inFlightRequests() === 0) resolve()
       else this.idleWaiters.push(resolve)
@@ -218,7 +236,12 @@ export class DeliveryEngine implements Component {
    * the engine slows down instead of piling results up in memory.
    */
   private room (): number {
-    return this.maxInFlight - this.held.size - this.outcomes.length
+    return Math.min(this.maxInFlight - this.held.size - this.outcomes.length, this.readAhead - this.waiting())
+  }
+
+  /** Held in mailboxes, not yet handed to a worker thread. */
+  private waiting (): number {
+    return this.held.size - this.requests
   }
 
   private async fetch (): Promise<void> {
@@ -291,7 +314,6 @@ export class DeliveryEngine implements Component {
     })
   }
 
-  /** Moves work from actors with room into batches, one batch per shard at a time of up to batchSize. */
   /**
    * Moves work from actors with room into per-shard batches of up to batchSize, within the node's budget
    * of requests in flight. Actors take turns: one that still has work after its turn goes to the back.
@@ -310,7 +332,7 @@ export class DeliveryEngine implements Component {
       let batch = batches.get(actor.shard)
       if (!batch) batches.set(actor.shard, batch = [])
       for (const w of taken) {
-        batch.push({ deliveryId: w.id, url: w.url, event: w.event, body: w.payload, secrets: w.secrets })
+        batch.push({ deliveryId: w.id, webhookId: w.webhookId, url: w.url, event: w.event, body: w.payload, secrets: w.secrets })
         if (batch.length >= this.batchSize) {
           this.dispatcher.send(actor.shard, batch)
           batches.set(actor.shard, batch = [])
@@ -320,9 +342,9 @@ export class DeliveryEngine implements Component {
     for (const [shard, batch] of batches) if (batch.length > 0) this.dispatcher.send(shard, batch)
   }
 
-
   private onResults (results: DeliveryResult[]): void {
     const now = this.clock.now()
+    const requeue = new Map<WebhookActor, DeliveryWork[]>()
     for (const r of results) {
       const work = this.held.get(r.deliveryId)
       if (!work) continue
@@ -330,17 +352,32 @@ export class DeliveryEngine implements Component {
       this.requests -= 1
       const actor = this.actorFor(work.webhookId)
       const attempts = work.attempts + 1
-      this.metrics.requestDuration.observe(r.durationMs / 1000)
-      if (r.outcome === 'delivered') {
+      if (r.outcome === 'returned') {
+        // Handed back unattempted by its worker thread (after a failure, a pause, or when stopping): no
+        // attempt is counted. It goes out again as soon as the actor may send, or back to the store.
+        actor.returned()
+        if (this.running && !actor.isPaused(now)) {
+          let list = requeue.get(actor)
+          if (!list) requeue.set(actor, list = [])
+          list.push(work)
+          this.held.set(work.id, work)
+        } else {
+          this.defer(work, actor.isPaused(now) ? actor.pausedUntil : now)
+        }
+      } else if (r.outcome === 'delivered') {
+        this.metrics.requestDuration.observe(r.durationMs / 1000)
         actor.succeeded()
         this.queueOutcome({ kind: 'succeeded', id: work.id, webhookId: work.webhookId, at: now, statusCode: r.status ?? 200, durationMs: r.durationMs })
         this.metrics.latency.observe(Math.max(0, now - work.eventAt) / 1000)
         this.metrics.attempts.observe(attempts)
       } else if (r.outcome === 'gone') {
+        this.metrics.requestDuration.observe(r.durationMs / 1000)
         actor.failed(now)
         this.queueOutcome({ kind: 'gone', id: work.id, webhookId: work.webhookId, at: now, statusCode: r.status ?? 410, durationMs: r.durationMs })
         this.metrics.attempts.observe(attempts)
       } else {
+        this.metrics.requestDuration.observe(r.durationMs / 1000)
+        const wasPaused = actor.isPaused(now)
         const opened = actor.failed(now)
         if (r.retryAfterMs !== undefined) actor.pause(now + clampRetryAfter(r.retryAfterMs))
         if (opened) this.log.warn({ webhookId: work.webhookId, until: new Date(actor.pausedUntil).toISOString() }, 'webhook circuit breaker opened')
@@ -357,15 +394,22 @@ export class DeliveryEngine implements Component {
         }
         if (actor.isPaused(now)) {
           for (const queued of actor.mailbox.splice(0)) this.defer(queued, actor.pausedUntil)
+          // And what its worker thread holds queued behind the window comes back to be deferred too.
+          if (!wasPaused) this.dispatcher.hold(actor.shard, [actor.webhookId])
         }
       }
       if (actor.mailbox.length > 0) this.ready.add(actor)
-      else if (actor.idle(now) && !this.saturated.has(actor.webhookId)) this.actors.delete(actor.webhookId)
+      else if (actor.idle(now) && !this.saturated.has(actor.webhookId) && !requeue.has(actor)) this.actors.delete(actor.webhookId)
       this.refill(actor)
+    }
+    // Handed back in order: they go to the front of their mailbox, ahead of what came later.
+    for (const [actor, works] of requeue) {
+      actor.mailbox.unshift(...works)
+      this.ready.add(actor)
     }
     this.schedulePump()
     // Room freed: there may be more waiting in the store.
-    if (this.starved && this.held.size < this.maxInFlight / 2) this.wake()
+    if (this.starved && this.held.size < this.maxInFlight / 2 && this.waiting() < this.readAhead / 2) this.wake()
     if (this.idleWaiters.length > 0 && this.inFlightRequests() === 0) for (const resolve of this.idleWaiters.splice(0)) resolve()
   }
 

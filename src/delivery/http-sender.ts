@@ -5,7 +5,7 @@ import { performance } from 'node:perf_hooks'
 import type { LookupAddress, LookupOptions } from 'node:dns'
 import { isIP } from 'node:net'
 import type { Readable } from 'node:stream'
-import { Agent } from 'undici'
+import { Pool } from 'undici'
 import {
   checkHost,
   checkUrlShape,
@@ -20,7 +20,7 @@ import {
 } from '../domain/webhook-url.js'
 import { signatureHeader } from './signature.js'
 
-export interface DeliveryTask { deliveryId: string; url: string; event: string; body: string; secrets: string[] }
+export interface DeliveryTask { deliveryId: string; webhookId: string; url: string; event: string; body: string; secrets: string[] }
 
 export interface SenderOptions {
   /** Whole attempt, DNS and connect to the last body byte, in milliseconds. */
@@ -38,7 +38,8 @@ export interface SenderOptions {
 
 export interface DeliveryResult {
   deliveryId: string
-  outcome: 'delivered' | 'retry' | 'gone'
+  /** `returned`: handed back unattempted (see lanes.ts); the sender itself never answers it. */
+  outcome: 'delivered' | 'retry' | 'gone' | 'returned'
   status?: number
   error?: string
   retryAfterMs?: number
@@ -48,8 +49,8 @@ export interface DeliveryResult {
 
 export interface HttpSender {
   send (batch: DeliveryTask[]): Promise<DeliveryResult[]>
-  /** Like send, but hands over each result as soon as it is known, so a slow receiver holds back no one. */
-  sendEach (batch: DeliveryTask[], onResult: (result: DeliveryResult) => void): Promise<void>
+  /** One delivery; never rejects: a failure of any kind is a `retry` result. */
+  deliver (task: DeliveryTask): Promise<DeliveryResult>
   close (): Promise<void>
 }
 
@@ -204,7 +205,7 @@ export function createHttpSender (options: SenderOptions): HttpSender {
   // Development keeps the platform's DNS unless a resolver is injected; production always goes through
   // the guard.
   const resolver = options.resolver ?? (production ? systemResolver : undefined)
-  const agent = new Agent({
+  const poolOptions: Pool.Options = {
     ...(options.connections !== undefined ? { connections: options.connections } : {}),
     headersTimeout: timeoutMs,
     bodyTimeout: timeoutMs,
@@ -212,7 +213,26 @@ export function createHttpSender (options: SenderOptions): HttpSender {
       timeout: timeoutMs,
       ...(resolver ? { lookup: connectLookup(resolver, production, allowedCidrs) } : {}),
     },
-  })
+  }
+  // One keep-alive pool per origin, addressed directly: going through an Agent costs a dispatcher lookup
+  // and more per request. Pools with nothing connected or queued are closed now and then, so a node that
+  // once called many origins does not keep a pool for each.
+  const pools = new Map<string, Pool>()
+  const poolFor = (origin: string): Pool => {
+    let pool = pools.get(origin)
+    if (!pool) pools.set(origin, pool = new Pool(origin, poolOptions))
+    return pool
+  }
+  const sweeper = setInterval(() => {
+    for (const [origin, pool] of pools) {
+      const { connected, pending, running } = pool.stats
+      if (connected === 0 && pending === 0 && running === 0) {
+        pools.delete(origin)
+        void pool.close()
+      }
+    }
+  }, 60_000)
+  sweeper.unref()
 
   // The shape verdict of each URL is kept: a webhook's URL is the same for every delivery, and parsing
   // it per request is measurable at full rate. (Names are still resolved and judged at every connect.)
@@ -241,13 +261,12 @@ export function createHttpSender (options: SenderOptions): HttpSender {
     const shape = shapeOf(task.url)
     if (!shape.ok) return done({ outcome: 'retry', error: `blocked: ${shape.reason}` })
 
-    // The deadline is the agent's: connect, then the response headers, then each gap in the body, each
+    // The deadline is the pool's: connect, then the response headers, then each gap in the body, each
     // within timeoutMs (no per-request timer: at full rate one costs more than the request's signing).
     let status: number | undefined
     try {
       const timestamp = Math.floor(Date.now() / 1000)
-      const res = await agent.request({
-        origin: shape.origin!,
+      const res = await poolFor(shape.origin!).request({
         path: shape.path!,
         method: 'POST',
         headers: {
@@ -290,11 +309,12 @@ export function createHttpSender (options: SenderOptions): HttpSender {
     async send (batch) {
       return Promise.all(batch.map(settle))
     },
-    async sendEach (batch, onResult) {
-      await Promise.all(batch.map(async (task) => { onResult(await settle(task)) }))
-    },
+    deliver: settle,
     async close () {
-      await agent.close()
+      clearInterval(sweeper)
+      const all = [...pools.values()]
+      pools.clear()
+      await Promise.all(all.map((pool) => pool.close()))
     },
   }
 }

@@ -197,6 +197,28 @@ describe('delivery', () => {
     assert.equal(Date.parse(b.nextAttemptAt) - Date.parse(b.lastAttemptAt), 3_600_000, 'clamped to one hour')
   })
 
+  test('a pause stops a webhook at once: what its worker thread held queued comes back unattempted', async (t) => {
+    const receiver = await startReceiver(t, {
+      '/pause': (_r, _n, res) => { res.statusCode = 503; res.setHeader('retry-after', '300'); res.end() },
+    })
+    // A window of 2, so 8 of the 10 deliveries are handed to the worker thread: 2 in flight, 6 queued there.
+    const server = await startServer(t, { env: { ...FAST, DELIVERY_WINDOW: '2', DELIVERY_THREADS: '1' } })
+    const { client, id } = await signedUp(server)
+    const hook = await webhook(client, receiver, '/pause')
+    await emit(server, id, 'email.delivered', 10)
+    const all = await eventually(async () => {
+      const list = await log(client, hook.id)
+      return list.length === 10 && list.every((d) => d.status === 'retrying' || Date.parse(d.nextAttemptAt) - Date.now() > 200_000) ? list : undefined
+    }, 'every delivery paused')
+    assert.equal(receiver.received.length, 2, 'only the window in flight reached the receiver')
+    const attempted = all.filter((d) => d.attempts === 1)
+    assert.equal(attempted.length, 2)
+    for (const d of all.filter((x) => x.attempts === 0)) {
+      assert.equal(d.status, 'pending')
+      assert.ok(Date.parse(d.nextAttemptAt) >= Date.parse(attempted[0].lastAttemptAt) + 299_000, 'due when the pause ends')
+    }
+  })
+
   test('after the last retry the delivery fails; recover queues it again and a healthy receiver gets it', async (t) => {
     let healthy = false
     const receiver = await startReceiver(t, { '/outage': (_r, _n, res) => { res.statusCode = healthy ? 200 : 503; res.end() } })

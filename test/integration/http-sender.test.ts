@@ -9,7 +9,7 @@ import { once } from 'node:events'
 import { fileURLToPath } from 'node:url'
 import { MessageChannel } from 'node:worker_threads'
 import { Piscina } from 'piscina'
-import type { DeliverJob } from '../../workers/deliver.js'
+import type { AttachJob, DeliverWorkerData, DispatcherMessage, WorkerMessage } from '../../workers/deliver.js'
 import { createHttpSender, parseRetryAfter, type DeliveryResult, type DeliveryTask, type SenderOptions } from '../../src/delivery/http-sender.js'
 import { verifySignature } from '../../src/delivery/signature.js'
 import type { Resolver } from '../../src/domain/webhook-url.js'
@@ -112,6 +112,7 @@ function task (url: string, overrides: Partial<DeliveryTask> = {}): DeliveryTask
   seq += 1
   return {
     deliveryId: `dlv_${seq}`,
+    webhookId: 'wh_1',
     url,
     event: 'email.delivered',
     body: JSON.stringify({ type: 'email.delivered', eventId: `evt_${seq}`, emailId: 'em_1', to: 'zoë@example.com', timestamp: '2025-01-01T00:00:00.000Z' }),
@@ -402,28 +403,36 @@ describe('http sender in production (SSRF guard at connect time)', () => {
 })
 
 describe('deliver worker through Piscina', () => {
-  test('a worker thread signs and delivers a batch the receiver verifies', async () => {
+  test('an attached worker thread signs and delivers batches the receiver verifies, until its port closes', async () => {
     const receiver = await startReceiver({ '/ok': (_req, res) => { res.statusCode = 200; res.end('thanks') } })
     const filename = fileURLToPath(new URL('../../workers/deliver.js', import.meta.url))
-    const workerData: Omit<SenderOptions, 'resolver'> = { timeoutMs: 2000, maxResponseBytes: 64, production: false, allowedCidrs: '' }
-    const pool = new Piscina<DeliverJob, number>({ filename, workerData, minThreads: 1, maxThreads: 1 })
+    const workerData: DeliverWorkerData = { window: 8, timeoutMs: 2000, maxResponseBytes: 64, production: false, allowedCidrs: '' }
+    const pool = new Piscina<AttachJob, number>({ filename, workerData, minThreads: 1, maxThreads: 1 })
     try {
-      const batch = [task(receiver.url('/ok')), task(receiver.url('/ok'))]
-      // The engine's path: the batch goes over in one task and the results stream back on a port.
+      const first = [task(receiver.url('/ok')), task(receiver.url('/ok'))]
+      const second = [task(receiver.url('/ok'))]
+      // The engine's path: one attach task hands over a port; batches go over it, results stream back.
       const { port1, port2 } = new MessageChannel()
+      const messages: WorkerMessage[] = []
       const results: DeliveryResult[] = []
       const all = new Promise<void>((resolve) => {
-        port1.on('message', (some: DeliveryResult[]) => {
-          results.push(...some)
-          if (results.length === batch.length) resolve()
+        port1.on('message', (message: WorkerMessage) => {
+          messages.push(message)
+          if (message.type === 'results') results.push(...message.results)
+          if (results.length === first.length + second.length) resolve()
         })
       })
-      assert.equal(await pool.run({ tasks: batch, port: port2 }, { transferList: [port2] }), 2)
+      const attached = pool.run({ port: port2 }, { transferList: [port2] })
+      port1.postMessage({ type: 'send', tasks: first } satisfies DispatcherMessage)
+      port1.postMessage({ type: 'send', tasks: second } satisfies DispatcherMessage)
       await all
+      assert.equal(messages[0]?.type, 'ready', 'the thread says it is listening before any result')
       port1.close()
+      assert.equal(await attached, 3, 'the attach task ends when the port closes, counting what it attempted')
+      const batch = [...first, ...second]
       results.sort((a, b) => batch.findIndex((t) => t.deliveryId === a.deliveryId) - batch.findIndex((t) => t.deliveryId === b.deliveryId))
       assert.deepEqual(results.map((r) => [r.deliveryId, r.outcome, r.status, r.responseBody]), batch.map((t) => [t.deliveryId, 'delivered', 200, 'thanks']))
-      assert.equal(receiver.received.length, 2)
+      assert.equal(receiver.received.length, 3)
       for (const got of receiver.received) {
         assert.equal(got.verified, true)
         assert.equal(got.independentlyVerified[SECRET], true)

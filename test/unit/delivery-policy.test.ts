@@ -34,9 +34,33 @@ function work (n: number): DeliveryWork[] {
   }))
 }
 
-const OPTS = { window: 3, mailboxLimit: 10, failureThreshold: 2, cooldownMs: 1000, maxCooldownMs: 4000 }
+const OPTS = { window: 3, ahead: 0, mailboxLimit: 10, failureThreshold: 2, cooldownMs: 1000, maxCooldownMs: 4000 }
 
 describe('webhook actor', () => {
+  test('hands over its window and what may wait ahead of it, no more', () => {
+    const actor = new WebhookActor('wh_1', 0, { ...OPTS, ahead: 2 })
+    actor.mailbox.push(...work(7))
+    assert.equal(actor.take(0, 10).length, 5, 'three in flight, two queued in the worker thread')
+    assert.equal(actor.take(0, 10).length, 0)
+    actor.succeeded()
+    assert.equal(actor.take(0, 10).length, 1)
+  })
+
+  test('a delivery handed back unattempted counts neither as a success nor as a failure', () => {
+    const actor = new WebhookActor('wh_1', 0, OPTS)
+    actor.mailbox.push(...work(6))
+    actor.take(0, 3)
+    actor.failed(0)
+    actor.returned()
+    actor.returned()
+    assert.equal(actor.inFlight, 0)
+    assert.equal(actor.failures, 1, 'the streak is unchanged')
+    assert.equal(actor.failed(0), true, 'one more failure still opens the breaker')
+    assert.equal(actor.take(1000, 10).length, 1, 'half-open: one probe')
+    actor.returned()
+    assert.equal(actor.take(1000, 10).length, 1, 'a probe handed back unattempted is sent again')
+  })
+
   test('never has more than its window in flight', () => {
     const actor = new WebhookActor('wh_1', 0, OPTS)
     actor.mailbox.push(...work(5))
