@@ -25,7 +25,7 @@ export interface DeliveryTask { deliveryId: string; webhookId: string; url: stri
 export interface SenderOptions {
   /** Whole attempt, DNS and connect to the last body byte, in milliseconds. */
   timeoutMs: number
-  /** How much of a response body is kept for the delivery log, in bytes. */
+  /** How much of a failed attempt's response body is read for the delivery log, in bytes. */
   maxResponseBytes: number
   production: boolean
   /** Raw `WEBHOOK_ALLOWED_CIDRS` text; parsed here so that plain text is all that crosses into a thread. */
@@ -44,7 +44,14 @@ export interface DeliveryResult {
   error?: string
   retryAfterMs?: number
   durationMs: number
-  responseBody?: string
+}
+
+// How much of a failing receiver's answer goes into the delivery's error, in characters.
+const ANSWER_IN_ERROR = 200
+
+/** A receiver's answer as one short printable line, for the delivery log. */
+function answerSnippet (body: string): string {
+  return body.replace(/[\u0000-\u001f\u007f-\u009f]+/g, ' ').replace(/\s+/g, ' ').trim().slice(0, ANSWER_IN_ERROR)
 }
 
 export interface HttpSender {
@@ -164,7 +171,7 @@ function readCapped (body: Readable, max: number): Promise<string> {
     let cut = false
     body.on('data', (chunk: Buffer) => {
       seen += chunk.length
-      if (keptBytes < max) {
+      if (max > 0 && keptBytes < max) {
         const piece = chunk.subarray(0, max - keptBytes)
         kept.push(piece)
         keptBytes += piece.length
@@ -175,7 +182,7 @@ function readCapped (body: Readable, max: number): Promise<string> {
       }
     })
     body.on('error', (err) => { if (!cut) reject(err) })
-    body.on('close', () => resolve(Buffer.concat(kept).toString('utf8')))
+    body.on('close', () => resolve(kept.length === 0 ? '' : Buffer.concat(kept).toString('utf8')))
   })
 }
 
@@ -279,15 +286,21 @@ export function createHttpSender (options: SenderOptions): HttpSender {
         body: task.body,
       })
       status = res.statusCode
-      const responseBody = await readCapped(res.body, maxResponseBytes)
       const { outcome, error } = classify(status)
+      if (outcome === 'delivered') {
+        // A 2xx's body says nothing the log needs, but it must arrive whole (a body that stalls is a
+        // timeout, not a delivery): it is read and dropped.
+        await readCapped(res.body, 0)
+        return done({ outcome, status })
+      }
+      // A failure's answer is worth showing: its first line goes into the error the account sees.
+      const answer = answerSnippet(await readCapped(res.body, maxResponseBytes))
       const retryAfterMs = status === 429 || status === 503 ? parseRetryAfter(res.headers['retry-after']) : undefined
       return done({
         outcome,
         status,
-        ...(error !== undefined ? { error } : {}),
+        error: answer !== '' ? `${error}: ${answer}` : error!,
         ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
-        ...(responseBody !== '' ? { responseBody } : {}),
       })
     } catch (err) {
       return done({
