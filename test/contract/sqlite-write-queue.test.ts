@@ -21,3 +21,79 @@ test('writes queued after the database closed reject, whatever their durability'
   await assert.rejects(writes.run(() => 2), /not open/)
   await assert.rejects(writes.run(() => 3, { durable: false }), /not open/)
 })
+
+// The fsync of the WAL runs off the event loop. A gate stands in for the disk here, so the test decides
+// when "the disk" finishes; the real fdatasync is used by every other SQLite test.
+function gatedSync () {
+  const gates: Array<{ open: () => void; fail: (err: Error) => void }> = []
+  return {
+    gates,
+    sync: {
+      sync: () => new Promise<void>((resolve, reject) => { gates.push({ open: resolve, fail: reject }) }),
+      close () {},
+    },
+  }
+}
+
+async function settled (p: Promise<unknown>): Promise<boolean> {
+  let done = false
+  p.then(() => { done = true }, () => { done = true })
+  await new Promise((resolve) => setImmediate(resolve))
+  await new Promise((resolve) => setImmediate(resolve))
+  return done
+}
+
+function openDb (t: { after: (fn: () => void) => void }) {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-wq-'))
+  const db = new Database(join(dir, 'q.db'))
+  db.pragma('journal_mode = WAL')
+  db.exec('CREATE TABLE t (v INTEGER)')
+  t.after(() => { db.close(); rmSync(dir, { recursive: true, force: true }) })
+  return db
+}
+
+test('a durable write resolves only after a WAL sync that started after its commit; the commit is visible at once', async (t) => {
+  const db = openDb(t)
+  const disk = gatedSync()
+  const writes = new WriteQueue(db, { sync: disk.sync })
+  assert.equal(db.pragma('synchronous', { simple: true }), 1, 'commits do not wait for the disk themselves')
+  const first = writes.run(() => db.prepare('INSERT INTO t VALUES (1)').run().changes)
+  assert.equal(await settled(first), false, 'not acknowledged before the fsync')
+  assert.equal(disk.gates.length, 1, 'one fsync started')
+  assert.equal((db.prepare('SELECT count(*) AS n FROM t').get() as { n: number }).n, 1, 'already committed')
+  // Commits made while that fsync runs wait for the next one, which covers all of them at once.
+  const more = [2, 3, 4].map((v) => writes.run(() => db.prepare('INSERT INTO t VALUES (?)').run(v).changes))
+  await settled(Promise.all(more))
+  const later = writes.run(() => 'bookkeeping', { durable: false })
+  disk.gates[0]!.open()
+  assert.equal(await first, 1)
+  assert.equal(await settled(Promise.all(more)), false, 'the first fsync started before they committed')
+  assert.equal(await settled(later), false, 'bookkeeping after a durable commit waits for its fsync too')
+  assert.equal(disk.gates.length, 2, 'one more fsync for everything committed meanwhile')
+  disk.gates[1]!.open()
+  assert.deepEqual(await Promise.all(more), [1, 1, 1])
+  assert.equal(await later, 'bookkeeping')
+  assert.equal(await writes.run(() => 'alone', { durable: false }), 'alone', 'with nothing durable pending, no fsync is waited for')
+  assert.equal(disk.gates.length, 2)
+})
+
+test('when the WAL sync fails, durable writes fail and bookkeeping goes ahead', async (t) => {
+  const db = openDb(t)
+  const disk = gatedSync()
+  const writes = new WriteQueue(db, { sync: disk.sync })
+  const durable = writes.run(() => 1)
+  const bookkeeping = writes.run(() => 2, { durable: false })
+  await settled(durable)
+  disk.gates[0]!.fail(Object.assign(new Error('EIO'), { code: 'EIO' }))
+  await assert.rejects(durable, /EIO/)
+  assert.equal(await bookkeeping, 2)
+})
+
+test('with the real fdatasync, durable writes resolve and close waits for them', async (t) => {
+  const db = openDb(t)
+  const writes = new WriteQueue(db)
+  const all = Array.from({ length: 50 }, (_, i) => writes.run(() => db.prepare('INSERT INTO t VALUES (?)').run(i).changes))
+  await writes.close()
+  assert.equal(await settled(Promise.all(all)), true, 'close drained every write')
+  assert.deepEqual(await Promise.all(all), Array(50).fill(1))
+})

@@ -91,8 +91,8 @@ export function openSqliteStore (options: SqliteOptions): SqliteStore {
   const db = new Database(join(options.dataDir, options.fileName ?? 'svc.db'))
   try {
     db.pragma('journal_mode = WAL')
-    // FULL: a commit is fsynced before its promise resolves, so an accepted request survives power loss.
-    // Group commit (WriteQueue) keeps the cost of that fsync shared across concurrent writes.
+    // FULL while migrating; afterwards the write queue commits with NORMAL and fsyncs the WAL itself,
+    // off the event loop, before a durable write resolves (see write-queue.ts).
     db.pragma('synchronous = FULL')
     db.pragma('foreign_keys = ON')
     // The CLI and the server may hold the same file; wait for the other writer instead of failing.
@@ -159,7 +159,7 @@ export class SqliteStore extends SqliteDeliveries implements Store {
   }
 
   async close (): Promise<void> {
-    this.writes.flush()
+    await this.writes.close()
     if (this.db.open) this.db.close()
   }
 

@@ -1,3 +1,4 @@
+import { close as closeFd, fdatasync, open as openFile } from 'node:fs'
 import type { Database } from 'better-sqlite3'
 
 type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown }
@@ -9,25 +10,63 @@ interface Pending {
   reject: (err: unknown) => void
 }
 
+/** Promises to settle once the WAL is on disk up to commit number `through`. */
+interface Waiting {
+  through: number
+  settle: Array<() => void>
+  fail: Array<(err: unknown) => void>
+}
+
+/** Flushes the WAL file to disk; the default is fdatasync of the database's `-wal` file, in libuv's pool. */
+export interface WalSync {
+  sync (): Promise<void>
+  close (): void
+}
+
 /**
- * Group commit. Writes asked for during one turn of the event loop run together in one transaction, each
- * inside its own savepoint so that one failing write (a constraint, a thrown rule) rolls back alone. The
- * promises settle after the shared COMMIT, so a resolved write is durable, and N concurrent requests pay
- * for one fsync instead of N.
+ * Group commit, with the fsync off the event loop.
  *
- * A write may say it need not survive a power cut (`durable: false`): the delivery engine's bookkeeping,
- * where a lost write means a delivery is made again (at least once), never one lost. A batch of only such
- * writes commits with synchronous=NORMAL (in WAL mode: safe from process crashes and never corrupt, but
- * not fsynced); any batch holding a durable write commits with FULL.
+ * Writes asked for during one turn of the event loop run together in one transaction, each inside its
+ * own savepoint so that one failing write (a constraint, a thrown rule) rolls back alone.
+ *
+ * Every transaction commits with synchronous=NORMAL: in WAL mode that writes the commit to the WAL file
+ * without waiting for the disk. A write that must survive a power cut (`durable`, the default: every API
+ * write) resolves only once an fdatasync of the WAL file, started after its commit, has finished: that is
+ * what synchronous=FULL does, except that the wait runs in libuv's thread pool instead of blocking this
+ * thread, so requests keep being served while the disk works, and one fsync covers every commit made
+ * meanwhile.
+ *
+ * The delivery engine's and the mailer's bookkeeping is written with `durable: false` (a lost write
+ * means work done again, never lost). Their promises too wait for any fsync that covers an earlier
+ * durable commit: so nothing is ever acted on (a webhook sent, an email handed to SMTP) on the strength
+ * of data that a power cut could still take back.
  */
 export class WriteQueue {
   private pending: Pending[] = []
   private scheduled = false
-  private synchronous: 'FULL' | 'NORMAL' = 'FULL'
+  /** Commits made so far, and the last one holding a durable write. */
+  private commits = 0
+  private lastDurable = 0
+  /** The WAL is on disk up to this commit. */
+  private syncedThrough = 0
+  private syncing = false
+  private waiting: Waiting[] = []
+  private readonly sync: WalSync
   /** Called after every successful commit (outside the transaction). */
   onCommit: (() => void) | undefined
 
-  constructor (private readonly db: Database) {}
+  constructor (private readonly db: Database, opts: { sync?: WalSync } = {}) {
+    if (opts.sync) {
+      this.sync = opts.sync
+    } else if (!db.memory && db.pragma('journal_mode', { simple: true }) === 'wal') {
+      this.sync = walSync(db.name)
+    } else {
+      // Not in WAL mode (or in memory): each commit is as durable as the connection's own setting makes it.
+      this.sync = { sync: () => Promise.resolve(), close () {} }
+      return
+    }
+    db.pragma('synchronous = NORMAL')
+  }
 
   run<T>(work: () => T, opts: { durable?: boolean } = {}): Promise<T> {
     return new Promise<T>((resolve, reject) => {
@@ -37,6 +76,19 @@ export class WriteQueue {
         setImmediate(() => this.flush())
       }
     })
+  }
+
+  /** Resolves once every write asked for so far is committed and as durable as it asked to be. */
+  async drain (): Promise<void> {
+    this.flush()
+    if (this.syncedThrough >= this.lastDurable) return
+    await new Promise<void>((resolve) => this.afterSync(this.lastDurable, resolve, () => resolve()))
+  }
+
+  /** Drains, then lets go of the WAL file (the database is closed by its owner). */
+  async close (): Promise<void> {
+    await this.drain()
+    this.sync.close()
   }
 
   /**
@@ -61,31 +113,94 @@ export class WriteQueue {
     })).immediate()
   }
 
-  /** Runs everything queued now; used by flush-on-close too. */
+  /** Commits everything queued now (settling happens after the fsync that covers it). */
   flush (): void {
     this.scheduled = false
     const batch = this.pending
     if (batch.length === 0) return
     this.pending = []
-    const outcomes: Outcome[] = []
-    const level = batch.some((item) => item.durable) ? 'FULL' : 'NORMAL'
+    let outcomes: Outcome[]
     try {
       // Inside the try: on a closed database this throws too, and every write must still settle.
-      if (level !== this.synchronous) {
-        this.db.pragma(`synchronous = ${level}`)
-        this.synchronous = level
-      }
-      outcomes.push(...this.commit(batch))
+      outcomes = this.commit(batch)
     } catch (error) {
       // The COMMIT itself failed (disk full, I/O error): nothing in the batch is durable.
       for (const item of batch) item.reject(error)
       return
     }
-    batch.forEach((item, i) => {
+    this.commits += 1
+    const durable = batch.some((item, i) => item.durable && outcomes[i]!.ok)
+    if (durable) this.lastDurable = this.commits
+    const settle = () => batch.forEach((item, i) => {
       const outcome = outcomes[i]!
       if (outcome.ok) item.resolve(outcome.value)
       else item.reject(outcome.error)
     })
+    if (this.syncedThrough >= this.lastDurable) {
+      settle()
+    } else {
+      // If the fsync fails, durability is unknown: durable writes fail (their requests answer 500), the
+      // bookkeeping goes ahead (at worst it is done again).
+      this.afterSync(this.lastDurable, settle, (err) => batch.forEach((item, i) => {
+        const outcome = outcomes[i]!
+        if (!outcome.ok) item.reject(outcome.error)
+        else if (item.durable) item.reject(err)
+        else item.resolve(outcome.value)
+      }))
+    }
     this.onCommit?.()
+  }
+
+  private afterSync (through: number, settle: () => void, fail: (err: unknown) => void): void {
+    let last = this.waiting.at(-1)
+    if (!last || last.through !== through) this.waiting.push(last = { through, settle: [], fail: [] })
+    last.settle.push(settle)
+    last.fail.push(fail)
+    this.startSync()
+  }
+
+  private startSync (): void {
+    if (this.syncing || this.waiting.length === 0) return
+    this.syncing = true
+    const through = this.commits
+    this.sync.sync().then(
+      () => this.synced(through, undefined),
+      (err: unknown) => this.synced(through, err ?? new Error('WAL sync failed')),
+    )
+  }
+
+  private synced (through: number, err: unknown): void {
+    this.syncing = false
+    if (err === undefined) this.syncedThrough = Math.max(this.syncedThrough, through)
+    const done = this.waiting.filter((w) => w.through <= through)
+    this.waiting = this.waiting.filter((w) => w.through > through)
+    for (const w of done) for (const f of err === undefined ? w.settle : w.fail) f(err)
+    this.startSync()
+  }
+}
+
+/**
+ * fdatasync of `<database>-wal`. The file is opened once and kept: fsync applies to the file, whatever
+ * descriptor asks, and SQLite keeps the same file for as long as the database is open (it rewinds it
+ * after a checkpoint rather than replacing it).
+ */
+function walSync (databaseFile: string): WalSync {
+  let fd: number | undefined
+  let closed = false
+  const opened = (): Promise<number> => fd !== undefined
+    ? Promise.resolve(fd)
+    : new Promise((resolve, reject) => openFile(`${databaseFile}-wal`, 'r', (err, got) => {
+      if (err) return reject(err)
+      if (fd !== undefined || closed) closeFd(got, () => {})
+      else fd = got
+      resolve(got)
+    }))
+  return {
+    sync: () => opened().then((f) => new Promise<void>((resolve, reject) => fdatasync(f, (err) => err ? reject(err) : resolve()))),
+    close () {
+      closed = true
+      if (fd !== undefined) closeFd(fd, () => {})
+      fd = undefined
+    },
   }
 }
