@@ -6,6 +6,7 @@
 import { CpuWatch, log, notes, recordCpu, reportLogged, results, sendBodies, sinkConfig, sinkOrigin, sinkProcs, sinkStats, SIZES, startSvc, stopSvc, waitForSink } from '../lib/context.js'
 import { ask, startProc, stopChild, type Msg } from '../lib/procs.js'
 import { fmt } from '../lib/report.js'
+import { runtimeScrape, runtimeWindow, type RuntimeScrape } from '../lib/runtime.js'
 import { summarize } from '../lib/stats.js'
 import { removeDir, Seeder, tempDataDir } from '../lib/svc.js'
 
@@ -37,7 +38,14 @@ export async function latency (engineRate: number): Promise<number> {
       // itself for a settling period, then the measured window. The warm-up's latencies are reported apart.
       const pre = await ask<Msg>(load, { ...request, rate: sendRate / 4, durationMs: SIZES.latencyPrewarmMs, warmupMs: 0 }, 120_000)
       const watch = new CpuWatch({ svc: svc.pid, loadgen: load.pid, ...sinkProcs() })
+      // svc's own view of its main thread over the measured window (event-loop delay, GC): a scrape as
+      // the window opens, another as it closes.
+      let opened: Promise<RuntimeScrape | undefined> = Promise.resolve(undefined)
+      const atOpen = setTimeout(() => { opened = runtimeScrape(svc.origin).catch(() => undefined) }, SIZES.latencyWarmupMs)
       const sent = await ask<Msg>(load, { ...request, rate: sendRate, durationMs: SIZES.latencyMs, warmupMs: SIZES.latencyWarmupMs }, 120_000)
+      clearTimeout(atOpen)
+      const first = await opened
+      const runtime = first ? runtimeWindow(first, await runtimeScrape(svc.origin)) : undefined
       const accepted = Number((sent.statuses as Record<string, number>)['202'] ?? 0) + Number((pre.statuses as Record<string, number>)['202'] ?? 0)
       const stats = await waitForSink(accepted * 2 * R, { capMs: 60_000, abort: () => svc.unexpectedExit() })
       recordCpu('latency', watch.stop())
@@ -70,6 +78,10 @@ export async function latency (engineRate: number): Promise<number> {
       log(`    by event type: ${Object.entries(byType).map(([k, v]) => `${k} p50 ${fmt(v.p50, 1)} / p99 ${fmt(v.p99, 1)} ms (${fmt(v.n)})`).join(', ')}`)
       log(`    sends: ${fmt(Number(sent.achievedRate))}/s achieved, p99 ${fmt(sendLat.p99, 1)} ms, ${fmt(Number(sent.skipped))} skipped`)
       log(`    during the warm-up (svc starting cold, then settling): p99 ${fmt(warmup.p99, 1)} ms, not counted`)
+      if (runtime) {
+        const gc = Object.entries(runtime.gc).filter(([, g]) => g.count > 0).map(([k, g]) => `${k} ${fmt(g.count)}× ${fmt(g.ms)} ms${g.over100ms > 0 ? ` (${g.over100ms} over 100 ms)` : ''}`)
+        log(`    svc's main thread in the window: event-loop delay p99 ${fmt(runtime.eventLoopDelayP99Ms, 1)} ms, max ${fmt(runtime.eventLoopDelayMaxMs, 1)} ms; GC ${gc.join(', ') || 'none'}`)
+      }
       log(`    each second from the start at the full rate (settling included): deliveries ${perSecond.map((n) => fmt(n)).join(' ')}`)
       log(`      p99 ms ${p99BySecond.map((n) => fmt(n)).join(' ')}`)
       results.latency = {
@@ -77,7 +89,7 @@ export async function latency (engineRate: number): Promise<number> {
         warmupP99: warmup.p99, prewarmMs: SIZES.latencyPrewarmMs, prewarmRate: sendRate / 4, warmupMs: SIZES.latencyWarmupMs,
         targetDeliveryRate: deliveryRate, achievedDeliveryRate: achieved, deliveriesPerSecond: perSecond, p99BySecondMs: p99BySecond,
         sendRate, achievedSendRate: Number(sent.achievedRate), recipientsPerSend: R, sendLatency: sent.latency, sendStatuses: sent.statuses,
-        delivered: stats.fast.count, expected: accepted * 2 * R,
+        delivered: stats.fast.count, expected: accepted * 2 * R, ...(runtime ? { svcRuntime: runtime } : {}),
         eventSource: 'POST /api/send to the sandbox transport: email.sent at acceptance, email.delivered from the mailer, both inside svc',
       }
       return lat.p99

@@ -1,0 +1,46 @@
+// What svc's own /metrics says about its main thread over a window: event-loop delay (prom-client's
+// default metrics, whose histogram restarts at each scrape) and garbage collection (cumulative, so the
+// window is the difference of two scrapes). Used to explain a latency figure, not to make one.
+import { request } from 'undici'
+
+interface GcTotals { count: number; seconds: number; over100ms: number }
+export interface RuntimeScrape { lagMaxMs: number; lagP99Ms: number; gc: Record<string, GcTotals> }
+
+async function scrape (origin: string): Promise<string> {
+  const res = await request(`${origin}/metrics`)
+  return res.body.text()
+}
+
+function value (text: string, name: string): number {
+  const m = new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.eE+-]+)$`, 'm').exec(text)
+  return m ? Number(m[1]) : NaN
+}
+
+export async function runtimeScrape (origin: string): Promise<RuntimeScrape> {
+  const text = await scrape(origin)
+  const gc: Record<string, GcTotals> = {}
+  const line = /^nodejs_gc_duration_seconds_(sum|count|bucket)\{([^}]*)\} ([0-9.eE+-]+)$/gm
+  for (const m of text.matchAll(line)) {
+    const kind = /kind="([^"]+)"/.exec(m[2]!)?.[1] ?? 'unknown'
+    const totals = gc[kind] ??= { count: 0, seconds: 0, over100ms: 0 }
+    if (m[1] === 'sum') totals.seconds = Number(m[3])
+    else if (m[1] === 'count') totals.count = Number(m[3])
+    else if (/le="0\.1"/.test(m[2]!)) totals.over100ms = -Number(m[3]) // completed below: count − (≤ 0.1 s)
+  }
+  for (const t of Object.values(gc)) t.over100ms = t.count + t.over100ms
+  return {
+    lagMaxMs: value(text, 'nodejs_eventloop_lag_max_seconds') * 1000,
+    lagP99Ms: value(text, 'nodejs_eventloop_lag_p99_seconds') * 1000,
+    gc,
+  }
+}
+
+/** The GC done between two scrapes, by kind, and the event-loop delay seen since the first. */
+export function runtimeWindow (before: RuntimeScrape, after: RuntimeScrape) {
+  const gc: Record<string, { count: number; ms: number; over100ms: number }> = {}
+  for (const [kind, t] of Object.entries(after.gc)) {
+    const b = before.gc[kind] ?? { count: 0, seconds: 0, over100ms: 0 }
+    gc[kind] = { count: t.count - b.count, ms: Math.round((t.seconds - b.seconds) * 1000), over100ms: t.over100ms - b.over100ms }
+  }
+  return { eventLoopDelayMaxMs: after.lagMaxMs, eventLoopDelayP99Ms: after.lagP99Ms, gc }
+}
