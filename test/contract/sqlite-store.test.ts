@@ -7,6 +7,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { newId } from '../../src/domain/ids.js'
+import Database from 'better-sqlite3'
 import { migrate, openSqliteStore, type SqliteStore } from '../../src/store/sqlite/index.js'
 import { migrations } from '../../src/store/sqlite/migrations.js'
 import type { AccountRecord, ApiKeyRecord } from '../../src/store/types.js'
@@ -88,6 +89,36 @@ describe('sqlite store: adapter-specific', () => {
       assert.equal(second.db.pragma('user_version', { simple: true }), migrations.length)
     } finally {
       await own.cleanup()
+    }
+  })
+
+  test('upgrading to the routing cursor routes what was unrouted, and nothing routed before or marked as a test event', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'svc-sqlite-v4-'))
+    try {
+      // A database as version 4 left it: events marked routed one by one.
+      const old = new Database(join(dir, 'svc.db'))
+      old.pragma('journal_mode = WAL')
+      for (const m of migrations.slice(0, 4)) old.exec(m)
+      old.pragma('user_version = 4')
+      const insert = old.prepare(`INSERT INTO events (id, account_id, email_id, type, recipient, occurred_at, payload, routed)
+                                  VALUES (?, 'acct_x', 'em_x', 'email.sent', 'a@example.test', ?, '{}', ?)`)
+      const at = new Date().toISOString()
+      for (const [id, routed] of [['evt_1', 1], ['evt_2', 0], ['evt_3', 1], ['evt_4', 0], ['evt_5', 1]] as const) insert.run(id, at, routed)
+      old.close()
+
+      const store = openSqliteStore({ dataDir: dir })
+      try {
+        const now = Date.now()
+        assert.equal((await store.deliveryStats()).unroutedEvents, 2)
+        const first = await store.routeEvents({ owner: 'n', now, leaseUntil: now + 1000, limit: 10 })
+        assert.equal(first.events, 2, 'evt_2 and evt_4')
+        assert.equal((await store.routeEvents({ owner: 'n', now, leaseUntil: now + 1000, limit: 10 })).events, 0, 'each once')
+        assert.equal((await store.deliveryStats()).unroutedEvents, 0)
+      } finally {
+        await store.close()
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true })
     }
   })
 

@@ -73,12 +73,15 @@ export abstract class SqliteDeliveries implements DeliveryStore {
     const p = (sql: string) => db.prepare(sql)
     const claimColumns = `d.id, d.webhook_id, d.event_type, d.attempts, d.event_at, e.payload, w.url, w.secret,
       w.previous_secret, w.previous_secret_expires_at, w.status AS webhook_status, w.deleted_at`
+    // Events up to here are routed (see migration 5).
+    const CURSOR = '(SELECT routed_through FROM routing WHERE id = 1)'
     const claimFrom = `FROM deliveries d JOIN events e ON e.seq = d.event_seq JOIN webhooks w ON w.id = d.webhook_id`
     this.d = {
-      unrouted: p('SELECT seq, id, account_id, email_id, type, occurred_at, payload FROM events WHERE routed = 0 ORDER BY seq LIMIT ?'),
-      anyUnrouted: p('SELECT 1 FROM events WHERE routed = 0 LIMIT 1'),
+      unrouted: p(`SELECT seq, id, account_id, email_id, type, occurred_at, payload FROM events
+                   WHERE seq > ${CURSOR} AND routed = 0 ORDER BY seq LIMIT ?`),
+      anyUnrouted: p(`SELECT 1 FROM events WHERE seq > ${CURSOR} AND routed = 0 LIMIT 1`),
       anyDue: p(`SELECT 1 FROM deliveries WHERE ${LIVE} AND next_attempt_at <= ? LIMIT 1`),
-      markRouted: p('UPDATE events SET routed = 1 WHERE routed = 0 AND seq <= ?'),
+      markRouted: p('UPDATE routing SET routed_through = max(routed_through, ?) WHERE id = 1'),
       enabledHooks: p(`SELECT id, url, events, secret, previous_secret, previous_secret_expires_at FROM webhooks
                        WHERE account_id = ? AND status = 'enabled' AND deleted_at IS NULL`),
       insert: p(`INSERT OR IGNORE INTO deliveries (id, account_id, webhook_id, event_seq, event_id, event_type, email_id, event_at,
@@ -129,11 +132,11 @@ export abstract class SqliteDeliveries implements DeliveryStore {
                           VALUES (?, ?, ?, ?, ?, ?, ?, 1) RETURNING seq`),
 
       statusCounts: p(`SELECT status, count(*) AS n FROM deliveries WHERE ${LIVE} GROUP BY status`),
-      unroutedCount: p('SELECT count(*) AS n, min(occurred_at) AS oldest FROM events WHERE routed = 0'),
+      unroutedCount: p(`SELECT count(*) AS n, min(occurred_at) AS oldest FROM events WHERE seq > ${CURSOR} AND routed = 0`),
       oldestLive: p(`SELECT min(event_at) AS oldest FROM deliveries WHERE ${LIVE}`),
       pruneDeliveries: p(`DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries
                             WHERE status IN ('succeeded', 'failed', 'cancelled') AND updated_at < ? LIMIT ?)`),
-      pruneEvents: p(`DELETE FROM events WHERE seq IN (SELECT seq FROM events e WHERE e.routed = 1 AND e.occurred_at < ?
+      pruneEvents: p(`DELETE FROM events WHERE seq IN (SELECT seq FROM events e WHERE (e.seq <= ${CURSOR} OR e.routed = 1) AND e.occurred_at < ?
                         AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = e.seq) LIMIT ?)`),
     }
   }

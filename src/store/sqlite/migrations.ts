@@ -141,4 +141,17 @@ export const migrations: string[] = [
   ) STRICT, WITHOUT ROWID;
   CREATE INDEX suppressions_page ON suppressions (account_id, created_at, email);
   `,
+  /* 5: routing by a cursor. The engine remembers how far it has routed (one row) instead of rewriting
+     every event it routes (the largest rows there are) to set events.routed. From here on, routed = 1
+     only marks events the cursor must pass over: test events (their one delivery is made with them),
+     and events routed before this migration. The partial index on routed = 0 would now hold every
+     event, so it goes; the cursor reads by seq, which AUTOINCREMENT never reuses. */ `
+  CREATE TABLE routing (
+    id             INTEGER PRIMARY KEY CHECK (id = 1),
+    routed_through INTEGER NOT NULL
+  ) STRICT;
+  INSERT INTO routing (id, routed_through)
+    VALUES (1, coalesce((SELECT min(seq) - 1 FROM events WHERE routed = 0), (SELECT max(seq) FROM events), 0));
+  DROP INDEX events_unrouted;
+  `,
 ]
