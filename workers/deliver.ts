@@ -6,8 +6,9 @@
 // webhook's window), where it is tested without threads.
 import type { MessagePort } from 'node:worker_threads'
 import { workerData } from 'node:worker_threads'
-import { createHttpSender, type DeliveryResult, type DeliveryTask, type HttpSender, type SenderOptions } from '../src/delivery/http-sender.js'
+import { createHttpSender, type DeliveryResult, type HttpSender, type SenderOptions } from '../src/delivery/http-sender.js'
 import { Lanes } from '../src/delivery/lanes.js'
+import { ResultPacker, unpackTasks, type ResultBatch, type TaskGroup } from '../src/delivery/wire.js'
 import type { ResolvedAddress } from '../src/domain/webhook-url.js'
 
 /**
@@ -27,10 +28,10 @@ export interface AttachJob {
 }
 
 /** What the dispatcher sends: deliveries, or a request to hand back what is queued (some webhooks', or all). */
-export type DispatcherMessage = { type: 'send'; tasks: DeliveryTask[] } | { type: 'hold'; webhookIds?: string[] }
+export type DispatcherMessage = { type: 'send'; groups: TaskGroup[] } | { type: 'hold'; webhookIds?: string[] }
 
 /** What the thread sends on the port: `ready` once, then results in handfuls. */
-export type WorkerMessage = { type: 'ready' } | { type: 'results'; results: DeliveryResult[] }
+export type WorkerMessage = { type: 'ready' } | { type: 'results'; results: ResultBatch }
 
 const RESULT_BATCH = 64
 
@@ -59,19 +60,18 @@ export default function attach (job: AttachJob): Promise<number> {
   let finish: () => void = () => {}
   const finished = new Promise<void>((resolve) => { finish = resolve })
 
-  let pending: DeliveryResult[] = []
+  const pending = new ResultPacker()
   let scheduled = false
   const flush = () => {
     scheduled = false
-    if (pending.length === 0 || closed) return
-    port.postMessage({ type: 'results', results: pending } satisfies WorkerMessage)
-    pending = []
+    if (pending.size === 0 || closed) return
+    port.postMessage({ type: 'results', results: pending.take() } satisfies WorkerMessage)
   }
   const onResult = (result: DeliveryResult) => {
     pending.push(result)
     // Results that arrive in the same turn of the event loop travel in one message (a message per result
     // costs more than the result), and a full handful goes at once.
-    if (pending.length >= RESULT_BATCH) flush()
+    if (pending.size >= RESULT_BATCH) flush()
     else if (!scheduled) {
       scheduled = true
       setImmediate(flush)
@@ -82,8 +82,9 @@ export default function attach (job: AttachJob): Promise<number> {
 
   port.on('message', (message: DispatcherMessage) => {
     if (message.type === 'send') {
-      attempted += message.tasks.length
-      lanes.add(message.tasks)
+      const tasks = unpackTasks(message.groups)
+      attempted += tasks.length
+      lanes.add(tasks)
     } else {
       attempted -= lanes.hold(message.webhookIds)
     }

@@ -10,6 +10,7 @@ import { MessageChannel, type MessagePort } from 'node:worker_threads'
 import { fileURLToPath } from 'node:url'
 import { Piscina } from 'piscina'
 import type { DeliveryResult, DeliveryTask } from './http-sender.js'
+import { packTasks, unpackResults } from './wire.js'
 import type { AttachJob, DeliverWorkerData, DispatcherMessage, WorkerMessage } from '../../workers/deliver.js'
 
 const WORKER_FILE = fileURLToPath(new URL('../../workers/deliver.js', import.meta.url))
@@ -87,8 +88,9 @@ export class Dispatcher {
         markReady()
         return
       }
-      for (const r of message.results) open.delete(r.deliveryId)
-      this.opts.onResults(message.results)
+      const results = unpackResults(message.results)
+      for (const r of results) open.delete(r.deliveryId)
+      this.opts.onResults(results)
     })
     const job: AttachJob = { port: port2 }
     const ended = this.pools[shard]!.run(job, { transferList: [port2] }).then(
@@ -112,7 +114,7 @@ export class Dispatcher {
   send (shard: number, tasks: DeliveryTask[]): void {
     const lane = this.lane(shard)
     for (const t of tasks) lane.open.add(t.deliveryId)
-    lane.port.postMessage({ type: 'send', tasks } satisfies DispatcherMessage)
+    lane.port.postMessage({ type: 'send', groups: packTasks(tasks) } satisfies DispatcherMessage)
   }
 
   /**

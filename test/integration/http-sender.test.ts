@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url'
 import { MessageChannel } from 'node:worker_threads'
 import { Piscina } from 'piscina'
 import type { AttachJob, DeliverWorkerData, DispatcherMessage, WorkerMessage } from '../../workers/deliver.js'
+import { packTasks, unpackResults } from '../../src/delivery/wire.js'
 import { createHttpSender, parseRetryAfter, type DeliveryResult, type DeliveryTask, type SenderOptions } from '../../src/delivery/http-sender.js'
 import { verifySignature } from '../../src/delivery/signature.js'
 import type { Resolver } from '../../src/domain/webhook-url.js'
@@ -416,13 +417,13 @@ describe('deliver worker through Piscina', () => {
       const all = new Promise<void>((resolve) => {
         port1.on('message', (message: WorkerMessage) => {
           messages.push(message)
-          if (message.type === 'results') results.push(...message.results)
+          if (message.type === 'results') results.push(...unpackResults(message.results))
           if (results.length === first.length + second.length) resolve()
         })
       })
       const attached = pool.run({ port: port2 }, { transferList: [port2] })
-      port1.postMessage({ type: 'send', tasks: first } satisfies DispatcherMessage)
-      port1.postMessage({ type: 'send', tasks: second } satisfies DispatcherMessage)
+      port1.postMessage({ type: 'send', groups: packTasks(first) } satisfies DispatcherMessage)
+      port1.postMessage({ type: 'send', groups: packTasks(second) } satisfies DispatcherMessage)
       await all
       assert.equal(messages[0]?.type, 'ready', 'the thread says it is listening before any result')
       port1.close()
