@@ -23,7 +23,7 @@ export interface MailerTuning {
    * (a process that is only starting holds nothing), so two live processes must not share a name.
    */
   owner?: string
-  /** Emails in flight at once. Default 8. */
+  /** Emails in flight at once. Default 32. */
   concurrency?: number
   /** Waits before each retry of a deferred recipient; default DEFAULT_RETRY_DELAYS_MS (about 24 h). */
   retryDelaysMs?: number[]
