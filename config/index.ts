@@ -25,6 +25,11 @@ export const EnvSchema = Type.Object({
     description: 'a sender address like "Example <no-reply@example.com>" or no-reply@example.com',
   }),
   PUBLIC_URL: Type.Optional(Type.String({ pattern: '^https?://[^/]+/?$', description: 'an origin like https://mail.example.com (scheme and host, no path)' })),
+  // No default here: unset means this machine's host name, known only at start.
+  NODE_ID: Type.Optional(Type.String({
+    pattern: '^[A-Za-z0-9._:-]{1,100}$',
+    description: 'a name for this process, unique among the processes sharing one store (up to 100 letters, digits, ".", "_", ":" or "-")',
+  })),
   // No default here: unset means one thread per core, known only at start.
   DELIVERY_THREADS: Type.Optional(Type.Integer({ minimum: 1, maximum: 64, description: 'a whole number of worker threads from 1 to 64' })),
   WEBHOOK_ALLOWED_CIDRS: Type.String({ default: '', description: 'a comma-separated list of CIDR ranges, like 10.1.0.0/16,fd00:1::/64' }),
@@ -69,6 +74,11 @@ export interface Config {
   /** The From of emails that do not name their own sender. */
   mailFrom: string
   publicUrl: string
+  /**
+   * This process's name in the store's leases (the mail queue's, and the prefix of the delivery
+   * engine's). Leases under it are taken back at start, so two live processes must not share it.
+   */
+  nodeId: string
   deliveryThreads: number
   webhookAllowedCidrs: string
   retentionDays: number
@@ -116,7 +126,7 @@ function describe (schema: TSchema): string {
  * Validates the environment once. Throws ConfigError with one line per bad variable, naming it and
  * what it expects; a secret's value is never repeated in the message.
  */
-export function loadConfig (env: Record<string, string | undefined>, defaults: { cores?: number } = {}): Config {
+export function loadConfig (env: Record<string, string | undefined>, defaults: { cores?: number; hostname?: string } = {}): Config {
   const raw: Record<string, unknown> = {}
   for (const key of Object.keys(EnvSchema.properties)) {
     const value = env[key]
@@ -151,6 +161,7 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
     smtpUrl: e.SMTP_URL,
     mailFrom: e.MAIL_FROM,
     publicUrl: (e.PUBLIC_URL ?? `http://localhost:${e.PORT}`).replace(/\/$/, ''),
+    nodeId: e.NODE_ID ?? (defaults.hostname ?? 'svc').replace(/[^A-Za-z0-9._:-]/g, '-').slice(0, 100),
     deliveryThreads: e.DELIVERY_THREADS ?? Math.max(1, defaults.cores ?? 2),
     webhookAllowedCidrs: e.WEBHOOK_ALLOWED_CIDRS,
     retentionDays: e.RETENTION_DAYS,

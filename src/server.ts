@@ -9,7 +9,7 @@ import { openStore } from './store/open.js'
 
 function readConfig (): Config {
   try {
-    const config = loadConfig(process.env, { cores: os.availableParallelism() })
+    const config = loadConfig(process.env, { cores: os.availableParallelism(), hostname: os.hostname() })
     return { ...config, secret: resolveSecret(config) }
   } catch (err) {
     if (err instanceof ConfigError) {

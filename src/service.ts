@@ -1,6 +1,7 @@
 // The whole service: the HTTP app plus the background workers (the mail queue, the delivery engine),
 // built around one store. server.ts and the tests both start svc through here, so what is tested is
 // what runs.
+import { randomBytes } from 'node:crypto'
 import type { Config } from '../config/index.js'
 import { buildApp, type App, type AppDeps } from './app.js'
 import { DeliveryEngine, type EngineOptions } from './delivery/engine.js'
@@ -56,6 +57,7 @@ export async function createService (config: Config, deps: ServiceDeps): Promise
     retentionMs: config.retentionDays * 86_400_000,
     production: config.production,
     allowedCidrs: config.webhookAllowedCidrs,
+    owner: `${config.nodeId}:${process.pid}:${randomBytes(4).toString('hex')}`,
     ...(deps.deliveryHosts ? { hosts: deps.deliveryHosts } : {}),
     ...deps.engine,
   })
@@ -69,6 +71,7 @@ export async function createService (config: Config, deps: ServiceDeps): Promise
     registry: app.registry,
     publicUrl: config.publicUrl,
     secret: config.secret!,
+    owner: config.nodeId,
     ...deps.mailer,
   })
   // The mailer starts after the engine (its events find the engine running) and stops before it.

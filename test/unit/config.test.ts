@@ -31,6 +31,15 @@ describe('loadConfig', () => {
     assert.equal(c.secret, undefined)
   })
 
+  test('NODE_ID defaults to the host name, made safe; a name with other characters is refused', () => {
+    assert.equal(loadConfig({}, { hostname: 'mail-1.example.internal' }).nodeId, 'mail-1.example.internal')
+    assert.equal(loadConfig({}, { hostname: 'odd host/name' }).nodeId, 'odd-host-name')
+    assert.equal(loadConfig({ NODE_ID: 'web-2:a' }, { hostname: 'h' }).nodeId, 'web-2:a')
+    const lines = problems({ NODE_ID: 'two words' })
+    assert.equal(lines.length, 1)
+    assert.match(lines[0]!, /^NODE_ID must be a name for this process/)
+  })
+
   test('values are converted and the public URL loses its trailing slash', () => {
     const c = loadConfig({ PORT: '8080', PUBLIC_URL: 'https://mail.example.com/', DELIVERY_THREADS: '3', TRUST_PROXY: 'true' })
     assert.equal(c.port, 8080)
