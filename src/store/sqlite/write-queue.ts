@@ -10,11 +10,10 @@ interface Pending {
   reject: (err: unknown) => void
 }
 
-/** Promises to settle once the WAL is on disk up to commit number `through`. */
+/** Batches to settle once the WAL is on disk up to commit number `through` (or the sync failed: `err`). */
 interface Waiting {
   through: number
-  settle: Array<() => void>
-  fail: Array<(err: unknown) => void>
+  settle: Array<(err?: unknown) => void>
 }
 
 /** Flushes the WAL file to disk; the default is fdatasync of the database's `-wal` file, in libuv's pool. */
@@ -82,7 +81,7 @@ export class WriteQueue {
   async drain (): Promise<void> {
     this.flush()
     if (this.syncedThrough >= this.lastDurable) return
-    await new Promise<void>((resolve) => this.afterSync(this.lastDurable, resolve, () => resolve()))
+    await new Promise<void>((resolve) => this.afterSync(this.lastDurable, () => resolve()))
   }
 
   /** Drains, then lets go of the WAL file (the database is closed by its owner). */
@@ -131,31 +130,23 @@ export class WriteQueue {
     this.commits += 1
     const durable = batch.some((item, i) => item.durable && outcomes[i]!.ok)
     if (durable) this.lastDurable = this.commits
-    const settle = () => batch.forEach((item, i) => {
+    // If the fsync fails, durability is unknown: durable writes fail (their requests answer 500), the
+    // bookkeeping goes ahead (at worst it is done again).
+    const settle = (syncError?: unknown) => batch.forEach((item, i) => {
       const outcome = outcomes[i]!
-      if (outcome.ok) item.resolve(outcome.value)
-      else item.reject(outcome.error)
+      if (!outcome.ok) item.reject(outcome.error)
+      else if (syncError !== undefined && item.durable) item.reject(syncError)
+      else item.resolve(outcome.value)
     })
-    if (this.syncedThrough >= this.lastDurable) {
-      settle()
-    } else {
-      // If the fsync fails, durability is unknown: durable writes fail (their requests answer 500), the
-      // bookkeeping goes ahead (at worst it is done again).
-      this.afterSync(this.lastDurable, settle, (err) => batch.forEach((item, i) => {
-        const outcome = outcomes[i]!
-        if (!outcome.ok) item.reject(outcome.error)
-        else if (item.durable) item.reject(err)
-        else item.resolve(outcome.value)
-      }))
-    }
+    if (this.syncedThrough >= this.lastDurable) settle()
+    else this.afterSync(this.lastDurable, settle)
     this.onCommit?.()
   }
 
-  private afterSync (through: number, settle: () => void, fail: (err: unknown) => void): void {
+  private afterSync (through: number, settle: (err?: unknown) => void): void {
     let last = this.waiting.at(-1)
-    if (!last || last.through !== through) this.waiting.push(last = { through, settle: [], fail: [] })
+    if (!last || last.through !== through) this.waiting.push(last = { through, settle: [] })
     last.settle.push(settle)
-    last.fail.push(fail)
     this.startSync()
   }
 
@@ -174,7 +165,7 @@ export class WriteQueue {
     if (err === undefined) this.syncedThrough = Math.max(this.syncedThrough, through)
     const done = this.waiting.filter((w) => w.through <= through)
     this.waiting = this.waiting.filter((w) => w.through > through)
-    for (const w of done) for (const f of err === undefined ? w.settle : w.fail) f(err)
+    for (const w of done) for (const settle of w.settle) settle(err)
     this.startSync()
   }
 }
