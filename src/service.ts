@@ -1,7 +1,6 @@
 // The whole service: the HTTP app plus the background workers (the mail queue, the delivery engine),
 // built around one store. server.ts and the tests both start svc through here, so what is tested is
 // what runs.
-import { randomBytes } from 'node:crypto'
 import type { Config } from '../config/index.js'
 import { buildApp, type App, type AppDeps } from './app.js'
 import { DeliveryEngine, type EngineOptions } from './delivery/engine.js'
@@ -57,7 +56,7 @@ export async function createService (config: Config, deps: ServiceDeps): Promise
     retentionMs: config.retentionDays * 86_400_000,
     production: config.production,
     allowedCidrs: config.webhookAllowedCidrs,
-    owner: `${config.nodeId}:${process.pid}:${randomBytes(4).toString('hex')}`,
+    nodeId: config.nodeId,
     ...(deps.deliveryHosts ? { hosts: deps.deliveryHosts } : {}),
     ...deps.engine,
   })

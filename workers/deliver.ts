@@ -78,15 +78,16 @@ export default function attach (job: AttachJob): Promise<number> {
     }
     if (closed && lanes.inFlight === 0) finish()
   }
-  const lanes = new Lanes((workerData as DeliverWorkerData).window, sender.deliver, onResult)
+  const lanes = new Lanes((workerData as DeliverWorkerData).window, (task) => {
+    attempted += 1
+    return sender.deliver(task)
+  }, onResult)
 
   port.on('message', (message: DispatcherMessage) => {
     if (message.type === 'send') {
-      const tasks = unpackTasks(message.groups)
-      attempted += tasks.length
-      lanes.add(tasks)
+      lanes.add(unpackTasks(message.groups))
     } else {
-      attempted -= lanes.hold(message.webhookIds)
+      lanes.hold(message.webhookIds)
     }
   })
   port.on('close', () => {

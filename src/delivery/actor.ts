@@ -77,7 +77,7 @@ export class WebhookActor {
   /** A delivery the worker handed back unattempted: it counts neither way. */
   returned (): void {
     this.inFlight -= 1
-    if (this.probing) this.probing = false
+    this.probing = false
   }
 
   /** A failed attempt. Returns true when this failure opened (or reopened) the breaker. */

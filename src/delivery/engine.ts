@@ -44,7 +44,9 @@ export interface EngineOptions {
   allowedCidrs: string
   /** Fixed DNS answers for the worker threads (tests; see workers/deliver.ts). */
   hosts?: Record<string, ResolvedAddress[]>
-  /** This node's lease owner id; default host/pid/random. */
+  /** This node's name (NODE_ID); the lease owner is `<nodeId>:<pid>:<random>`. Default: the host name. */
+  nodeId?: string
+  /** The whole lease owner id instead (tests). */
   owner?: string
   leaseMs?: number
   /** How often the store is asked for work when nothing says there is some. */
@@ -122,7 +124,7 @@ export class DeliveryEngine implements Component {
     this.store = opts.store
     this.clock = opts.clock
     this.log = opts.logger ?? noopLogger
-    this.owner = opts.owner ?? `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`
+    this.owner = opts.owner ?? `${opts.nodeId ?? hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`
     this.leaseMs = opts.leaseMs ?? 30_000
     this.pollMs = opts.pollMs ?? 250
     this.maxInFlight = opts.maxInFlight ?? 20_000
@@ -352,6 +354,7 @@ export class DeliveryEngine implements Component {
       this.requests -= 1
       const actor = this.actorFor(work.webhookId)
       const attempts = work.attempts + 1
+      if (r.outcome !== 'returned') this.metrics.requestDuration.observe(r.durationMs / 1000)
       if (r.outcome === 'returned') {
         // Handed back unattempted by its worker thread (after a failure, a pause, or when stopping): no
         // attempt is counted. It goes out again as soon as the actor may send, or back to the store.
@@ -365,18 +368,15 @@ export class DeliveryEngine implements Component {
           this.defer(work, actor.isPaused(now) ? actor.pausedUntil : now)
         }
       } else if (r.outcome === 'delivered') {
-        this.metrics.requestDuration.observe(r.durationMs / 1000)
         actor.succeeded()
         this.queueOutcome({ kind: 'succeeded', id: work.id, webhookId: work.webhookId, at: now, statusCode: r.status ?? 200, durationMs: r.durationMs })
         this.metrics.latency.observe(Math.max(0, now - work.eventAt) / 1000)
         this.metrics.attempts.observe(attempts)
       } else if (r.outcome === 'gone') {
-        this.metrics.requestDuration.observe(r.durationMs / 1000)
         actor.failed(now)
         this.queueOutcome({ kind: 'gone', id: work.id, webhookId: work.webhookId, at: now, statusCode: r.status ?? 410, durationMs: r.durationMs })
         this.metrics.attempts.observe(attempts)
       } else {
-        this.metrics.requestDuration.observe(r.durationMs / 1000)
         const wasPaused = actor.isPaused(now)
         const opened = actor.failed(now)
         if (r.retryAfterMs !== undefined) actor.pause(now + clampRetryAfter(r.retryAfterMs))
