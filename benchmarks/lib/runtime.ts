@@ -19,15 +19,16 @@ function value (text: string, name: string): number {
 export async function runtimeScrape (origin: string): Promise<RuntimeScrape> {
   const text = await scrape(origin)
   const gc: Record<string, GcTotals> = {}
+  const upTo100ms: Record<string, number> = {}
   const line = /^nodejs_gc_duration_seconds_(sum|count|bucket)\{([^}]*)\} ([0-9.eE+-]+)$/gm
   for (const m of text.matchAll(line)) {
     const kind = /kind="([^"]+)"/.exec(m[2]!)?.[1] ?? 'unknown'
     const totals = gc[kind] ??= { count: 0, seconds: 0, over100ms: 0 }
     if (m[1] === 'sum') totals.seconds = Number(m[3])
     else if (m[1] === 'count') totals.count = Number(m[3])
-    else if (/le="0\.1"/.test(m[2]!)) totals.over100ms = -Number(m[3]) // completed below: count − (≤ 0.1 s)
+    else if (/le="0\.1"/.test(m[2]!)) upTo100ms[kind] = Number(m[3])
   }
-  for (const t of Object.values(gc)) t.over100ms = t.count + t.over100ms
+  for (const [kind, t] of Object.entries(gc)) t.over100ms = t.count - (upTo100ms[kind] ?? 0)
   return {
     lagMaxMs: value(text, 'nodejs_eventloop_lag_max_seconds') * 1000,
     lagP99Ms: value(text, 'nodejs_eventloop_lag_p99_seconds') * 1000,
