@@ -219,7 +219,8 @@ export class DeliveryEngine implements Component {
     }
     this.fetching = true
     this.fetchAgain = false
-    this.fetch().catch((err) => this.log.error({ err }, 'fetching deliveries failed')).finally(() => {
+    // A store fault (disk full…) is logged once by the store's health, not at every poll.
+    this.fetch().catch((err) => { if (!this.store.health.failed(err)) this.log.error({ err }, 'fetching deliveries failed') }).finally(() => {
       this.fetching = false
       if (this.fetchAgain) this.wake()
     })
@@ -493,7 +494,7 @@ export class DeliveryEngine implements Component {
             break
           } catch (err) {
             // The leases still stand: if the store stays down past them, the work is simply done again.
-            this.log.error({ err, attempt, outcomes: batch.length }, 'writing delivery outcomes failed')
+            if (!this.store.health.failed(err)) this.log.error({ err, attempt, outcomes: batch.length }, 'writing delivery outcomes failed')
             if (attempt >= 5) return
             await new Promise((resolve) => setTimeout(resolve, 200 * attempt))
           }

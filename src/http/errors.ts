@@ -1,7 +1,8 @@
 import type { FastifyError, FastifyInstance } from 'fastify'
 import {
-  AppError, InternalError, NotFound, PayloadTooLarge, RateLimited, UnsupportedMediaType, ValidationError, isAppError,
+  AppError, InternalError, NotFound, PayloadTooLarge, RateLimited, Unavailable, UnsupportedMediaType, ValidationError, isAppError,
 } from '../errors.js'
+import { RETRY_AFTER_SECONDS, storeFault } from '../store/faults.js'
 import { validationDetails } from './validation.js'
 
 export function envelope (err: AppError): { success: false; error: { code: string; message: string; details?: unknown } } {
@@ -29,13 +30,21 @@ export function toAppError (err: unknown): AppError {
   }
   if (e?.statusCode === 429) return RateLimited()
   if (e instanceof SyntaxError || e?.statusCode === 400) return ValidationError('The request body is not valid JSON')
+  // The store cannot write (disk full, read-only, no primary…): 503, and the store's health logs it once.
+  const fault = storeFault(err)
+  if (fault !== null) {
+    return Unavailable(fault.effect === 'none'
+      ? undefined
+      : 'The service is temporarily unavailable; the request may have taken effect: check before retrying, or retry with the same Idempotency-Key',
+    undefined, { 'retry-after': String(RETRY_AFTER_SECONDS) })
+  }
   return InternalError()
 }
 
 export function registerErrorHandling (app: FastifyInstance): void {
   app.setErrorHandler((err, request, reply) => {
     const appErr = toAppError(err)
-    if (appErr.statusCode >= 500) {
+    if (appErr.statusCode >= 500 && storeFault(err) === null) {
       // The cause goes to the log with the request id; the client gets the id and a generic message.
       request.log.error({ err, reqId: request.id }, 'request failed')
     }

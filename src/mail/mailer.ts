@@ -188,7 +188,8 @@ export class Mailer implements Component {
           const claimed = await this.o.store.claimDueEmails({ owner: this.owner, now: iso(now), leaseUntil: iso(now + this.leaseMs), limit: free })
           for (const email of claimed) this.track(this.attempt(email))
         } catch (err) {
-          this.o.logger.error({ err }, 'mailer: could not read the mail queue')
+          // A store fault (disk full…) is logged once by the store's health, not at every poll.
+          if (!this.o.store.health.failed(err)) this.o.logger.error({ err }, 'mailer: could not read the mail queue')
         }
       }
       const untilDue = this.nextDue === undefined ? this.pollMs : Math.max(0, this.nextDue - this.o.clock.now())

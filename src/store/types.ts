@@ -11,6 +11,7 @@ import type { EventRecord, EventType } from '../domain/events.js'
 import type { Plan } from '../domain/plans.js'
 import type { DeliveryStore } from './deliveries.js'
 import type { EmailStore } from './emails.js'
+import type { StoreHealth } from './faults.js'
 
 export interface AccountRecord {
   id: string
@@ -77,6 +78,8 @@ export interface Store extends DeliveryStore, EmailStore {
 
   /** Resolves when the store answers a trivial query; rejects when it cannot be reached. */
   ping(): Promise<void>
+  /** Whether the store can take writes now (disk full, read-only, no primary…): see faults.ts. */
+  readonly health: StoreHealth
   close(): Promise<void>
 
   // Accounts

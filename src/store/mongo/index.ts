@@ -21,6 +21,7 @@ import {
 } from './documents.js'
 import { MongoDeliveries } from './deliveries.js'
 import { MongoEmails } from './emails.js'
+import { StoreHealth } from '../faults.js'
 import type {
   AcceptResult, EmailAttempt, EmailRecord, EngagementEvent, IdempotencyRecord, SuppressionCursor, SuppressionRecord, UnsubscribeResult,
 } from '../emails.js'
@@ -151,7 +152,20 @@ export class MongoStore extends MongoDeliveries implements Store {
     await this.db.command({ ping: 1 })
   }
 
+  /**
+   * Writes are spread over many calls here, so the write faults (no writable primary, disk full, write
+   * concern not met) are found by a probe write that /readyz makes at most every 5 s: one upsert of one
+   * document, with the URI's write concern.
+   */
+  readonly health = new StoreHealth({
+    probe: async () => {
+      await this.db.collection<{ _id: string; at: Date }>('health').updateOne({ _id: 'probe' }, { $set: { at: new Date() } }, { upsert: true })
+    },
+    checkMs: 5_000,
+  })
+
   async close (): Promise<void> {
+    this.health.close()
     await this.client.close()
   }
 

@@ -16,6 +16,7 @@ import type {
   AcceptResult, EmailAttempt, EmailRecord, EngagementEvent, IdempotencyRecord, SuppressionCursor, SuppressionRecord, UnsubscribeResult,
 } from '../emails.js'
 import { WriteQueue } from './write-queue.js'
+import { StoreHealth } from '../faults.js'
 
 export interface SqliteOptions {
   /** Directory of the database file (created when missing). */
@@ -111,9 +112,13 @@ export class SqliteStore extends SqliteDeliveries implements Store {
   readonly kind = 'sqlite' as const
   private readonly q
   private readonly mail: SqliteEmails
+  /** Whether writes can be made (faults.ts): set by the write queue, cleared only by a probe write. */
+  readonly health: StoreHealth
 
   constructor (db: Database.Database) {
     super(db, new WriteQueue(db))
+    this.health = new StoreHealth({ probe: () => this.probeWrite() })
+    this.writes.onFault = (err) => { this.health.failed(err) }
     this.mail = new SqliteEmails(db, this.writes, (events) => this.insertEventRows(events))
     const p = (sql: string) => db.prepare(sql)
     this.q = {
@@ -158,7 +163,20 @@ export class SqliteStore extends SqliteDeliveries implements Store {
     this.q.ping.get()
   }
 
+  /**
+   * The smallest write that truly tests the write path: page 1 rewritten (user_version set to what it
+   * is), committed to the WAL and flushed to disk through the write queue like any request's write.
+   * (BEGIN IMMEDIATE; ROLLBACK would not do: it succeeds on a full disk.)
+   */
+  probeWrite (): Promise<void> {
+    return this.writes.run(() => {
+      const v = this.db.pragma('user_version', { simple: true }) as number
+      this.db.pragma(`user_version = ${Number(v)}`)
+    })
+  }
+
   async close (): Promise<void> {
+    this.health.close()
     await this.writes.close()
     if (this.db.open) this.db.close()
   }

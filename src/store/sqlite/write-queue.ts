@@ -1,5 +1,6 @@
 import { close as closeFd, fdatasync, open as openFile } from 'node:fs'
 import type { Database } from 'better-sqlite3'
+import { StoreFaultError, storeFault } from '../faults.js'
 
 type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown }
 
@@ -53,6 +54,8 @@ export class WriteQueue {
   private readonly sync: WalSync
   /** Called after every successful commit (outside the transaction). */
   onCommit: (() => void) | undefined
+  /** Called when a batch fails for a resource fault (disk full, read-only, I/O error, locked): see faults.ts. */
+  onFault: ((err: unknown) => void) | undefined
 
   constructor (private readonly db: Database, opts: { sync?: WalSync } = {}) {
     if (opts.sync) {
@@ -94,19 +97,26 @@ export class WriteQueue {
    * One transaction for the whole batch. Writes rarely fail, so the batch first runs without a savepoint
    * per write (two statements saved per write); if one throws, that transaction is rolled back and the
    * batch runs again with a savepoint around each write, so the failing one is undone alone.
+   *
+   * A resource fault (disk full, read-only, I/O error, locked: faults.ts) is never narrowed down to one
+   * write: it fails the whole batch. SQLite may roll the whole transaction back on such an error, and the
+   * writes after it would then run (and commit) on their own, outside the batch: a write answered 503
+   * would be stored. So the batch is abandoned at once, and every write in it is rejected with the fault.
    */
   private commit (batch: Pending[]): Outcome[] {
     const plain = this.db.transaction(() => batch.map((item): Outcome => ({ ok: true, value: item.work() })))
     try {
       return plain.immediate()
-    } catch {
-      // Fall through: run it again to find out which write failed, keeping the others.
+    } catch (err) {
+      if (storeFault(err) !== null) throw err
+      // Otherwise fall through: run it again to find out which write failed, keeping the others.
     }
     return this.db.transaction(() => batch.map((item): Outcome => {
       try {
         // A nested better-sqlite3 transaction is a SAVEPOINT: a throw here undoes only this write.
         return { ok: true, value: this.db.transaction(item.work)() }
       } catch (error) {
+        if (storeFault(error) !== null || !this.db.inTransaction) throw error
         return { ok: false, error }
       }
     })).immediate()
@@ -123,21 +133,27 @@ export class WriteQueue {
       // Inside the try: on a closed database this throws too, and every write must still settle.
       outcomes = this.commit(batch)
     } catch (error) {
-      // The COMMIT itself failed (disk full, I/O error): nothing in the batch is durable.
+      // The COMMIT itself failed (disk full, I/O error): nothing in the batch was kept.
       for (const item of batch) item.reject(error)
+      if (storeFault(error) !== null) this.onFault?.(error)
       return
     }
     this.commits += 1
     const durable = batch.some((item, i) => item.durable && outcomes[i]!.ok)
     if (durable) this.lastDurable = this.commits
-    // If the fsync fails, durability is unknown: durable writes fail (their requests answer 500), the
-    // bookkeeping goes ahead (at worst it is done again).
-    const settle = (syncError?: unknown) => batch.forEach((item, i) => {
-      const outcome = outcomes[i]!
-      if (!outcome.ok) item.reject(outcome.error)
-      else if (syncError !== undefined && item.durable) item.reject(syncError)
-      else item.resolve(outcome.value)
-    })
+    // If the fsync fails, durability is unknown: durable writes fail with a fault whose effect is
+    // 'unknown' (their requests answer 503 saying it may have been kept), the bookkeeping goes ahead (at
+    // worst it is done again).
+    const settle = (syncError?: unknown) => {
+      const failed = syncError === undefined ? undefined : unsynced(syncError)
+      if (failed !== undefined && batch.some((item, i) => item.durable && outcomes[i]!.ok)) this.onFault?.(failed)
+      batch.forEach((item, i) => {
+        const outcome = outcomes[i]!
+        if (!outcome.ok) item.reject(outcome.error)
+        else if (failed !== undefined && item.durable) item.reject(failed)
+        else item.resolve(outcome.value)
+      })
+    }
     if (this.syncedThrough >= this.lastDurable) settle()
     else this.afterSync(this.lastDurable, settle)
     this.onCommit?.()
@@ -168,6 +184,18 @@ export class WriteQueue {
     for (const w of done) for (const settle of w.settle) settle(err)
     this.startSync()
   }
+}
+
+/** A failed flush of the WAL: committed, so maybe kept, but not known to be on disk. */
+function unsynced (err: unknown): StoreFaultError {
+  const f = storeFault(err)
+  const code = f?.code ?? String((err as { code?: unknown })?.code ?? 'fdatasync')
+  return new StoreFaultError({
+    kind: f?.kind ?? 'io_error',
+    reason: `${f?.reason ?? 'the disk reported an I/O error'} (flushing the WAL)`,
+    code,
+    effect: 'unknown',
+  }, { cause: err })
 }
 
 /**
