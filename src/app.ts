@@ -162,7 +162,8 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
   await app.register(trackingRoutes, context)
 
   app.addHook('onClose', async () => {
-    await services.apiKeys.flushUsage()
+    // Best effort, like every usage write: a store that cannot write (disk full) must not fail the stop.
+    await services.apiKeys.flushUsage().catch((err) => app.log.warn({ err }, 'could not record API key usage while stopping'))
   })
 
   return Object.assign(app, { services, registry }) as unknown as App
