@@ -55,6 +55,14 @@ export const EnvSchema = Type.Object({
   TRUST_PROXY: Type.Union([Type.Literal('true'), Type.Literal('false')], {
     default: 'false', description: 'true when svc runs behind a reverse proxy that sets X-Forwarded-For, else false',
   }),
+  // Several nodes (README "Running several nodes"): what this process runs, and where rate limits count.
+  SVC_ROLES: Type.String({
+    default: 'api,mailer,delivery', pattern: '^ *(api|mailer|delivery) *(, *(api|mailer|delivery) *)*$',
+    description: 'a comma-separated list of the roles this process runs, from api, mailer, delivery (default all three)',
+  }),
+  RATE_LIMIT_STORE: Type.Union([Type.Literal('auto'), Type.Literal('memory'), Type.Literal('store')], {
+    default: 'auto', description: 'one of memory (counters in this process), store (counters in the store, shared by every node), auto (store on MongoDB, memory on SQLite)',
+  }),
 })
 export type Env = Static<typeof EnvSchema>
 
@@ -99,6 +107,10 @@ export interface Config {
   rateLimits: { authPerMinute: number; loginPerEmail: number; apiPerSecond: number }
   metricsToken: string | undefined
   trustProxy: boolean
+  /** What this process runs (SVC_ROLES); a process without `api` serves only /healthz, /readyz and /metrics. */
+  roles: { api: boolean; mailer: boolean; delivery: boolean }
+  /** Where rate-limit counters live: this process's memory, or the store (shared by every node). */
+  rateLimitStore: 'memory' | 'store'
 }
 
 export class ConfigError extends Error {
@@ -182,5 +194,13 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
     },
     metricsToken: e.METRICS_TOKEN,
     trustProxy: e.TRUST_PROXY === 'true',
+    roles: parseRoles(e.SVC_ROLES),
+    rateLimitStore: e.RATE_LIMIT_STORE === 'auto' ? (e.MONGODB_URI !== undefined ? 'store' : 'memory') : e.RATE_LIMIT_STORE,
   }
+}
+
+/** "api, mailer" → { api: true, mailer: true, delivery: false }; the schema has already checked the names. */
+function parseRoles (text: string): Config['roles'] {
+  const named = new Set(text.split(',').map((r) => r.trim()))
+  return { api: named.has('api'), mailer: named.has('mailer'), delivery: named.has('delivery') }
 }

@@ -30,6 +30,7 @@ import emailRoutes from './http/routes/emails/index.js'
 import suppressionRoutes from './http/routes/suppressions/index.js'
 import trackingRoutes from './http/routes/tracking/index.js'
 import deliveryRoutes from './http/routes/deliveries/index.js'
+import { sharedRateLimitStore } from './http/rate-limit-store.js'
 import { validatorCompiler } from './http/validation.js'
 import type { Store } from './store/types.js'
 
@@ -132,6 +133,10 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
 
   await app.register(cookie)
   await app.register(rateLimit, {
+    // RATE_LIMIT_STORE=store: counters in the store, shared by every node; memory: this process's own.
+    ...(config.rateLimitStore === 'store'
+      ? { store: sharedRateLimitStore(services.store, deps.clock ?? systemClock, (err) => app.log.warn({ err }, 'pruning rate-limit windows failed')) }
+      : {}),
     global: false,
     enableDraftSpec: true,
     errorResponseBuilder: (_request, context) =>

@@ -37,7 +37,7 @@ async function main (): Promise<void> {
   const store = await openStore(config)
   const service = await createService(config, { store, logger, registry })
   const { app } = service
-  if (config.smtpUrl === undefined) {
+  if (config.smtpUrl === undefined && config.roles.mailer) {
     logger.warn('SMTP_URL is not set: the sandbox transport is in use and no email leaves this machine')
   }
   if (!config.production) logger.info('development mode: webhooks may use http:// and localhost')
@@ -68,7 +68,8 @@ async function main (): Promise<void> {
 
   await service.start()
   await app.listen({ port: config.port, host: config.host })
-  logger.info({ store: store.kind, publicUrl: config.publicUrl }, 'svc is ready')
+  const roles = Object.entries(config.roles).filter(([, on]) => on).map(([role]) => role)
+  logger.info({ store: store.kind, publicUrl: config.publicUrl, nodeId: config.nodeId, roles, rateLimits: config.rateLimitStore }, 'svc is ready')
 }
 
 main().catch((err) => {

@@ -1,11 +1,16 @@
 // The whole service: the HTTP app plus the background workers (the mail queue, the delivery engine),
 // built around one store. server.ts and the tests both start svc through here, so what is tested is
 // what runs.
+import Fastify from 'fastify'
+import { Registry } from 'prom-client'
 import type { Config } from '../config/index.js'
-import { buildApp, type App, type AppDeps } from './app.js'
+import { buildApp, createServices, type App, type AppDeps } from './app.js'
 import { DeliveryEngine, type EngineOptions } from './delivery/engine.js'
 import { systemClock } from './domain/clock.js'
 import type { ResolvedAddress } from './domain/webhook-url.js'
+import { registerErrorHandling } from './http/errors.js'
+import { registerHttpMetrics } from './http/metrics.js'
+import healthRoutes from './http/routes/health.js'
 import { Mailer, type MailerTuning } from './mail/mailer.js'
 import { createSandboxTransport } from './mail/sandbox-transport.js'
 import { createSmtpTransport } from './mail/smtp-transport.js'
@@ -32,7 +37,10 @@ export interface ServiceDeps extends AppDeps {
 
 export interface Service {
   app: App
-  engine: DeliveryEngine
+  /** The delivery engine; reading it in a process without the delivery role (SVC_ROLES) throws. */
+  readonly engine: DeliveryEngine
+  /** The mail queue, when this process runs the mailer role. */
+  readonly mailer: Mailer | undefined
   components: Component[]
   /** Starts the background components (the app itself is started by listen() or inject()). */
   start(): Promise<void>
@@ -40,47 +48,145 @@ export interface Service {
   stop(): Promise<void>
 }
 
+/** How often a process without the API role looks for other processes' writes (see ExternalWrites). */
+export const EXTERNAL_WRITES_POLL_MS = 10
+
+/**
+ * The HTTP side of a process without the API role: /healthz, /readyz and /metrics on its PORT (operators
+ * scrape every node), every other path the 404 envelope. A separate, minimal app rather than the API app
+ * with its routes left out: nothing of the API (body parsers, sessions, rate limits, docs) is loaded,
+ * and nothing of it can be reached by mistake.
+ */
+async function buildOperationsApp (config: Config, deps: AppDeps): Promise<App> {
+  const services = createServices(config, deps)
+  const registry = deps.registry ?? new Registry()
+  const app = Fastify({
+    ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
+    bodyLimit: 1024,
+    trustProxy: config.trustProxy,
+  })
+  registerErrorHandling(app)
+  registerHttpMetrics(app, registry, config.metricsToken)
+  await app.register(healthRoutes, { services, config })
+  return Object.assign(app, { services, registry }) as unknown as App
+}
+
+/**
+ * Wakes this process's mailer and engine when another process commits to the store. The store's
+ * subscribe() hint is heard only inside the process that wrote; without this, a send accepted by an API
+ * process would wait for the mailer's poll (1 s) and its event for the engine's (250 ms). SQLite tells
+ * other connections' commits apart with PRAGMA data_version, which costs microseconds to read; MongoDB has
+ * no such number (null), and there the polls stay the only way (see the README).
+ */
+class ExternalWrites implements Component {
+  readonly name = 'external-writes'
+  private timer: NodeJS.Timeout | undefined
+  private last: number | null = null
+  private reading = false
+
+  constructor (private readonly store: AppDeps['store'], private readonly wake: Array<() => void>, private readonly everyMs: number) {}
+
+  async start (): Promise<void> {
+    this.last = await this.store.externalWriteVersion()
+    if (this.last === null) return
+    this.timer = setInterval(() => { void this.check() }, this.everyMs).unref()
+  }
+
+  private async check (): Promise<void> {
+    if (this.reading) return
+    this.reading = true
+    try {
+      const version = await this.store.externalWriteVersion()
+      if (version !== this.last) {
+        this.last = version
+        for (const wake of this.wake) wake()
+      }
+    } catch {
+      // The store is closing or unreachable: the components' own polls and errors say so.
+    } finally {
+      this.reading = false
+    }
+  }
+
+  async stop (): Promise<void> {
+    clearInterval(this.timer)
+    this.timer = undefined
+  }
+}
+
 export async function createService (config: Config, deps: ServiceDeps): Promise<Service> {
-  const app = await buildApp(config, deps)
-  const engine = new DeliveryEngine({
-    store: deps.store,
-    clock: deps.clock ?? systemClock,
-    registry: app.registry,
-    logger: app.log,
-    threads: config.deliveryThreads,
-    timeoutMs: config.delivery.timeoutMs,
-    retrySchedule: config.delivery.retrySchedule,
-    window: config.delivery.window,
-    leaseMs: config.delivery.leaseMs,
-    autoDisableMs: config.delivery.autoDisableMs,
-    retentionMs: config.retentionDays * 86_400_000,
-    production: config.production,
-    allowedCidrs: config.webhookAllowedCidrs,
-    nodeId: config.nodeId,
-    ...(deps.deliveryHosts ? { hosts: deps.deliveryHosts } : {}),
-    ...deps.engine,
-  })
-  const mailer = new Mailer({
-    store: deps.store,
-    transport: deps.transport ?? (config.smtpUrl !== undefined ? createSmtpTransport(config.smtpUrl) : createSandboxTransport({ keep: 0 })),
-    closeTransport: deps.transport === undefined,
-    emails: app.services.emails,
-    clock: deps.clock ?? systemClock,
-    logger: app.log.child({ component: 'mailer' }),
-    registry: app.registry,
-    publicUrl: config.publicUrl,
-    secret: config.secret!,
-    owner: config.nodeId,
-    ...deps.mailer,
-  })
-  // The mailer starts after the engine (its events find the engine running) and stops before it.
-  const components: Component[] = [engine, mailer]
-  app.services.readiness.set('delivery', () => (engine.started ? null : 'The delivery engine is not running'))
-  app.services.readiness.set('mail', () => (mailer.started ? null : 'The mail queue is not running'))
+  const { roles } = config
+  const app = roles.api ? await buildApp(config, deps) : await buildOperationsApp(config, deps)
+  const engine = roles.delivery
+    ? new DeliveryEngine({
+      store: deps.store,
+      clock: deps.clock ?? systemClock,
+      registry: app.registry,
+      logger: app.log,
+      threads: config.deliveryThreads,
+      timeoutMs: config.delivery.timeoutMs,
+      retrySchedule: config.delivery.retrySchedule,
+      window: config.delivery.window,
+      leaseMs: config.delivery.leaseMs,
+      autoDisableMs: config.delivery.autoDisableMs,
+      retentionMs: config.retentionDays * 86_400_000,
+      production: config.production,
+      allowedCidrs: config.webhookAllowedCidrs,
+      nodeId: config.nodeId,
+      ...(deps.deliveryHosts ? { hosts: deps.deliveryHosts } : {}),
+      ...deps.engine,
+    })
+    : undefined
+  // The mailer is woken by sends accepted here (the API role) and by other processes' writes.
+  const remoteSends = new Set<() => void>()
+  const mailer = roles.mailer
+    ? new Mailer({
+      store: deps.store,
+      transport: deps.transport ?? (config.smtpUrl !== undefined ? createSmtpTransport(config.smtpUrl) : createSandboxTransport({ keep: 0 })),
+      closeTransport: deps.transport === undefined,
+      emails: {
+        onAccepted: (listener) => {
+          const local = app.services.emails.onAccepted(listener)
+          // 0: another process accepted something; the accepted-emails metric counts this node's sends only.
+          const remote = () => listener(0)
+          remoteSends.add(remote)
+          return () => { local(); remoteSends.delete(remote) }
+        },
+      },
+      clock: deps.clock ?? systemClock,
+      logger: app.log.child({ component: 'mailer' }),
+      registry: app.registry,
+      publicUrl: config.publicUrl,
+      secret: config.secret!,
+      owner: config.nodeId,
+      ...deps.mailer,
+    })
+    : undefined
+  // The mailer starts after the engine (its events find the engine running) and stops before it; the
+  // watcher of other processes' writes starts last and stops first.
+  const components: Component[] = []
+  if (engine) {
+    components.push(engine)
+    app.services.readiness.set('delivery', () => (engine.started ? null : 'The delivery engine is not running'))
+  }
+  if (mailer) {
+    components.push(mailer)
+    app.services.readiness.set('mail', () => (mailer.started ? null : 'The mail queue is not running'))
+  }
+  if (engine || mailer) {
+    const wake: Array<() => void> = []
+    if (engine) wake.push(() => engine.wake())
+    if (mailer) wake.push(() => { for (const remote of remoteSends) remote() })
+    components.push(new ExternalWrites(deps.store, wake, EXTERNAL_WRITES_POLL_MS))
+  }
   let started: Component[] = []
   return {
     app,
-    engine,
+    get engine (): DeliveryEngine {
+      if (!engine) throw new Error('this process does not run the delivery role (SVC_ROLES)')
+      return engine
+    },
+    mailer,
     components,
     async start () {
       await app.ready()

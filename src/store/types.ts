@@ -133,4 +133,27 @@ export interface Store extends DeliveryStore, EmailStore {
   insertEvents(events: EventRecord[]): Promise<void>
   /** The email's events in the order they were stored. */
   listEmailEvents(accountId: string, emailId: string): Promise<EventRecord[]>
+
+  // Several nodes
+
+  /**
+   * Counts one hit on a rate-limit key in the window [windowStart, windowEnd) (ms since the epoch; the
+   * caller, src/domain/rate-limits.ts, decides the windows) and returns the window's count including
+   * this hit. Hits on one key and window from any number of nodes are counted atomically: N concurrent
+   * hits return 1..N, each once. A hit for a later window than the newest stored starts a new count at
+   * 1. A hit for an older window than the newest stored (a node whose clock
+   * lags) is adapter-specific: SQLite counts it in the newest window, MongoDB in its own.
+   * Not durable (an exception to the rule above): a crash may forget the last hits, which only lets a
+   * key a few more requests through; in exchange a hit costs no disk flush.
+   */
+  hitRateLimit(hit: { key: string; windowStart: number; windowEnd: number }): Promise<number>
+  /** Forgets the windows that ended at or before `now` (ms); returns how many were removed. */
+  pruneRateLimits(now: number): Promise<number>
+  /**
+   * A number that changes when another process (another node, the CLI) commits a write to this store,
+   * cheap enough to read every few milliseconds; null when the adapter has none (MongoDB: other nodes'
+   * writes are found by polling). A process that does not serve the API reads it to wake its mailer and
+   * engine as soon as an API process accepts a send.
+   */
+  externalWriteVersion(): Promise<number | null>
 }

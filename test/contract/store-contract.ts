@@ -563,5 +563,75 @@ export function storeContract (name: string, make: MakeStore): void {
         await own.cleanup()
       }
     })
+
+    // Several nodes: rate-limit counters every node shares, and noticing other processes' writes.
+
+    test('hitRateLimit counts the hits on one key and window from 1, each count once, however concurrent', async () => {
+      const key = `rl-${unique()}`
+      const windowStart = Math.floor(Date.now() / 1000) * 1000
+      const hit = { key, windowStart, windowEnd: windowStart + 1000 }
+      const counts = await Promise.all(Array.from({ length: 40 }, () => store.hitRateLimit(hit)))
+      assert.deepEqual([...counts].sort((a, b) => a - b), Array.from({ length: 40 }, (_, i) => i + 1))
+      assert.equal(await store.hitRateLimit(hit), 41)
+      assert.equal(await store.hitRateLimit({ ...hit, key: `${key}-other` }), 1, 'another key counts apart')
+    })
+
+    test('hitRateLimit: a later window starts at 1 and counts on from there', async () => {
+      const key = `rl-${unique()}`
+      const w1 = { key, windowStart: 1_000_000, windowEnd: 1_060_000 }
+      const w2 = { key, windowStart: 1_060_000, windowEnd: 1_120_000 }
+      assert.equal(await store.hitRateLimit(w1), 1)
+      assert.equal(await store.hitRateLimit(w1), 2)
+      assert.equal(await store.hitRateLimit(w2), 1)
+      assert.equal(await store.hitRateLimit(w2), 2)
+    })
+
+    test('hitRateLimit: two stores on the same data (two nodes) share one count', async (t) => {
+      const own = await make()
+      try {
+        if (own.reopen === undefined) {
+          t.skip(`the ${name} store keeps nothing a second store could share`)
+          return
+        }
+        const other = await own.reopen()
+        const key = `rl-${unique()}`
+        const windowStart = Math.floor(Date.now() / 1000) * 1000
+        const hit = { key, windowStart, windowEnd: windowStart + 1000 }
+        const counts = await Promise.all(Array.from({ length: 30 }, (_, i) => (i % 2 === 0 ? own.store : other).hitRateLimit(hit)))
+        assert.deepEqual([...counts].sort((a, b) => a - b), Array.from({ length: 30 }, (_, i) => i + 1), 'no hit counted twice or lost')
+      } finally {
+        await own.cleanup()
+      }
+    })
+
+    test('pruneRateLimits removes the windows that have ended and keeps the others', async () => {
+      const ended = { key: `rl-${unique()}`, windowStart: 2_000_000, windowEnd: 2_001_000 }
+      const open = { key: `rl-${unique()}`, windowStart: 2_000_500, windowEnd: 2_001_500 }
+      await store.hitRateLimit(ended)
+      await store.hitRateLimit(ended)
+      await store.hitRateLimit(open)
+      assert.ok(await store.pruneRateLimits(2_001_000) >= 1)
+      assert.equal(await store.hitRateLimit(ended), 1, 'the ended window was forgotten')
+      assert.equal(await store.hitRateLimit(open), 2, 'the open window was kept')
+    })
+
+    test('externalWriteVersion changes on another store\'s write to the same data, not on this one\'s own', async (t) => {
+      const own = await make()
+      try {
+        const first = await own.store.externalWriteVersion()
+        if (first === null) {
+          t.skip(`the ${name} store has no write version; other nodes' writes are found by polling`)
+          return
+        }
+        await own.store.createAccount(makeAccount())
+        assert.equal(await own.store.externalWriteVersion(), first, 'its own writes do not count')
+        if (own.reopen === undefined) return
+        const other = await own.reopen()
+        await other.createAccount(makeAccount())
+        assert.notEqual(await own.store.externalWriteVersion(), first, 'another store\'s write changed it')
+      } finally {
+        await own.cleanup()
+      }
+    })
   })
 }

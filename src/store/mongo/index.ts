@@ -49,6 +49,7 @@ export async function openMongoStore (options: MongoOptions): Promise<MongoStore
     await client.connect()
     const store = new MongoStore(client, client.db(options.dbName ?? dbNameFromUri(options.uri) ?? 'svc'))
     await store.ensureIndexes()
+    await store.ensureRateLimitIndexes()
     return store
   } catch (err) {
     await client.close().catch(() => {})
@@ -410,4 +411,50 @@ export class MongoStore extends MongoDeliveries implements Store {
   recordEngagement (event: EngagementEvent): Promise<EventRecord | null> { return this.mail.recordEngagement(event) }
   unsubscribeRecipient (event: EngagementEvent, at: string): Promise<UnsubscribeResult> { return this.mail.unsubscribeRecipient(event, at) }
   repairInterruptedWrites (before: string): Promise<number> { return this.mail.repairInterruptedWrites(before) }
+
+  // Several nodes: shared rate limits. One document per key and window; the TTL monitor removes ended
+  // windows about once a minute, pruneRateLimits at once.
+
+  private get rateLimits (): Collection<RateLimitDoc> {
+    return this.db.collection<RateLimitDoc>('rate_limits')
+  }
+
+  async ensureRateLimitIndexes (): Promise<void> {
+    await this.rateLimits.createIndexes([{ key: { expiresAt: 1 }, name: 'rate_limits_ttl', expireAfterSeconds: 0 }])
+  }
+
+  async hitRateLimit (hit: { key: string; windowStart: number; windowEnd: number }): Promise<number> {
+    const windowEnd = Math.trunc(Number(hit.windowEnd))
+    const filter = { _id: `${String(hit.key)}|${Math.trunc(Number(hit.windowStart))}` }
+    const update = { $inc: { count: 1 }, $setOnInsert: { expiresAt: new Date(windowEnd) } }
+    for (let attempt = 1; ; attempt++) {
+      try {
+        // Not journaled: a counter is not worth a disk flush (see the contract).
+        const doc = await this.rateLimits.findOneAndUpdate(filter, update,
+          { upsert: true, returnDocument: 'after', projection: { count: 1 }, writeConcern: { w: 1 } })
+        return doc!.count
+      } catch (err) {
+        // Two first hits racing to insert the same window: one loses with a duplicate key; it counts again.
+        if (attempt < 3 && err instanceof MongoServerError && err.code === 11000) continue
+        throw err
+      }
+    }
+  }
+
+  async pruneRateLimits (now: number): Promise<number> {
+    const r = await this.rateLimits.deleteMany({ expiresAt: { $lte: new Date(Math.trunc(Number(now))) } })
+    return r.deletedCount
+  }
+
+  /** MongoDB has no cheap version of the whole database (a change stream needs a replica set): null. */
+  async externalWriteVersion (): Promise<number | null> {
+    return null
+  }
+}
+
+interface RateLimitDoc {
+  /** `<key>|<windowStart>` */
+  _id: string
+  count: number
+  expiresAt: Date
 }

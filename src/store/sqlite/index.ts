@@ -351,4 +351,36 @@ export class SqliteStore extends SqliteDeliveries implements Store {
   recordEngagement (event: EngagementEvent): Promise<EventRecord | null> { return this.mail.recordEngagement(event) }
   unsubscribeRecipient (event: EngagementEvent, at: string): Promise<UnsubscribeResult> { return this.mail.unsubscribeRecipient(event, at) }
   repairInterruptedWrites (before: string): Promise<number> { return this.mail.repairInterruptedWrites(before) }
+
+  // Several nodes: shared rate limits, and noticing other processes' writes
+
+  private readonly shared = {
+    // One row per key. All SET expressions read the row as it was: a later window starts at 1, the same
+    // (or, from a lagging clock, an older) window counts on.
+    hit: this.db.prepare(`INSERT INTO rate_limits (key, window_start, window_end, count) VALUES (?, ?, ?, 1)
+      ON CONFLICT (key) DO UPDATE SET
+        count = CASE WHEN excluded.window_start > rate_limits.window_start THEN 1 ELSE rate_limits.count + 1 END,
+        window_start = max(rate_limits.window_start, excluded.window_start),
+        window_end = max(rate_limits.window_end, excluded.window_end)
+      RETURNING count`).pluck(),
+    prune: this.db.prepare('DELETE FROM rate_limits WHERE window_end <= ?'),
+    dataVersion: this.db.prepare('PRAGMA data_version').pluck(),
+  }
+
+  /**
+   * Runs at once, outside the write queue, as its own small transaction: a counter needs no fsync (see
+   * the contract), and a request must not wait for the queue's next durable commit to learn its count.
+   */
+  async hitRateLimit (hit: { key: string; windowStart: number; windowEnd: number }): Promise<number> {
+    return this.shared.hit.get(String(hit.key), Math.trunc(hit.windowStart), Math.trunc(hit.windowEnd)) as number
+  }
+
+  pruneRateLimits (now: number): Promise<number> {
+    return this.writes.run(() => this.shared.prune.run(Math.trunc(now)).changes, { durable: false })
+  }
+
+  /** PRAGMA data_version: changes when another connection to the file commits (never for this one's own commits). */
+  async externalWriteVersion (): Promise<number | null> {
+    return this.shared.dataVersion.get() as number
+  }
 }

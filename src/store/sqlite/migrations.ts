@@ -154,4 +154,14 @@ export const migrations: string[] = [
     VALUES (1, coalesce((SELECT min(seq) - 1 FROM events WHERE routed = 0), (SELECT max(seq) FROM events), 0));
   DROP INDEX events_unrouted;
   `,
+  /* rate limits shared by every process on this file: one row per key, holding its newest window only
+     (a hit for a later window overwrites it); rows whose window has ended are pruned by window_end. */ `
+  CREATE TABLE rate_limits (
+    key          TEXT PRIMARY KEY,
+    window_start INTEGER NOT NULL,
+    window_end   INTEGER NOT NULL,
+    count        INTEGER NOT NULL
+  ) STRICT, WITHOUT ROWID;
+  CREATE INDEX rate_limits_end ON rate_limits (window_end);
+  `,
 ]
