@@ -1,4 +1,4 @@
-// `npm run bench` (full, ~15 min on 2 cores) and `npm run bench -- --quick` (~2 min, smaller sizes): every
+// `npm run bench` (full, ~17 min at most on 2 cores) and `npm run bench -- --quick` (~3 min, smaller sizes): every
 // figure of ARCHITECTURE.md's performance targets, measured in one run beside this machine's ceiling and
 // the peers, each target met or missed; a table on stdout, a JSON record and an SVG chart in
 // benchmarks/results/.
