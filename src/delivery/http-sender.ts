@@ -317,7 +317,10 @@ class Attempt implements Dispatcher.DispatchHandler {
     }
     this.ctx.list.remove(this)
     // Still on a socket: closing it ends the request (undici reports the abort, which is then ignored).
-    this.controller?.abort(new DeadlineExceeded())
+    // This runs in the sweep's timer: nothing may escape it and take the thread down.
+    try {
+      this.controller?.abort(new DeadlineExceeded())
+    } catch { /* the request is settled either way */ }
   }
 
   /** The answer by its status (and, for a failure, the start of its body). */
