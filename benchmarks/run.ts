@@ -1,11 +1,11 @@
-// `npm run bench` (full, ~15 min on 2 cores) and `npm run bench -- --quick` (~2 min, smaller sizes): every
+// `npm run bench` (full, ~17 min at most on 2 cores) and `npm run bench -- --quick` (~3 min, smaller sizes): every
 // figure of ARCHITECTURE.md's performance targets, measured in one run beside this machine's ceiling and
 // the peers, each target met or missed; a table on stdout, a JSON record and an SVG chart in
 // benchmarks/results/.
 //
 // Every load generator, peer and sink is a process of its own; svc runs as `node dist/src/server.js` and is
 // measured from outside: its throughput by what the sink verified, its memory by /proc/<pid>/status.
-// Options: --quick; --only=<scenario,…> (ceiling naive engine queue api latency slow scale; writes a
+// Options: --quick; --only=<scenario,…> (ceiling naive engine queue api latency slow scale adversarial; writes a
 // "-partial" record); --sink-workers=N (a cluster sink; one process is enough, see benchmarks/README.md);
 // --cpu-prof (svc runs under Node's --cpu-prof; each thread's busiest functions are printed).
 import { execFileSync } from 'node:child_process'
@@ -18,6 +18,7 @@ import {
 } from './lib/context.js'
 import { fmt, judge, svgChart, table, targetRows, type Target } from './lib/report.js'
 import { buildChanges, buildFingerprint, svcEnv, WINDOW } from './lib/svc.js'
+import { adversarial } from './scenarios/adversarial.js'
 import { api } from './scenarios/api.js'
 import { latency } from './scenarios/latency.js'
 import { scale } from './scenarios/scale.js'
@@ -82,6 +83,7 @@ async function main (): Promise<void> {
   const p99 = wanted('latency') ? await attempt('latency', () => latency(tp.engine)) ?? NaN : NaN
   const slowFig = wanted('slow') ? await attempt('slow', slow) : undefined
   const scaleFig = wanted('scale') ? await attempt('scale', scale) : undefined
+  const advFig = wanted('adversarial') ? await attempt('adversarial', adversarial) : undefined
 
   const scaleName = `${fmt(SIZES.scaleAccounts * 10)} webhooks, ${fmt(SIZES.scaleAccounts * 10 * SIZES.scaleEventsPerAccount)} pending`
   const t = (key: string, name: string, value: number, op: Target['op'], target: number, unit: string, detail: string): Target =>
@@ -113,6 +115,11 @@ async function main (): Promise<void> {
     ['… all in one, rate limits in the store', apiFig ? `${fmt(apiFig.sharedLimits.rps)} req/s (p50 ${fmt(apiFig.sharedLimits.p50, 1)} ms, p99 ${fmt(apiFig.sharedLimits.p99, 1)} ms)` : 'n/a'],
     ['svc event → delivery at ½ max rate (via /api/send)', Number.isFinite(p99) ? `p99 ${fmt(p99, 1)} ms` : 'n/a'],
     ['svc 99 fast webhooks: alone / beside a 5 s one', slowFig ? `${per(slowFig.alone)} / ${per(slowFig.beside)}` : 'n/a'],
+    ['svc account B beside A\'s 1 MiB adversarial sends (worst shape)', advFig
+      ? `B p99 ${advFig.worst.bLowerBound ? '≥ ' : ''}${fmt(advFig.worst.bP99Ms, 1)} ms, max ${advFig.worst.bLowerBound ? '≥ ' : ''}${fmt(advFig.worst.bMaxMs, 1)} ms; ` +
+        `svc event-loop max ${fmt(advFig.worst.eventLoopDelayMaxMs, 1)} ms` +
+        `${advFig.worst.stalledShapes.length > 0 ? `; STALLED by ${advFig.worst.stalledShapes.join(', ')}` : ''}; A ${fmt(advFig.accepted)} accepted, ${fmt(advFig.refused)} refused`
+      : 'n/a'],
     [`svc ${scaleName}`, scaleFig ? `${per(scaleFig.rate)}, peak RSS ${fmt(scaleFig.peakRssMiB)} MiB${scaleFig.complete ? '' : ` (INCOMPLETE: ${fmt(scaleFig.delivered)} delivered)`}` : 'n/a'],
   ]
 

@@ -24,6 +24,7 @@ export const SIZES = QUICK
       latencyPrewarmMs: 2000, latencyWarmupMs: 3000, latencyMs: 5000, recipients: 5,
       slowEventsPerAccount: 100, slowReps: 1,
       scaleAccounts: 100, scaleEventsPerAccount: 100, scaleCapMs: 30_000, stallMs: 10_000, scaleStallMs: 30_000,
+      advWarmupMs: 1000, advMs: 3000, advGraceMs: 2000, advARate: 2, advBRate: 50,
     }
   : {
       reps: 3, ceilingMs: 5000, naiveMs: 4000, engineEvents: 100_000, queueJobs: 50_000, queueReps: 2,
@@ -31,6 +32,7 @@ export const SIZES = QUICK
       latencyPrewarmMs: 5000, latencyWarmupMs: 5000, latencyMs: 20_000, recipients: 5,
       slowEventsPerAccount: 300, slowReps: 2,
       scaleAccounts: 1000, scaleEventsPerAccount: 100, scaleCapMs: 240_000, stallMs: 20_000, scaleStallMs: 60_000,
+      advWarmupMs: 2000, advMs: 8000, advGraceMs: 5000, advARate: 2, advBRate: 50,
     }
 
 export const log = (line: string) => process.stdout.write(line + '\n')

@@ -6,8 +6,9 @@ import { request } from 'undici'
 interface GcTotals { count: number; seconds: number; over100ms: number }
 export interface RuntimeScrape { lagMaxMs: number; lagP99Ms: number; gc: Record<string, GcTotals> }
 
-async function scrape (origin: string): Promise<string> {
-  const res = await request(`${origin}/metrics`)
+async function scrape (origin: string, timeoutMs: number): Promise<string> {
+  // A stalled svc does not answer: the scrape gives up rather than wait with it.
+  const res = await request(`${origin}/metrics`, { signal: AbortSignal.timeout(timeoutMs) })
   return res.body.text()
 }
 
@@ -16,8 +17,8 @@ function value (text: string, name: string): number {
   return m ? Number(m[1]) : NaN
 }
 
-export async function runtimeScrape (origin: string): Promise<RuntimeScrape> {
-  const text = await scrape(origin)
+export async function runtimeScrape (origin: string, timeoutMs = 30_000): Promise<RuntimeScrape> {
+  const text = await scrape(origin, timeoutMs)
   const gc: Record<string, GcTotals> = {}
   const upTo100ms: Record<string, number> = {}
   const line = /^nodejs_gc_duration_seconds_(sum|count|bucket)\{([^}]*)\} ([0-9.eE+-]+)$/gm

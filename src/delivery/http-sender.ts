@@ -4,8 +4,8 @@
 import { performance } from 'node:perf_hooks'
 import type { LookupAddress, LookupOptions } from 'node:dns'
 import { isIP } from 'node:net'
-import type { Readable } from 'node:stream'
-import { Pool } from 'undici'
+import type { IncomingHttpHeaders } from 'node:http'
+import { Pool, type Dispatcher } from 'undici'
 import {
   checkHost,
   checkUrlShape,
@@ -63,9 +63,12 @@ export interface HttpSender {
 
 export const DEFAULT_USER_AGENT = 'svc-webhooks/1'
 
-// After the kept part of a response body, this much more is read and discarded so the keep-alive
-// connection can be reused; beyond it the socket is cheaper to close than to drain.
-const DRAIN_LIMIT_BYTES = 64 * 1024
+/**
+ * Of any response, at most this much body is read (the log only shows a failure's first 200 characters).
+ * A shorter body is read to its end, so the keep-alive connection can be reused; past this, reading
+ * stops, the socket is closed, and the answer counts by its status alone (a 2xx is still delivered).
+ */
+export const MAX_READ_BYTES = 64 * 1024
 
 // Marks errors whose message is already the sentence to show the account (SSRF refusals, DNS failures),
 // as opposed to socket errors that need translating.
@@ -129,13 +132,18 @@ const ERROR_PHRASES: Record<string, string> = {
   UND_ERR_RES_CONTENT_LENGTH_MISMATCH: 'response body shorter or longer than its Content-Length',
 }
 
+/** The error of an attempt that had no complete answer by its deadline (connect to the last body byte). */
+function deadlineText (timeoutMs: number): string {
+  return `timeout after ${timeoutMs} ms: no complete answer`
+}
+
 /** A short, stack-free description, without addresses the socket layer tends to put in messages. */
 function describeError (err: unknown, timeoutMs: number): string {
   const e = err as { code?: unknown; message?: unknown; cause?: unknown } | null
   const code = typeof e?.code === 'string' ? e.code : undefined
   if (code === GUARD_ERROR) return String(e?.message)
   if (code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
-    return `timeout after ${timeoutMs} ms`
+    return deadlineText(timeoutMs)
   }
   if (code && ERROR_PHRASES[code]) return `${ERROR_PHRASES[code]} (${code})`
   // undici's argument errors describe our own request (a header value it refused), never the network.
@@ -159,33 +167,6 @@ export function parseRetryAfter (value: string | string[] | undefined, nowMs: nu
   return Math.max(0, at - nowMs)
 }
 
-/**
- * Keeps the first `max` bytes of a body as text and drains or drops the rest, so the socket is either
- * reusable or closed, never left stalled holding a pooled connection.
- */
-function readCapped (body: Readable, max: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const kept: Buffer[] = []
-    let keptBytes = 0
-    let seen = 0
-    let cut = false
-    body.on('data', (chunk: Buffer) => {
-      seen += chunk.length
-      if (max > 0 && keptBytes < max) {
-        const piece = chunk.subarray(0, max - keptBytes)
-        kept.push(piece)
-        keptBytes += piece.length
-      }
-      if (!cut && seen > max + DRAIN_LIMIT_BYTES) {
-        cut = true
-        body.destroy()
-      }
-    })
-    body.on('error', (err) => { if (!cut) reject(err) })
-    body.on('close', () => resolve(kept.length === 0 ? '' : Buffer.concat(kept).toString('utf8')))
-  })
-}
-
 function classify (status: number): Pick<DeliveryResult, 'outcome' | 'error'> {
   if (status >= 200 && status < 300) return { outcome: 'delivered' }
   if (status === 410) return { outcome: 'gone', error: 'receiver answered 410 Gone' }
@@ -200,6 +181,184 @@ function requireNumber (name: string, value: unknown, min: number): number {
   return value
 }
 
+/**
+ * The attempts in flight, in deadline order, and the one coarse timer that ends those past it. Every
+ * attempt of a sender has the same timeout, so appending keeps the list sorted: adding and removing are
+ * O(1) (the attempt is its own list node), and a sweep looks only at the head. The timer runs only while
+ * something is in flight. No timer per request: at full rate one cost more than signing the request.
+ */
+class DeadlineList {
+  head: Attempt | null = null
+  tail: Attempt | null = null
+  private timer: NodeJS.Timeout | null = null
+
+  constructor (private readonly tickMs: number) {}
+
+  add (a: Attempt): void {
+    a.prev = this.tail
+    a.next = null
+    if (this.tail) this.tail.next = a
+    else this.head = a
+    this.tail = a
+    a.listed = true
+    if (this.timer === null) {
+      this.timer = setInterval(() => this.sweep(), this.tickMs)
+      this.timer.unref()
+    }
+  }
+
+  remove (a: Attempt): void {
+    if (!a.listed) return
+    a.listed = false
+    if (a.prev) a.prev.next = a.next
+    else this.head = a.next
+    if (a.next) a.next.prev = a.prev
+    else this.tail = a.prev
+    a.prev = a.next = null
+  }
+
+  /** Ends every attempt whose deadline has passed; stops the timer once nothing is in flight. */
+  sweep (): void {
+    const now = performance.now()
+    while (this.head !== null && this.head.deadline <= now) this.head.expire()
+    if (this.head === null) this.stop()
+  }
+
+  stop (): void {
+    if (this.timer !== null) clearInterval(this.timer)
+    this.timer = null
+  }
+}
+
+/** What an Attempt needs of its sender. */
+interface AttemptContext {
+  list: DeadlineList
+  timeoutMs: number
+  maxResponseBytes: number
+}
+
+/**
+ * One POST in flight: undici's handler for it (the dispatcher API, so no response stream and no promise
+ * per chunk) and its node in the deadline list. It settles exactly once: at the response's end, at the
+ * read cap, on an error, or at the deadline, whichever comes first; whatever undici reports after that
+ * is ignored.
+ */
+class Attempt implements Dispatcher.DispatchHandler {
+  prev: Attempt | null = null
+  next: Attempt | null = null
+  listed = false
+  readonly deadline: number
+  private controller: Dispatcher.DispatchController | null = null
+  private settled = false
+  private status = 0
+  private retryAfter: string | string[] | undefined
+  private read = 0
+  private kept: Buffer[] | null = null
+  private keptBytes = 0
+
+  constructor (
+    private readonly ctx: AttemptContext,
+    private readonly deliveryId: string,
+    private readonly started: number,
+    private readonly resolve: (result: DeliveryResult) => void,
+  ) {
+    this.deadline = started + ctx.timeoutMs
+    ctx.list.add(this)
+  }
+
+  onRequestStart (controller: Dispatcher.DispatchController): void {
+    // Past its deadline while it waited for a socket: it is already answered as a timeout, so it is
+    // never written.
+    if (this.settled) controller.abort(new DeadlineExceeded())
+    else this.controller = controller
+  }
+
+  onResponseStart (_controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+    if (statusCode < 200) return // informational (100 Continue and the like): the answer is still to come
+    this.status = statusCode
+    if (statusCode >= 200 && statusCode < 300) return
+    if (statusCode === 429 || statusCode === 503) this.retryAfter = headers['retry-after']
+    if (this.ctx.maxResponseBytes > 0) this.kept = []
+  }
+
+  onResponseData (controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.settled) return
+    this.read += chunk.length
+    const kept = this.kept
+    if (kept !== null && this.keptBytes < this.ctx.maxResponseBytes) {
+      // A copy: the chunk is a view of undici's read buffer.
+      const piece = Buffer.from(chunk.subarray(0, this.ctx.maxResponseBytes - this.keptBytes))
+      kept.push(piece)
+      this.keptBytes += piece.length
+    }
+    if (this.read > MAX_READ_BYTES) {
+      // Enough: the answer counts by its status, and the connection, mid-body, is closed.
+      this.answered()
+      controller.abort(new ReadCapReached())
+    }
+  }
+
+  onResponseEnd (): void {
+    if (!this.settled) this.answered()
+  }
+
+  onResponseError (_controller: Dispatcher.DispatchController | undefined, err: Error): void {
+    if (this.settled) return
+    this.finish({ outcome: 'retry', ...(this.status !== 0 ? { status: this.status } : {}), error: describeError(err, this.ctx.timeoutMs) })
+  }
+
+  /** Called by the sweep once the deadline has passed. */
+  expire (): void {
+    if (!this.settled) {
+      // A failure status needs no body to be decided: it counts, with what of its answer has arrived. A
+      // 2xx whose body is not complete, or no answer at all, is a timeout.
+      if (this.status !== 0 && (this.status < 200 || this.status >= 300)) this.answered()
+      else this.finish({ outcome: 'retry', ...(this.status !== 0 ? { status: this.status } : {}), error: deadlineText(this.ctx.timeoutMs) })
+    }
+    this.ctx.list.remove(this)
+    // Still on a socket: closing it ends the request (undici reports the abort, which is then ignored).
+    // This runs in the sweep's timer: nothing may escape it and take the thread down.
+    try {
+      this.controller?.abort(new DeadlineExceeded())
+    } catch { /* the request is settled either way */ }
+  }
+
+  /** The answer by its status (and, for a failure, the start of its body). */
+  private answered (): void {
+    const status = this.status
+    const { outcome, error } = classify(status)
+    if (outcome === 'delivered') {
+      this.finish({ outcome, status })
+      return
+    }
+    const answer = this.kept === null || this.kept.length === 0 ? '' : answerSnippet(Buffer.concat(this.kept).toString('utf8'))
+    const retryAfterMs = this.retryAfter !== undefined ? parseRetryAfter(this.retryAfter) : undefined
+    this.finish({
+      outcome,
+      status,
+      error: answer !== '' ? `${error}: ${answer}` : error!,
+      ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
+    })
+  }
+
+  private finish (fields: Omit<DeliveryResult, 'deliveryId' | 'durationMs'>): void {
+    this.settled = true
+    this.kept = null
+    this.ctx.list.remove(this)
+    this.resolve({ deliveryId: this.deliveryId, ...fields, durationMs: Math.round(performance.now() - this.started) })
+  }
+}
+
+/** The reason an attempt past its deadline is aborted with (never shown: the attempt is settled first). */
+class DeadlineExceeded extends Error {
+  constructor () { super('delivery deadline exceeded') }
+}
+
+/** The reason a response is cut at MAX_READ_BYTES (never shown either). */
+class ReadCapReached extends Error {
+  constructor () { super(`response body over ${MAX_READ_BYTES} bytes`) }
+}
+
 export function createHttpSender (options: SenderOptions): HttpSender {
   const timeoutMs = requireNumber('timeoutMs', options.timeoutMs, 1)
   const maxResponseBytes = requireNumber('maxResponseBytes', options.maxResponseBytes, 0)
@@ -212,14 +371,24 @@ export function createHttpSender (options: SenderOptions): HttpSender {
   // Development keeps the platform's DNS unless a resolver is injected; production always goes through
   // the guard.
   const resolver = options.resolver ?? (production ? systemResolver : undefined)
+  // The deadline is the sender's own (see DeadlineList), so undici's per-phase timers are off: they
+  // restart at every phase and every body chunk, which let a slow drip run far past DELIVERY_TIMEOUT_MS.
+  // Only the connect keeps undici's timeout, which also ends a connect nothing waits for any more.
   const poolOptions: Pool.Options = {
     ...(options.connections !== undefined ? { connections: options.connections } : {}),
-    headersTimeout: timeoutMs,
-    bodyTimeout: timeoutMs,
+    headersTimeout: 0,
+    bodyTimeout: 0,
     connect: {
       timeout: timeoutMs,
       ...(resolver ? { lookup: connectLookup(resolver, production, allowedCidrs) } : {}),
     },
+  }
+  // A coarse tick: a tenth of the timeout, between 10 and 250 ms, is how late past its deadline an
+  // attempt may end.
+  const ctx: AttemptContext = {
+    list: new DeadlineList(Math.min(250, Math.max(10, Math.floor(timeoutMs / 10)))),
+    timeoutMs,
+    maxResponseBytes,
   }
   // One keep-alive pool per origin, addressed directly: going through an Agent costs a dispatcher lookup
   // and more per request. Pools with nothing connected or queued are closed now and then, so a node that
@@ -255,25 +424,23 @@ export function createHttpSender (options: SenderOptions): HttpSender {
     return verdict
   }
 
-  async function sendOne (task: DeliveryTask): Promise<DeliveryResult> {
+  function sendOne (task: DeliveryTask): Promise<DeliveryResult> {
     const started = performance.now()
-    const done = (fields: Omit<DeliveryResult, 'deliveryId' | 'durationMs'>): DeliveryResult => ({
-      deliveryId: task.deliveryId,
-      ...fields,
-      durationMs: Math.round(performance.now() - started),
-    })
 
     // Literal-IP hosts never reach the lookup (there is nothing to resolve), so the shape check is what
     // judges them; names are judged at connect time.
     const shape = shapeOf(task.url)
-    if (!shape.ok) return done({ outcome: 'retry', error: `blocked: ${shape.reason}` })
-
-    // The deadline is the pool's: connect, then the response headers, then each gap in the body, each
-    // within timeoutMs (no per-request timer: at full rate one costs more than the request's signing).
-    let status: number | undefined
-    try {
-      const timestamp = Math.floor(Date.now() / 1000)
-      const res = await poolFor(shape.origin!).request({
+    if (!shape.ok) {
+      return Promise.resolve({ deliveryId: task.deliveryId, outcome: 'retry', error: `blocked: ${shape.reason}`, durationMs: Math.round(performance.now() - started) })
+    }
+    const timestamp = Math.floor(Date.now() / 1000)
+    // Throws for a task without a secret: settle() turns that into the attempt's error.
+    const signature = signatureHeader(task.secrets, timestamp, task.body)
+    return new Promise((resolve) => {
+      // One deadline for the whole attempt, from here (DNS and connect included) to the last body byte.
+      const attempt = new Attempt(ctx, task.deliveryId, started, resolve)
+      // dispatch() reports its own failures (a header undici refuses, a closed pool) to the handler.
+      poolFor(shape.origin!).dispatch({
         path: shape.path!,
         method: 'POST',
         headers: {
@@ -281,42 +448,26 @@ export function createHttpSender (options: SenderOptions): HttpSender {
           'user-agent': userAgent,
           'x-svc-event': task.event,
           'x-svc-delivery': task.deliveryId,
-          'x-svc-signature': signatureHeader(task.secrets, timestamp, task.body),
+          'x-svc-signature': signature,
         },
         body: task.body,
-      })
-      status = res.statusCode
-      const { outcome, error } = classify(status)
-      if (outcome === 'delivered') {
-        // A 2xx's body says nothing the log needs, but it must arrive whole (a body that stalls is a
-        // timeout, not a delivery): it is read and dropped.
-        await readCapped(res.body, 0)
-        return done({ outcome, status })
-      }
-      // A failure's answer is worth showing: its first line goes into the error the account sees.
-      const answer = answerSnippet(await readCapped(res.body, maxResponseBytes))
-      const retryAfterMs = status === 429 || status === 503 ? parseRetryAfter(res.headers['retry-after']) : undefined
-      return done({
-        outcome,
-        status,
-        error: answer !== '' ? `${error}: ${answer}` : error!,
-        ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
-      })
-    } catch (err) {
-      return done({
-        outcome: 'retry',
-        ...(status !== undefined ? { status } : {}),
-        error: describeError(err, timeoutMs),
-      })
-    }
+      }, attempt)
+    })
   }
 
-  const settle = (task: DeliveryTask) => sendOne(task).catch((err: unknown): DeliveryResult => ({
+  const failed = (task: DeliveryTask, err: unknown): DeliveryResult => ({
     deliveryId: task.deliveryId,
     outcome: 'retry',
     error: describeError(err, timeoutMs),
     durationMs: 0,
-  }))
+  })
+  const settle = (task: DeliveryTask): Promise<DeliveryResult> => {
+    try {
+      return sendOne(task).catch((err: unknown) => failed(task, err))
+    } catch (err) {
+      return Promise.resolve(failed(task, err))
+    }
+  }
 
   return {
     async send (batch) {
@@ -327,7 +478,9 @@ export function createHttpSender (options: SenderOptions): HttpSender {
       clearInterval(sweeper)
       const all = [...pools.values()]
       pools.clear()
+      // close() waits for what is in flight; the deadline sweep keeps running until then.
       await Promise.all(all.map((pool) => pool.close()))
+      ctx.list.stop()
     },
   }
 }

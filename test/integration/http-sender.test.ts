@@ -11,7 +11,7 @@ import { MessageChannel } from 'node:worker_threads'
 import { Piscina } from 'piscina'
 import type { AttachJob, DeliverWorkerData, DispatcherMessage, WorkerMessage } from '../../workers/deliver.js'
 import { packTasks, unpackResults } from '../../src/delivery/wire.js'
-import { createHttpSender, parseRetryAfter, type DeliveryResult, type DeliveryTask, type SenderOptions } from '../../src/delivery/http-sender.js'
+import { createHttpSender, MAX_READ_BYTES, parseRetryAfter, type DeliveryResult, type DeliveryTask, type SenderOptions } from '../../src/delivery/http-sender.js'
 import { verifySignature } from '../../src/delivery/signature.js'
 import type { Resolver } from '../../src/domain/webhook-url.js'
 
@@ -108,6 +108,14 @@ async function startTcpListener () {
   }
 }
 
+async function waitFor (check: () => boolean, what: string, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+}
+
 let seq = 0
 function task (url: string, overrides: Partial<DeliveryTask> = {}): DeliveryTask {
   seq += 1
@@ -140,6 +148,47 @@ async function sendOne (options: SenderOptions, t: DeliveryTask): Promise<Delive
 
 const hang: Route = () => {}
 
+/** What the scripted slow and endless answers did, by path: how much they wrote, whether the client hung up first. */
+const writes = new Map<ServerResponse, { written: number; finished: boolean; closedEarly: boolean }>()
+const lastWrite = (res: ServerResponse) => {
+  const w = { written: 0, finished: false, closedEarly: false }
+  writes.set(res, w)
+  res.on('close', () => { if (!w.finished) w.closedEarly = true })
+  return w
+}
+
+/** The status at once, then a 20-byte body one byte every 300 ms (6 s in all). */
+function drip (res: ServerResponse, status: number): void {
+  const w = lastWrite(res)
+  res.writeHead(status, { 'content-type': 'text/plain', 'content-length': '20' })
+  res.flushHeaders()
+  const timer = setInterval(() => {
+    if (res.destroyed) { clearInterval(timer); return }
+    res.write('x')
+    w.written += 1
+    if (w.written === 20) {
+      clearInterval(timer)
+      w.finished = true
+      res.end()
+    }
+  }, 300)
+  res.on('close', () => clearInterval(timer))
+}
+
+/** A body that never ends, written as fast as the client reads it. */
+function endless (res: ServerResponse, status: number): void {
+  const w = lastWrite(res)
+  res.writeHead(status, { 'content-type': 'text/plain' })
+  const chunk = Buffer.alloc(16 * 1024, 'z')
+  const write = (): void => {
+    while (!res.destroyed) {
+      w.written += chunk.length
+      if (!res.write(chunk)) { res.once('drain', write); return }
+    }
+  }
+  write()
+}
+
 describe('http sender', () => {
   let receiver: Awaited<ReturnType<typeof startReceiver>>
   before(async () => {
@@ -157,6 +206,23 @@ describe('http sender', () => {
         res.statusCode = 503
         res.setHeader('retry-after', new Date(Date.now() + 120_000).toUTCString())
         res.end()
+      },
+      '/drip': (_req, res) => drip(res, 200),
+      '/drip-gone': (_req, res) => drip(res, 410),
+      '/endless': (_req, res) => endless(res, 200),
+      '/huge-failure': (_req, res) => {
+        res.statusCode = 500
+        const chunk = Buffer.alloc(64 * 1024, 'y')
+        let left = 10 * 1024 * 1024
+        const write = (): void => {
+          while (left > 0) {
+            left -= chunk.length
+            if (!res.write(chunk)) { res.once('drain', write); return }
+          }
+          res.end()
+        }
+        res.on('close', () => { left = 0 })
+        write()
       },
       '/huge': (req, res) => {
         res.statusCode = req.headers['x-svc-event'] === 'email.bounced' ? 500 : 200
@@ -223,7 +289,7 @@ describe('http sender', () => {
     const t = task(receiver.url('/hang'))
     const result = await sendOne({ ...devOptions, timeoutMs: 200 }, t)
     assert.equal(result.outcome, 'retry')
-    assert.equal(result.error, 'timeout after 200 ms')
+    assert.equal(result.error, 'timeout after 200 ms: no complete answer')
     assert.equal(result.status, undefined)
     assert.equal(receivedFor(t).length, 1, 'the request did reach the receiver')
   })
@@ -231,8 +297,85 @@ describe('http sender', () => {
   test('a 2xx whose body never finishes is a timeout, not a delivery', async () => {
     const result = await sendOne({ ...devOptions, timeoutMs: 200 }, task(receiver.url('/stall-body')))
     assert.equal(result.outcome, 'retry')
-    assert.equal(result.error, 'timeout after 200 ms')
+    assert.equal(result.error, 'timeout after 200 ms: no complete answer')
     assert.equal(result.status, 200)
+  })
+
+  test('a 2xx that drips its body past the deadline fails at the deadline, and the connection is closed', async () => {
+    // 200 at once, then one byte every 300 ms: each gap is short, the whole answer takes 6 s.
+    const t = task(receiver.url('/drip'))
+    const result = await sendOne({ ...devOptions, timeoutMs: 1000 }, t)
+    assert.equal(result.outcome, 'retry', 'a slow drip is not a delivery')
+    assert.equal(result.status, 200)
+    assert.equal(result.error, 'timeout after 1000 ms: no complete answer')
+    const w = [...writes.values()].at(-1)
+    assert.ok(w)
+    await waitFor(() => w.closedEarly, 'the receiver to see the connection closed')
+    assert.ok(w.written < 20, `the body was cut short (${w.written} of 20 bytes sent)`)
+  })
+
+  test('a failure status that drips its body counts by its status at the deadline', async () => {
+    const result = await sendOne({ ...devOptions, timeoutMs: 1000 }, task(receiver.url('/drip-gone')))
+    assert.equal(result.outcome, 'gone')
+    assert.equal(result.status, 410)
+    assert.match(result.error ?? '', /^receiver answered 410 Gone(: x+)?$/)
+  })
+
+  test('an attempt still waiting for a socket at its deadline times out and is never sent', async () => {
+    // One socket: the second request queues behind the first, which never gets an answer.
+    const sender = createHttpSender({ ...devOptions, timeoutMs: 300, connections: 1 })
+    try {
+      const first = task(receiver.url('/hang'))
+      const second = task(receiver.url('/ok'))
+      const pending = sender.send([first, second])
+      // Both deadlines pass while this thread is busy, so one sweep finds both past them: the socket the
+      // first one holds is never free for the second before its deadline. (Otherwise the second, started
+      // a moment later, may rightly go out in the moment it has left once the first is aborted.)
+      const busyUntil = performance.now() + 400
+      while (performance.now() < busyUntil) { /* the thread is busy */ }
+      const results = await pending
+      assert.deepEqual(results.map((r) => [r.outcome, r.error]), [
+        ['retry', 'timeout after 300 ms: no complete answer'],
+        ['retry', 'timeout after 300 ms: no complete answer'],
+      ])
+      const [next] = await sender.send([task(receiver.url('/ok'))])
+      assert.equal(next?.outcome, 'delivered', 'the sender works afterwards')
+      assert.equal(receivedFor(second).length, 0, 'what was answered as a timeout was not sent afterwards')
+    } finally {
+      await sender.close()
+    }
+  })
+
+  test('a 2xx with an endless body is delivered once the read cap is reached, without reading it all', async () => {
+    const sender = createHttpSender({ ...devOptions, timeoutMs: 30_000, connections: 1 })
+    try {
+      const [result] = await sender.send([task(receiver.url('/endless'))])
+      assert.equal(result?.outcome, 'delivered')
+      assert.equal(result?.status, 200)
+      const w = [...writes.values()].at(-1)
+      assert.ok(w)
+      await waitFor(() => w.closedEarly, 'the receiver to see the connection closed (not reused mid-body)')
+      const [next] = await sender.send([task(receiver.url('/created'))])
+      assert.equal(next?.outcome, 'delivered', 'the single pooled connection was replaced')
+    } finally {
+      await sender.close()
+    }
+  })
+
+  test('a 500 with a 10 MiB body is retried with a short error, and only the cap is read', async () => {
+    const sender = createHttpSender({ ...devOptions, timeoutMs: 30_000, connections: 1 })
+    try {
+      const [result] = await sender.send([task(receiver.url('/huge-failure'))])
+      assert.equal(result?.outcome, 'retry')
+      assert.equal(result?.status, 500)
+      // maxResponseBytes (1024) of the answer are kept, and the log gets its first 200 characters.
+      assert.equal(result?.error, `receiver answered 500: ${'y'.repeat(200)}`)
+      assert.ok(MAX_READ_BYTES < 10 * 1024 * 1024)
+      const [next] = await sender.send([task(receiver.url('/created'))])
+      assert.equal(next?.outcome, 'delivered')
+    } finally {
+      await sender.close()
+    }
   })
 
   test('410 Gone is reported as gone', async () => {
@@ -304,7 +447,7 @@ describe('http sender', () => {
       const results = await sender.send(batch)
       assert.deepEqual(results.map((r) => r.deliveryId), batch.map((t) => t.deliveryId))
       assert.deepEqual(results.map((r) => r.outcome), ['retry', 'delivered', 'retry', 'gone', 'retry'])
-      assert.equal(results[0]?.error, 'timeout after 300 ms')
+      assert.equal(results[0]?.error, 'timeout after 300 ms: no complete answer')
       assert.match(results[4]?.error ?? '', /absolute URL/)
     } finally {
       await sender.close()
@@ -436,6 +579,41 @@ describe('deliver worker through Piscina', () => {
         assert.equal(got.verified, true)
         assert.equal(got.independentlyVerified[SECRET], true)
       }
+    } finally {
+      await pool.destroy()
+      await receiver.close()
+    }
+  })
+
+  test('in a worker thread, a slow-drip receiver fails at the deadline and the next delivery goes out', async () => {
+    const receiver = await startReceiver({ '/drip': (_req, res) => drip(res, 200), '/ok': (_req, res) => { res.end() } })
+    const filename = fileURLToPath(new URL('../../workers/deliver.js', import.meta.url))
+    const workerData: DeliverWorkerData = { window: 1, timeoutMs: 1000, maxResponseBytes: 64, production: false, allowedCidrs: '' }
+    const pool = new Piscina<AttachJob, number>({ filename, workerData, minThreads: 1, maxThreads: 1 })
+    try {
+      const { port1, port2 } = new MessageChannel()
+      const results: DeliveryResult[] = []
+      let wake = () => {}
+      port1.on('message', (message: WorkerMessage) => {
+        if (message.type === 'results') results.push(...unpackResults(message.results))
+        wake()
+      })
+      const until = (n: number) => new Promise<void>((resolve) => {
+        wake = () => { if (results.length >= n) resolve() }
+        wake()
+      })
+      const attached = pool.run({ port: port2 }, { transferList: [port2] })
+      const slow = task(receiver.url('/drip'), { webhookId: 'wh_drip' })
+      port1.postMessage({ type: 'send', groups: packTasks([slow]) } satisfies DispatcherMessage)
+      await until(1)
+      assert.deepEqual(results.map((r) => [r.deliveryId, r.outcome, r.status, r.error]),
+        [[slow.deliveryId, 'retry', 200, 'timeout after 1000 ms: no complete answer']])
+      const next = task(receiver.url('/ok'), { webhookId: 'wh_drip' })
+      port1.postMessage({ type: 'send', groups: packTasks([next]) } satisfies DispatcherMessage)
+      await until(2)
+      assert.equal(results[1]?.outcome, 'delivered')
+      port1.close()
+      assert.equal(await attached, 2)
     } finally {
       await pool.destroy()
       await receiver.close()
