@@ -356,8 +356,16 @@ describe('delivery', () => {
 
 describe('durability', () => {
   test('SIGKILL mid-burst, then a restart on the same data: every delivery arrives', async (t) => {
-    // Slow enough that the kill lands with deliveries queued, in flight and done.
-    const receiver = await startReceiver(t, { '/durable': (_r, _n, res) => { setTimeout(() => { res.statusCode = 200; res.end() }, 15) } })
+    // The first 20 deliveries are answered; after that the receiver holds every answer until the kill,
+    // so the kill always lands with deliveries done, in flight and queued, however fast the machine.
+    const answered = new Set<string>()
+    let killed = false
+    const receiver = await startReceiver(t, {
+      '/durable': (got, _n, res) => {
+        if (!killed && answered.size >= 20) return receiver.hang(res)
+        setTimeout(() => { answered.add(got.deliveryId); res.statusCode = 200; res.end() }, 15)
+      },
+    })
     const dataDir = tempDir(t)
     const start = () => startServerProcess(t, {
       DATA_DIR: dataDir, DELIVERY_LEASE_SECONDS: '2', DELIVERY_WINDOW: '4', DELIVERY_THREADS: '1', DELIVERY_RETRY_SCHEDULE: '100ms,100ms,100ms',
@@ -374,13 +382,14 @@ describe('durability', () => {
       assert.equal(res.status, 202)
       created.add(res.body.data.id)
     }
-    await receiver.until(() => receiver.received.length >= 20, 'some deliveries before the kill')
+    await receiver.until(() => answered.size >= 20 && receiver.received.length > 20, 'some deliveries answered and more held before the kill')
     await killProcess(first.process)
+    killed = true
     const beforeRestart = new Set(receiver.received.map((r) => r.deliveryId))
     assert.ok(beforeRestart.size < created.size, 'the kill landed mid-burst')
 
     const second = await start()
-    await receiver.until(() => [...created].every((id) => receiver.received.some((r) => r.deliveryId === id)), 'every delivery after the restart', 60_000)
+    await receiver.until(() => [...created].every((id) => answered.has(id)), 'every delivery answered after the restart', 60_000)
     assert.ok(receiver.received.every((r) => r.validFor.length === 1), 'all signed')
     second.process.kill('SIGTERM')
     const [code] = await once(second.process, 'exit')
