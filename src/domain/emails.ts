@@ -468,6 +468,41 @@ export function planAttempt (email: EmailRecord, results: RecipientOutcome[], no
   }
 }
 
+/**
+ * The largest html (or text) the mailer builds a message from, in characters: far above the request body
+ * limit's default, so only an email stored by other means (or under a much larger limit) reaches it.
+ */
+export const MAX_BUILD_BODY_CHARS = 10 * 1024 * 1024
+
+/**
+ * The email's final state when its message cannot be built (a body over MAX_BUILD_BODY_CHARS, a rewrite
+ * that throws): building again would fail again, so it is failed now instead of being retried at every
+ * attempt and after every restart. Each pending recipient gets email.bounced with the reason, so webhook
+ * subscribers hear of it, and no suppression: the fault is the message's, not the address's. `reason`
+ * says what failed and must not quote the content.
+ */
+export function planBuildFailure (email: EmailRecord, reason: string, now: number): Omit<EmailAttempt, 'owner'> {
+  const full = `could not be built: ${reason}`
+  const text = full.length > MAX_REASON ? full.slice(0, MAX_REASON) + '…' : full
+  const events: EventRecord[] = []
+  const recipients = email.recipients.map((r): EmailRecipient => {
+    if (r.state !== 'pending') return r
+    events.push(makeEvent({ accountId: email.accountId, emailId: email.id, type: 'email.bounced', recipient: r.address, at: now }, { reason: text }))
+    return { address: r.address, state: 'bounced' }
+  })
+  return {
+    emailId: email.id,
+    recipients,
+    status: 'failed',
+    attempts: email.attempts + 1,
+    nextAttemptAt: null,
+    lastError: text,
+    at: iso(now),
+    events,
+    suppressions: [],
+  }
+}
+
 function finalStatus (recipients: EmailRecipient[]): EmailStatus {
   const bounced = recipients.filter((r) => r.state === 'bounced').length
   if (bounced === 0) return 'delivered'

@@ -9,10 +9,11 @@ import { Counter, type Registry } from 'prom-client'
 import { bareOf } from '../domain/addresses.js'
 import { iso, type Clock } from '../domain/clock.js'
 import {
-  DEFAULT_RETRY_DELAYS_MS, TRACKING_TTL_MS, planAttempt, trackingRecipient, type EmailService, type RecipientOutcome,
+  DEFAULT_RETRY_DELAYS_MS, MAX_BUILD_BODY_CHARS, TRACKING_TTL_MS, planAttempt, planBuildFailure, trackingRecipient,
+  type EmailService, type RecipientOutcome,
 } from '../domain/emails.js'
 import type { Component } from '../service.js'
-import type { EmailRecord } from '../store/emails.js'
+import type { EmailAttempt, EmailRecord } from '../store/emails.js'
 import type { Store } from '../store/types.js'
 import { instrumentHtml, unsubscribeHeaders, type TrackingLinkOptions } from './tracking.js'
 import type { MailTransport, OutgoingMessage } from './transport.js'
@@ -53,11 +54,35 @@ const HOUSEKEEPING_MS = 10 * 60_000
 const REPAIR_GRACE_MS = 60_000
 const RECORD_TRIES = 5
 
+/** The message of an email cannot be built; the message says what failed and never quotes the content. */
+export class MessageBuildError extends Error {
+  override readonly name = 'MessageBuildError'
+}
+
+/** Only the error's class: its message may quote what it choked on. */
+function errorKind (err: unknown): string {
+  return err instanceof Error && /^[A-Za-z]{1,40}$/.test(err.name) ? err.name : 'Error'
+}
+
+/** One step of building a message; whatever it throws becomes a MessageBuildError that names the step only. */
+function buildStep<T> (what: string, step: () => T): T {
+  try {
+    return step()
+  } catch (err) {
+    throw new MessageBuildError(`${what} failed (${errorKind(err)})`)
+  }
+}
+
 /**
  * The message for one attempt: only the recipients still pending (a retry does not resend to those who
  * have it), our Message-ID, the List-Unsubscribe headers, and the tracking pixel and links in the html.
+ * Throws MessageBuildError when the email's content makes that impossible.
  */
 export function composeMessage (email: EmailRecord, opts: { publicUrl: string; secret: string }): OutgoingMessage {
+  for (const part of ['html', 'text'] as const) {
+    const body = email[part]
+    if (body !== null && body.length > MAX_BUILD_BODY_CHARS) throw new MessageBuildError(`the ${part} is longer than ${MAX_BUILD_BODY_CHARS} characters`)
+  }
   const pending = new Set(email.recipients.filter((r) => r.state === 'pending').map((r) => r.address))
   const only = (list: string[]) => list.filter((formatted) => pending.has(bareOf(formatted)))
   const link: TrackingLinkOptions = {
@@ -74,10 +99,11 @@ export function composeMessage (email: EmailRecord, opts: { publicUrl: string; s
     cc: only(email.cc),
     bcc: only(email.bcc),
     subject: email.subject,
-    headers: { ...email.headers, ...unsubscribeHeaders(link) },
+    headers: { ...email.headers, ...buildStep('making the List-Unsubscribe link', () => unsubscribeHeaders(link)) },
   }
   if (email.replyTo.length > 0) msg.replyTo = email.replyTo
-  if (email.html !== null) msg.html = instrumentHtml(email.html, link)
+  const html = email.html
+  if (html !== null) msg.html = buildStep('the tracking rewrite of the html', () => instrumentHtml(html, link))
   if (email.text !== null) msg.text = email.text
   return msg
 }
@@ -117,6 +143,13 @@ export class Mailer implements Component {
     this.leaseMs = options.leaseMs ?? 5 * 60_000
     this.pollMs = options.pollMs ?? 1_000
     this.policy = { retryDelaysMs: options.retryDelaysMs ?? DEFAULT_RETRY_DELAYS_MS, random: options.random ?? Math.random }
+    // A bad PUBLIC_URL or secret would make every message fail to build, and each would be failed for it:
+    // refuse to start instead.
+    try {
+      instrumentHtml('', { publicUrl: options.publicUrl, secret: options.secret, emailId: 'em_check', recipient: 'check@example.invalid', expiresAt: 1 })
+    } catch (err) {
+      throw new Error(`mailer: tracking links cannot be made with this PUBLIC_URL and secret (${err instanceof Error ? err.message : String(err)})`)
+    }
     this.outcomes = options.registry
       ? new Counter({
           name: 'svc_mail_recipient_outcomes_total',
@@ -209,9 +242,21 @@ export class Mailer implements Component {
   private async attempt (email: EmailRecord): Promise<void> {
     const pending = email.recipients.filter((r) => r.state === 'pending').map((r) => r.address)
     let results: RecipientOutcome[] = []
+    let msg: OutgoingMessage | undefined
+    let plan: Omit<EmailAttempt, 'owner'> | undefined
     if (pending.length > 0) {
       try {
-        results = await this.o.transport.send(composeMessage(email, this.o))
+        msg = composeMessage(email, this.o)
+      } catch (err) {
+        // Building it again would fail again: a poison email is failed now, not retried at every start.
+        const reason = err instanceof MessageBuildError ? err.message : `composing the message failed (${errorKind(err)})`
+        this.o.logger.warn({ emailId: email.id, reason }, 'mailer: the email could not be built; it is failed, not retried')
+        plan = planBuildFailure(email, reason, this.o.clock.now())
+      }
+    }
+    if (msg !== undefined) {
+      try {
+        results = await this.o.transport.send(msg)
       } catch (err) {
         // Never the message itself in the log: only what went wrong.
         const reason = err instanceof Error ? err.message : String(err)
@@ -219,7 +264,7 @@ export class Mailer implements Component {
         results = pending.map((recipient) => ({ recipient, outcome: 'deferred' as const, response: `transport error: ${reason}` }))
       }
     }
-    const plan = planAttempt(email, results, this.o.clock.now(), this.policy)
+    plan ??= planAttempt(email, results, this.o.clock.now(), this.policy)
     for (let i = 1; ; i++) {
       try {
         if (!await this.o.store.recordEmailAttempt({ ...plan, owner: this.owner })) {

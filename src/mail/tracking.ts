@@ -1,4 +1,5 @@
-import { createHmac, timingSafeEqual } from 'node:crypto'
+import { createCipheriv, createDecipheriv, createHmac, hkdfSync, randomFillSync, timingSafeEqual } from 'node:crypto'
+import { QuoteType, Tokenizer } from 'htmlparser2'
 
 export type TrackingKind = 'open' | 'click' | 'unsubscribe'
 
@@ -12,35 +13,13 @@ export interface TrackingClaims {
   exp: number
 }
 
-// Tokens sit in every link of every email, so the payload uses one-letter keys.
-interface WirePayload {
-  k: 'o' | 'c' | 'u'
-  e: string
-  r: string
-  u?: string
-  x: number
-}
-
-const KIND_TO_WIRE = { open: 'o', click: 'c', unsubscribe: 'u' } as const
-const WIRE_TO_KIND = { o: 'open', c: 'click', u: 'unsubscribe' } as const
-
 /** Far above any real token; refusing longer input bounds the work an attacker can cause. */
 const MAX_TOKEN_LENGTH = 8192
-const MAC_BYTES = 32
+/** The longest link target that is tracked; a longer href is left as written (README, Tracking). */
+export const MAX_TRACKED_URL_LENGTH = 2048
+/** Links rewritten per email at most; the ones after that are left as written (README, Tracking). */
+export const MAX_TRACKED_LINKS = 1000
 const B64URL = /^[A-Za-z0-9_-]+$/
-
-/**
- * The same SVC_SECRET also signs session cookies; a key of its own for tracking means a
- * value signed for one purpose can never be replayed as the other.
- */
-function trackingKey(secret: string): Buffer {
-  if (secret === '') throw new TypeError('tracking secret must not be empty')
-  return createHmac('sha256', secret).update('svc tracking token v1').digest()
-}
-
-function mac(secret: string, payload: string): Buffer {
-  return createHmac('sha256', trackingKey(secret)).update(payload).digest()
-}
 
 function isHttpUrl(value: string): boolean {
   if (!/^https?:/i.test(value)) return false
@@ -52,22 +31,137 @@ function isHttpUrl(value: string): boolean {
   }
 }
 
-export function createTrackingToken(secret: string, claims: TrackingClaims): string {
-  const k = KIND_TO_WIRE[claims.kind]
-  if (k === undefined) throw new TypeError(`unknown tracking kind ${String(claims.kind)}`)
+// ---- Tokens ------------------------------------------------------------------------------
+//
+// A token is sealed, not just signed: whoever holds a link (a forwarded email, a proxy log) learns
+// nothing from it, not the recipient's address and not the link behind a tracked click.
+//
+//   base64url( 0x02 | salt (16 random bytes) | AES-256-GCM ciphertext of the claims | GCM tag (16) )
+//
+// The AES key of each token is HMAC-SHA256(sealKey, salt), where sealKey is derived from SVC_SECRET with
+// HKDF for this purpose alone (the same secret also keys sessions and API-key hashes). A key of its own
+// per token lets GCM run with a fixed nonce and takes away the birthday limit of random 96-bit nonces
+// under one key (about 2^32 tokens), which a busy sender would reach: 128-bit salts never repeat in
+// practice. The version byte is authenticated too. Tampering with any bit is a failed tag, so a token
+// is still the proof that svc issued it.
+//
+// Claims, before encryption: kind (1 byte), exp (6 bytes, unix seconds, big-endian), emailId and
+// recipient (1-byte length + UTF-8 each), then the url of a click (the rest).
+
+const VERSION = 0x02
+const HEADER = Buffer.of(VERSION)
+const SALT_BYTES = 16
+const TAG_BYTES = 16
+const FIXED_IV = Buffer.alloc(12)
+const MIN_CLAIMS_BYTES = 1 + 6 + 1 + 1 + 1 + 1
+const MIN_TOKEN_BYTES = HEADER.length + SALT_BYTES + MIN_CLAIMS_BYTES + TAG_BYTES
+const MAX_EXP = 2 ** 48 - 1
+const KIND_CODE = { open: 0, click: 1, unsubscribe: 2 } as const
+const KIND_OF_CODE: readonly TrackingKind[] = ['open', 'click', 'unsubscribe']
+
+interface TokenKeys {
+  seal: Buffer
+  /** The key of the first token format (`payload.mac`), still verified until those tokens expire. */
+  legacyMac: Buffer
+}
+
+// One secret per process in practice; deriving the keys once keeps a 1,000-link email cheap.
+let cachedKeys: { secret: string; keys: TokenKeys } | undefined
+
+function keysFor(secret: string): TokenKeys {
+  if (typeof secret !== 'string' || secret === '') throw new TypeError('tracking secret must not be empty')
+  if (cachedKeys?.secret === secret) return cachedKeys.keys
+  const keys: TokenKeys = {
+    seal: Buffer.from(hkdfSync('sha256', secret, '', 'svc tracking token v2: AES-256-GCM seal key', 32)),
+    legacyMac: createHmac('sha256', secret).update('svc tracking token v1').digest(),
+  }
+  cachedKeys = { secret, keys }
+  return keys
+}
+
+// Salts come from a pool filled 256 at a time: an email with many links makes many tokens, and one call
+// to the system's random source per token costs more than the rest of the token.
+const saltPool = Buffer.alloc(SALT_BYTES * 256)
+let saltPoolUsed = saltPool.length
+
+/** 16 fresh random bytes, valid until the next call (they are copied into the token at once). */
+function nextSalt(): Buffer {
+  if (saltPoolUsed === saltPool.length) {
+    randomFillSync(saltPool)
+    saltPoolUsed = 0
+  }
+  saltPoolUsed += SALT_BYTES
+  return saltPool.subarray(saltPoolUsed - SALT_BYTES, saltPoolUsed)
+}
+
+function tokenKey(seal: Buffer, salt: Buffer): Buffer {
+  return createHmac('sha256', seal).update(salt).digest()
+}
+
+function shortField(value: string, what: string): Buffer {
+  const bytes = Buffer.from(value, 'utf8')
+  if (bytes.length === 0 || bytes.length > 255) throw new TypeError(`${what} must be 1 to 255 bytes`)
+  return Buffer.concat([Buffer.of(bytes.length), bytes])
+}
+
+function encodeClaims(claims: TrackingClaims): Buffer {
+  const code = Object.hasOwn(KIND_CODE, claims.kind) ? KIND_CODE[claims.kind] : undefined
+  if (code === undefined) throw new TypeError(`unknown tracking kind ${String(claims.kind)}`)
   if (typeof claims.emailId !== 'string' || claims.emailId === '') throw new TypeError('emailId is required')
   if (typeof claims.recipient !== 'string' || claims.recipient === '') throw new TypeError('recipient is required')
-  if (!Number.isSafeInteger(claims.exp)) throw new TypeError('exp must be an integer number of unix seconds')
-  const wire: WirePayload = { k, e: claims.emailId, r: claims.recipient, x: claims.exp }
+  if (!Number.isSafeInteger(claims.exp) || claims.exp < 0 || claims.exp > MAX_EXP) {
+    throw new TypeError('exp must be an integer number of unix seconds')
+  }
+  const head = Buffer.alloc(7)
+  head[0] = code
+  head.writeUIntBE(claims.exp, 1, 6)
+  const parts = [head, shortField(claims.emailId, 'emailId'), shortField(claims.recipient, 'recipient')]
   if (claims.kind === 'click') {
-    // A click token is a signed redirect: it may only ever point at the web.
-    if (claims.url === undefined || !isHttpUrl(claims.url)) throw new TypeError('a click token needs an http(s) url')
-    wire.u = claims.url
+    // A click token is a sealed redirect: it may only ever point at the web.
+    if (typeof claims.url !== 'string' || !isHttpUrl(claims.url)) throw new TypeError('a click token needs an http(s) url')
+    if (claims.url.length > MAX_TRACKED_URL_LENGTH) throw new TypeError(`a click url is at most ${MAX_TRACKED_URL_LENGTH} characters`)
+    parts.push(Buffer.from(claims.url, 'utf8'))
   } else if (claims.url !== undefined) {
     throw new TypeError(`a ${claims.kind} token carries no url`)
   }
-  const payload = Buffer.from(JSON.stringify(wire), 'utf8').toString('base64url')
-  return `${payload}.${mac(secret, payload).toString('base64url')}`
+  return Buffer.concat(parts)
+}
+
+/** The tag proves we wrote it; the layout is still checked as strictly as if it were input. */
+function decodeClaims(b: Buffer): TrackingClaims | null {
+  if (b.length < MIN_CLAIMS_BYTES) return null
+  const kind = KIND_OF_CODE[b[0]!]
+  if (kind === undefined) return null
+  const exp = b.readUIntBE(1, 6)
+  let at = 7
+  const field = (): string | null => {
+    const n = b[at] ?? 0
+    if (n === 0 || at + 1 + n > b.length) return null
+    const s = b.toString('utf8', at + 1, at + 1 + n)
+    at += 1 + n
+    return s
+  }
+  const emailId = field()
+  const recipient = field()
+  if (emailId === null || recipient === null) return null
+  const claims: TrackingClaims = { kind, emailId, recipient, exp }
+  if (kind === 'click') {
+    const url = b.toString('utf8', at)
+    if (!isHttpUrl(url)) return null
+    claims.url = url
+  } else if (at !== b.length) {
+    return null
+  }
+  return claims
+}
+
+export function createTrackingToken(secret: string, claims: TrackingClaims): string {
+  const plain = encodeClaims(claims)
+  const salt = nextSalt()
+  const cipher = createCipheriv('aes-256-gcm', tokenKey(keysFor(secret).seal, salt), FIXED_IV, { authTagLength: TAG_BYTES })
+  cipher.setAAD(HEADER)
+  const sealed = Buffer.concat([cipher.update(plain), cipher.final()])
+  return Buffer.concat([HEADER, salt, sealed, cipher.getAuthTag()]).toString('base64url')
 }
 
 export function verifyTrackingToken(
@@ -77,33 +171,55 @@ export function verifyTrackingToken(
   nowSeconds: number = Math.floor(Date.now() / 1000),
 ): TrackingClaims | null {
   if (typeof token !== 'string' || token.length > MAX_TOKEN_LENGTH) return null
+  const keys = keysFor(secret)
+  const claims = token.includes('.') ? openLegacy(keys, token) : open(keys, token)
+  if (claims === null || claims.kind !== kind) return null
+  if (nowSeconds >= claims.exp) return null
+  return claims
+}
+
+function open(keys: TokenKeys, token: string): TrackingClaims | null {
+  if (!B64URL.test(token)) return null
+  const raw = Buffer.from(token, 'base64url')
+  // Base64 has several spellings of the same bytes; only the canonical one is the token we issued.
+  if (raw.length < MIN_TOKEN_BYTES || raw[0] !== VERSION || raw.toString('base64url') !== token) return null
+  const salt = raw.subarray(HEADER.length, HEADER.length + SALT_BYTES)
+  const tag = raw.subarray(raw.length - TAG_BYTES)
+  let plain: Buffer
+  try {
+    const decipher = createDecipheriv('aes-256-gcm', tokenKey(keys.seal, salt), FIXED_IV, { authTagLength: TAG_BYTES })
+    decipher.setAAD(HEADER)
+    decipher.setAuthTag(tag)
+    plain = Buffer.concat([decipher.update(raw.subarray(HEADER.length + SALT_BYTES, raw.length - TAG_BYTES)), decipher.final()])
+  } catch {
+    return null // a wrong tag: altered, forged, or sealed under another secret
+  }
+  return decodeClaims(plain)
+}
+
+/**
+ * Tokens of the first format (`base64url(JSON).base64url(HMAC)`, readable by whoever holds them) are no
+ * longer issued, but links in emails sent before the change keep working until they expire (180 days),
+ * unsubscribe links above all. Delete this once every such token has expired.
+ */
+function openLegacy(keys: TokenKeys, token: string): TrackingClaims | null {
   const dot = token.indexOf('.')
   if (dot <= 0 || dot !== token.lastIndexOf('.')) return null
   const payload = token.slice(0, dot)
   const sig = token.slice(dot + 1)
   if (!B64URL.test(payload) || !B64URL.test(sig)) return null
   const given = Buffer.from(sig, 'base64url')
-  // Base64 has several spellings of the same bytes; only the canonical one is the token we issued.
-  if (given.length !== MAC_BYTES || given.toString('base64url') !== sig) return null
-  if (!timingSafeEqual(given, mac(secret, payload))) return null
-
+  if (given.length !== 32 || given.toString('base64url') !== sig) return null
+  if (!timingSafeEqual(given, createHmac('sha256', keys.legacyMac).update(payload).digest())) return null
   let wire: unknown
   try {
     wire = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'))
   } catch {
     return null
   }
-  const claims = claimsFromWire(wire)
-  if (claims === null || claims.kind !== kind) return null
-  if (nowSeconds >= claims.exp) return null
-  return claims
-}
-
-/** The signature proves we wrote it, but a token from an older format must still not be trusted blindly. */
-function claimsFromWire(wire: unknown): TrackingClaims | null {
   if (typeof wire !== 'object' || wire === null) return null
   const w = wire as Record<string, unknown>
-  const kind = typeof w.k === 'string' && Object.hasOwn(WIRE_TO_KIND, w.k) ? WIRE_TO_KIND[w.k as WirePayload['k']] : null
+  const kind = w.k === 'o' ? 'open' : w.k === 'c' ? 'click' : w.k === 'u' ? 'unsubscribe' : null
   if (kind === null) return null
   if (typeof w.e !== 'string' || w.e === '' || typeof w.r !== 'string' || w.r === '') return null
   if (typeof w.x !== 'number' || !Number.isSafeInteger(w.x)) return null
@@ -117,6 +233,8 @@ function claimsFromWire(wire: unknown): TrackingClaims | null {
   return claims
 }
 
+// ---- Links -------------------------------------------------------------------------------
+
 export interface TrackingLinkOptions {
   publicUrl: string
   secret: string
@@ -128,7 +246,9 @@ export interface TrackingLinkOptions {
 
 function baseUrl(publicUrl: string): string {
   if (!isHttpUrl(publicUrl)) throw new TypeError('publicUrl must be an absolute http(s) URL')
-  return publicUrl.replace(/\/+$/, '')
+  let end = publicUrl.length
+  while (end > 0 && publicUrl.charCodeAt(end - 1) === 0x2f) end--
+  return publicUrl.slice(0, end)
 }
 
 /** The one-click unsubscribe URL; also usable as a visible link in the body (it is never rewritten). */
@@ -157,175 +277,192 @@ export interface InstrumentOptions extends TrackingLinkOptions {
   trackClicks?: boolean
 }
 
-export function instrumentHtml(html: string, opts: InstrumentOptions): string {
-  const base = baseUrl(opts.publicUrl)
-  const claims = { emailId: opts.emailId, recipient: opts.recipient, exp: opts.expiresAt }
-  let out = html
-
-  if (opts.trackClicks !== false) {
-    // Our own links (the unsubscribe link above all) must reach us untouched: a click
-    // event for an unsubscribe would be noise, and wrapping a tracking link in another
-    // would break it once the outer token expires.
-    const ownPrefix = `${base}/t/`.toLowerCase()
-    out = rewriteLinks(out, (url) => {
-      if (url.toLowerCase().startsWith(ownPrefix)) return null
-      const token = createTrackingToken(opts.secret, { kind: 'click', url, ...claims })
-      return `${base}/t/c/${token}`
-    })
-  }
-
-  if (opts.trackOpens !== false) {
-    const token = createTrackingToken(opts.secret, { kind: 'open', ...claims })
-    const pixel = `<img src="${escapeAttr(`${base}/t/o/${token}`)}" width="1" height="1" alt="" style="display:none">`
-    const at = lastBodyClose(out)
-    out = at < 0 ? out + pixel : out.slice(0, at) + pixel + out.slice(at)
-  }
-  return out
-}
-
-function lastBodyClose(html: string): number {
-  let at = -1
-  for (const m of html.matchAll(/<\/body[\t\n\f\r ]*>/gi)) at = m.index
-  return at
-}
-
-// ---- HTML scanning -------------------------------------------------------------------
-//
-// A full HTML parser is more than this needs, but a plain regex over `<a ...>` goes wrong
-// on `>` inside a quoted attribute or on `<a` inside another tag's attribute. So this
-// walks tags the way a browser tokenizer does: tag name, then attributes with their
-// three quoting styles, skipping the raw text of <script> and <style>.
-
-const WS = /[\t\n\f\r ]/
-const TAG_NAME = /<([A-Za-z][^\t\n\f\r />]*)/y
-const ATTR_NAME = /[^\t\n\f\r />][^\t\n\f\r />=]*/y
-const UNQUOTED_VALUE = /[^\t\n\f\r >]*/y
-const RAW_TEXT = new Set(['script', 'style'])
-
-interface Attr {
-  name: string
-  /** Decoded value. */
-  value: string
-  /** Source range of the value including its quotes; equal when there is no value. */
-  start: number
-  end: number
-}
-
-interface Tag {
-  name: string
-  attrs: Attr[]
-  /** Index just past the closing `>`. */
-  end: number
-}
-
-/** Parses the tag at `lt`; null when it is not a start tag, undefined when it never closes. */
-function readTag(html: string, lt: number): Tag | null | undefined {
-  TAG_NAME.lastIndex = lt
-  const m = TAG_NAME.exec(html)
-  if (m === null || m[1] === undefined) return null
-  const tag: Tag = { name: m[1].toLowerCase(), attrs: [], end: -1 }
-  let pos = lt + m[0].length
-  const n = html.length
-  for (;;) {
-    while (pos < n && (WS.test(html[pos] as string) || html[pos] === '/')) pos++
-    if (pos >= n) return undefined
-    if (html[pos] === '>') {
-      tag.end = pos + 1
-      return tag
-    }
-    ATTR_NAME.lastIndex = pos
-    const name = ATTR_NAME.exec(html)
-    if (name === null) return undefined
-    pos = ATTR_NAME.lastIndex
-    while (pos < n && WS.test(html[pos] as string)) pos++
-    if (html[pos] !== '=') {
-      tag.attrs.push({ name: name[0].toLowerCase(), value: '', start: pos, end: pos })
-      continue
-    }
-    pos++
-    while (pos < n && WS.test(html[pos] as string)) pos++
-    const q = html[pos]
-    if (q === '"' || q === "'") {
-      const close = html.indexOf(q, pos + 1)
-      if (close < 0) return undefined
-      tag.attrs.push({ name: name[0].toLowerCase(), value: decodeEntities(html.slice(pos + 1, close)), start: pos, end: close + 1 })
-      pos = close + 1
-    } else {
-      UNQUOTED_VALUE.lastIndex = pos
-      const v = UNQUOTED_VALUE.exec(html)?.[0] ?? ''
-      tag.attrs.push({ name: name[0].toLowerCase(), value: decodeEntities(v), start: pos, end: pos + v.length })
-      pos += v.length
-    }
-  }
+/** Replace source[from, to) with text; `from === to` inserts. */
+interface Splice {
+  from: number
+  to: number
+  text: string
 }
 
 /**
- * Replaces the href of every <a> whose target is an http(s) URL with what `rewrite`
- * returns for it (null keeps the link). mailto:, tel:, #anchors and relative links
- * are never offered.
+ * The html with its http(s) links rewritten to tracked ones and the open pixel before the last
+ * `</body>` (or at the end). Everything else stays byte for byte as written: the html is tokenized
+ * (htmlparser2's tokenizer, one linear pass, no tree) only to find where the href values and the
+ * `</body>` are, and the new text is spliced into the original.
  */
-function rewriteLinks(html: string, rewrite: (url: string) => string | null): string {
-  let out = ''
-  let copied = 0
-  let i = 0
-  for (;;) {
-    const lt = html.indexOf('<', i)
-    if (lt < 0) break
-    const tag = readTag(html, lt)
-    if (tag === undefined) break // an unterminated tag: leave the rest exactly as written
-    if (tag === null) {
-      i = lt + 1
-      continue
-    }
-    i = tag.end
-    if (tag.name === 'a') {
-      // Browsers honour the first of duplicate attributes.
-      const href = tag.attrs.find((a) => a.name === 'href')
-      if (href !== undefined) {
-        const url = linkTarget(href.value)
-        const replacement = url === null ? null : rewrite(url)
-        if (replacement !== null) {
-          out += html.slice(copied, href.start) + `"${escapeAttr(replacement)}"`
-          copied = href.end
-        }
-      }
-    } else if (RAW_TEXT.has(tag.name)) {
-      const closing = new RegExp(`</${tag.name}`, 'gi')
-      closing.lastIndex = i
-      const close = closing.exec(html)
-      i = close === null ? html.length : close.index
-    }
+export function instrumentHtml(html: string, opts: InstrumentOptions): string {
+  const base = baseUrl(opts.publicUrl)
+  const claims = { emailId: opts.emailId, recipient: opts.recipient, exp: opts.expiresAt }
+  const trackClicks = opts.trackClicks !== false
+  const trackOpens = opts.trackOpens !== false
+  if (!trackClicks && !trackOpens) return html
+
+  // Our own links (the unsubscribe link above all) must reach us untouched: a click event for an
+  // unsubscribe would be noise, and wrapping a tracking link in another would break it once the outer
+  // token expires.
+  const ownPrefix = `${base}/t/`.toLowerCase()
+  const splices: Splice[] = []
+  let rewritten = 0
+  const scan = scanHtml(html, (href, from, to) => {
+    if (!trackClicks || rewritten >= MAX_TRACKED_LINKS) return
+    const url = linkTarget(href)
+    if (url === null || url.length > MAX_TRACKED_URL_LENGTH || url.toLowerCase().startsWith(ownPrefix)) return
+    const token = createTrackingToken(opts.secret, { kind: 'click', url, ...claims })
+    splices.push({ from, to, text: `"${escapeAttr(`${base}/t/c/${token}`)}"` })
+    rewritten++
+  })
+
+  if (trackOpens) {
+    const token = createTrackingToken(opts.secret, { kind: 'open', ...claims })
+    const pixel = `<img src="${escapeAttr(`${base}/t/o/${token}`)}" width="1" height="1" alt="" style="display:none">`
+    const at = scan.lastBodyClose < 0 ? html.length : scan.lastBodyClose
+    // Never inside an href (a `</body>` is outside any tag), so its place among the splices is by position.
+    let i = splices.length
+    while (i > 0 && splices[i - 1]!.from > at) i--
+    splices.splice(i, 0, { from: at, to: at, text: pixel })
   }
-  return out + html.slice(copied)
+
+  if (splices.length === 0) return html
+  const out: string[] = []
+  let copied = 0
+  for (const s of splices) {
+    out.push(html.slice(copied, s.from), s.text)
+    copied = s.to
+  }
+  out.push(html.slice(copied))
+  return out.join('')
+}
+
+// ---- HTML scanning -----------------------------------------------------------------------
+
+/**
+ * What a decoded href value may grow to before it is no longer collected: beyond the longest tracked
+ * URL plus room for the spaces a browser trims around it. Bounds the memory per link, whatever is in it.
+ */
+const MAX_HREF_COLLECTED = MAX_TRACKED_URL_LENGTH + 256
+
+const HTML_WS = new Set([0x09, 0x0a, 0x0c, 0x0d, 0x20])
+
+/**
+ * Calls `onHref(decoded value, from, to)` for the first href of every complete `<a>` start tag, in
+ * document order, where source[from, to) is the value as written, quotes included. A value longer than
+ * MAX_HREF_COLLECTED is not reported. Links inside Outlook's conditional comments (`<!--[if mso]>…`),
+ * which Outlook renders, are reported too. Returns where the last top-level `</body>` starts (-1: none).
+ *
+ * htmlparser2's Tokenizer is a state machine that looks at each character once (per level: a
+ * conditional comment's content is read a second time), keeps no element stack and follows the HTML
+ * rules that matter here: quoting, entities in attribute values (`&copy=` in a query stays as written,
+ * as in a browser), comments, and the raw text of <script>, <style>, <title>, <textarea>.
+ */
+function scanHtml(html: string, onHref: (value: string, from: number, to: number) => void): { lastBodyClose: number } {
+  const result = { lastBodyClose: -1 }
+  scanLevel(html, 0, true, onHref, result)
+  return result
+}
+
+function scanLevel(
+  src: string, offset: number, top: boolean,
+  onHref: (value: string, from: number, to: number) => void, result: { lastBodyClose: number },
+): void {
+  let inAnchor = false // the start tag being read is <a …>
+  let sawHref = false
+  let inHref = false // the attribute being read is that tag's first href
+  let hrefNameEnd = 0
+  let value = ''
+  let tooLong = false
+  let found: { value: string; from: number; to: number } | null = null
+
+  const endOfStartTag = () => {
+    if (found !== null) onHref(found.value, offset + found.from, offset + found.to)
+    found = null
+    inAnchor = false
+  }
+  const nothing = () => {}
+
+  const tokenizer = new Tokenizer({ decodeEntities: true }, {
+    onopentagname (start, end) {
+      inAnchor = end - start === 1 && (src.charCodeAt(start) | 0x20) === 0x61
+      sawHref = false
+      inHref = false
+      found = null
+    },
+    onattribname (start, end) {
+      // Browsers honour the first of duplicate attributes.
+      inHref = inAnchor && !sawHref && end - start === 4 && src.slice(start, end).toLowerCase() === 'href'
+      if (!inHref) return
+      sawHref = true
+      hrefNameEnd = end
+      value = ''
+      tooLong = false
+    },
+    onattribdata (start, end) {
+      if (!inHref || tooLong) return
+      if (value.length + (end - start) > MAX_HREF_COLLECTED) tooLong = true
+      else value += src.slice(start, end)
+    },
+    onattribentity (codepoint) {
+      if (!inHref || tooLong) return
+      value += String.fromCodePoint(codepoint)
+      if (value.length > MAX_HREF_COLLECTED) tooLong = true
+    },
+    onattribend (quote, end) {
+      if (!inHref) return
+      inHref = false
+      if (quote === QuoteType.NoValue || tooLong) return
+      const from = valueStart(src, hrefNameEnd)
+      if (from >= 0) found = { value, from, to: end }
+      value = ''
+    },
+    onopentagend: endOfStartTag,
+    onselfclosingtag: endOfStartTag,
+    onclosetag (start, end) {
+      // `</body` exactly: the tokenizer also takes `</ body`, which a browser reads as a comment.
+      if (top && end - start === 4 && start >= 2 && src.charCodeAt(start - 1) === 0x2f && src.charCodeAt(start - 2) === 0x3c &&
+        src.slice(start, end).toLowerCase() === 'body') {
+        result.lastBodyClose = offset + start - 2
+      }
+    },
+    oncomment (start, end, endOffset) {
+      // A closed `<!--[if …]> … <![endif]-->`: Outlook renders what is inside, links included.
+      if (top && endOffset === 2 && end - start >= 3 && src.slice(start, start + 3).toLowerCase() === '[if') {
+        scanLevel(src.slice(start, end - endOffset), offset + start, false, onHref, result)
+      }
+    },
+    oncdata: nothing,
+    ondeclaration: nothing,
+    onend: nothing,
+    onprocessinginstruction: nothing,
+    ontext: nothing,
+    ontextentity: nothing,
+  })
+  tokenizer.write(src)
+  tokenizer.end()
+}
+
+/** Where the value of the attribute whose name ends at `nameEnd` starts: past spaces, `=`, spaces. */
+function valueStart(src: string, nameEnd: number): number {
+  let i = nameEnd
+  while (i < src.length && HTML_WS.has(src.charCodeAt(i))) i++
+  if (src.charCodeAt(i) !== 0x3d) return -1
+  i++
+  while (i < src.length && HTML_WS.has(src.charCodeAt(i))) i++
+  return i
 }
 
 /** The URL a browser would follow for this href, if it is an absolute http(s) one. */
 function linkTarget(href: string): string | null {
   // What the URL parser does before anything else: trim C0 controls and spaces, drop tabs and newlines.
-  const cleaned = href.replace(/^[\x00-\x20]+|[\x00-\x20]+$/g, '').replace(/[\t\n\r]/g, '')
-  return isHttpUrl(cleaned) ? cleaned : null
-}
-
-// HTML also accepts the upper-case spellings of these four.
-const NAMED_ENTITIES = new Map([
-  ['amp', '&'], ['AMP', '&'], ['lt', '<'], ['LT', '<'], ['gt', '>'], ['GT', '>'],
-  ['quot', '"'], ['QUOT', '"'], ['apos', "'"], ['nbsp', '\u00a0'],
-])
-
-/**
- * Decodes the character references that occur in URLs. Named ones beyond these are left
- * as written, which is also what a browser does with `&copy=` inside a query string.
- */
-function decodeEntities(s: string): string {
-  if (!s.includes('&')) return s
-  return s.replace(/&(?:#(\d{1,7})|#[xX]([0-9A-Fa-f]{1,6})|([A-Za-z]+));/g, (whole: string, dec?: string, hex?: string, name?: string) => {
-    if (name !== undefined) return NAMED_ENTITIES.get(name) ?? whole
-    const cp = dec !== undefined ? Number.parseInt(dec, 10) : Number.parseInt(hex ?? '', 16)
-    if (cp === 0 || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return '\ufffd'
-    return String.fromCodePoint(cp)
-  })
+  let start = 0
+  let end = href.length
+  while (start < end && href.charCodeAt(start) <= 0x20) start++
+  while (end > start && href.charCodeAt(end - 1) <= 0x20) end--
+  let url = href.slice(start, end)
+  if (url.includes('\t') || url.includes('\n') || url.includes('\r')) {
+    url = url.replaceAll('\t', '').replaceAll('\n', '').replaceAll('\r', '')
+  }
+  return isHttpUrl(url) ? url : null
 }
 
 function escapeAttr(s: string): string {
-  return s.replace(/&/g, '&amp;').replace(/"/g, '&quot;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
+  return s.replaceAll('&', '&amp;').replaceAll('"', '&quot;').replaceAll('<', '&lt;').replaceAll('>', '&gt;')
 }

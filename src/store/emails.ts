@@ -8,9 +8,10 @@ import type { EventRecord } from '../domain/events.js'
 /**
  * queued: accepted, not attempted yet. deferred: attempted, some recipients wait for a retry.
  * delivered / bounced: every recipient has that outcome (a complaint counts as delivered).
- * partially_delivered: final, some recipients delivered and some bounced.
+ * partially_delivered: final, some recipients delivered and some bounced. failed: final, the message could
+ * not be built (src/domain/emails.ts planBuildFailure), so nothing more is sent.
  */
-export type EmailStatus = 'queued' | 'deferred' | 'delivered' | 'bounced' | 'partially_delivered'
+export type EmailStatus = 'queued' | 'deferred' | 'delivered' | 'bounced' | 'partially_delivered' | 'failed'
 export type RecipientState = 'pending' | 'delivered' | 'bounced' | 'complained'
 export type SuppressionReason = 'bounced' | 'complained' | 'unsubscribed' | 'manual'
 

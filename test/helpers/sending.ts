@@ -14,7 +14,7 @@ export interface Sender {
   settled(id: string, status?: string): Promise<any>
 }
 
-const FINAL = new Set(['delivered', 'bounced', 'partially_delivered'])
+const FINAL = new Set(['delivered', 'bounced', 'partially_delivered', 'failed'])
 
 export async function sender (server: Pick<TestServer, 'client'> & Partial<TestServer>, client?: Client): Promise<Sender> {
   const c = client ?? (await signedUp(server as TestServer)).client

@@ -1,12 +1,16 @@
 import { describe, test } from 'node:test'
 import assert from 'node:assert/strict'
+import { createHmac } from 'node:crypto'
 import {
+  MAX_TRACKED_LINKS,
+  MAX_TRACKED_URL_LENGTH,
   createTrackingToken,
   instrumentHtml,
   unsubscribeHeaders,
   verifyTrackingToken,
   type TrackingClaims,
 } from '../../src/mail/tracking.js'
+import { instrumentInWorker } from '../helpers/instrument-worker.js'
 
 const SECRET = 'test-secret-0123456789abcdef'
 const NOW = 1_800_000_000
@@ -17,6 +21,14 @@ const opts = { publicUrl: PUBLIC_URL, secret: SECRET, emailId: 'em_42', recipien
 
 function click(url: string): TrackingClaims {
   return { kind: 'click', emailId: 'em_42', recipient: 'alice@example.net', url, exp: EXP }
+}
+
+/** A token of the first format, `base64url(JSON).base64url(HMAC)`, made the way svc made them. */
+function legacyToken(secret: string, c: TrackingClaims): string {
+  const wire = { k: c.kind[0], e: c.emailId, r: c.recipient, ...(c.url !== undefined ? { u: c.url } : {}), x: c.exp }
+  const payload = Buffer.from(JSON.stringify(wire)).toString('base64url')
+  const key = createHmac('sha256', secret).update('svc tracking token v1').digest()
+  return `${payload}.${createHmac('sha256', key).update(payload).digest('base64url')}`
 }
 
 /** Flips one character to another base64url character. */
@@ -40,41 +52,70 @@ describe('tracking tokens', () => {
       { kind: 'open', emailId: 'em_1', recipient: 'a@example.net', exp: EXP },
       { kind: 'unsubscribe', emailId: 'em_1', recipient: 'a@example.net', exp: EXP },
       click('https://example.com/pricing?plan=pro&ref=mail#top'),
+      { kind: 'click', emailId: 'em_ü', recipient: 'zoë@example.net', url: 'https://example.com/ünïcode?q=✓', exp: EXP },
     ] satisfies TrackingClaims[]) {
       const token = createTrackingToken(SECRET, claims)
-      assert.match(token, /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{43}$/, 'URL-safe without escaping')
+      assert.match(token, /^[A-Za-z0-9_-]+$/, 'URL-safe without escaping')
       assert.deepEqual(verifyTrackingToken(SECRET, token, claims.kind, NOW), claims)
     }
   })
 
-  test('a tampered payload is rejected, including a payload re-signed with the old MAC', () => {
-    const token = createTrackingToken(SECRET, click('https://example.com/'))
-    const [payload, sig] = token.split('.') as [string, string]
-    assert.equal(verifyTrackingToken(SECRET, `${flip(payload, 5)}.${sig}`, 'click', NOW), null)
-
-    // Swap in a payload pointing somewhere else, keeping the original signature.
-    const forged = Buffer.from(
-      JSON.stringify({ k: 'c', e: 'em_42', r: 'alice@example.net', u: 'https://evil.example/', x: EXP }),
-    ).toString('base64url')
-    assert.equal(verifyTrackingToken(SECRET, `${forged}.${sig}`, 'click', NOW), null)
+  test('a token is opaque: no decoding of it shows the recipient, the email or the link', () => {
+    const url = 'https://shop.example.com/item?id=7&ref=mail'
+    const tokens = [
+      createTrackingToken(SECRET, click(url)),
+      createTrackingToken(SECRET, { kind: 'open', emailId: 'em_42', recipient: 'alice@example.net', exp: EXP }),
+      unsubscribeHeaders(opts)['List-Unsubscribe'] ?? '',
+    ]
+    const secrets = ['alice@example.net', 'alice', 'example.net', url, 'shop.example.com', 'em_42']
+    for (const token of tokens) {
+      // Base64 of any alignment, base64url, the raw bytes as hex and as text.
+      const views: string[] = [token]
+      for (let skip = 0; skip < 4; skip++) {
+        for (const enc of ['base64', 'base64url'] as const) {
+          const raw = Buffer.from(token.slice(skip), enc)
+          views.push(raw.toString('latin1'), raw.toString('utf8'), raw.toString('hex'), raw.toString('utf16le'))
+        }
+      }
+      for (const view of views) {
+        for (const s of secrets) {
+          assert.ok(!view.toLowerCase().includes(s.toLowerCase()), `${s} is readable in a token`)
+          assert.ok(!view.includes(Buffer.from(s).toString('hex')), `${s} is in a token as hex`)
+        }
+      }
+    }
+    // Two tokens for the same claims differ: equal links are not linkable across emails.
+    assert.notEqual(createTrackingToken(SECRET, click(url)), createTrackingToken(SECRET, click(url)))
   })
 
-  test('a tampered MAC is rejected, including another spelling of the same bytes', () => {
+  test('changing any character of a token makes it invalid', () => {
     const token = createTrackingToken(SECRET, click('https://example.com/'))
-    const [payload, sig] = token.split('.') as [string, string]
-    assert.equal(verifyTrackingToken(SECRET, `${payload}.${flip(sig, 0)}`, 'click', NOW), null)
-    assert.equal(verifyTrackingToken(SECRET, `${payload}.${sig.slice(0, -1)}`, 'click', NOW), null)
-    // The last character of 32 bytes in base64 carries two unused bits; a lenient decoder
-    // maps both spellings to the same MAC.
-    const last = sig.at(-1) ?? 'A'
+    const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
+    for (let i = 0; i < token.length; i++) {
+      const other = alphabet[(alphabet.indexOf(token[i]!) + 17) % 64]!
+      const altered = token.slice(0, i) + other + token.slice(i + 1)
+      assert.equal(verifyTrackingToken(SECRET, altered, 'click', NOW), null, `character ${i}`)
+    }
+    assert.equal(verifyTrackingToken(SECRET, token.slice(0, -1), 'click', NOW), null, 'truncated')
+    assert.equal(verifyTrackingToken(SECRET, token + 'A', 'click', NOW), null, 'extended')
+  })
+
+  test('another spelling of the same bytes is rejected', () => {
+    const token = createTrackingToken(SECRET, click('https://example.com/'))
+    // A base64 string whose length is not a multiple of 4 ends in a character with unused bits; a lenient
+    // decoder maps both spellings to the same bytes. Make tokens until one has such an ending.
+    let t = token
+    for (let pad = 'a'; t.length % 4 === 0; pad += 'a') t = createTrackingToken(SECRET, click(`https://example.com/${pad}`))
+    const last = t.at(-1) ?? 'A'
     const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
     const sibling = alphabet[alphabet.indexOf(last) ^ 1] ?? 'A'
-    const respelled = `${payload}.${sig.slice(0, -1)}${sibling}`
-    assert.deepEqual(Buffer.from(respelled.split('.')[1] ?? '', 'base64url'), Buffer.from(sig, 'base64url'))
+    const respelled = `${t.slice(0, -1)}${sibling}`
+    assert.deepEqual(Buffer.from(respelled, 'base64url'), Buffer.from(t, 'base64url'))
+    assert.ok(verifyTrackingToken(SECRET, t, 'click', NOW))
     assert.equal(verifyTrackingToken(SECRET, respelled, 'click', NOW), null)
   })
 
-  test('a token signed with another secret is rejected: a forged click is never an open redirect', () => {
+  test('a token sealed with another secret is rejected: a forged click is never an open redirect', () => {
     const forged = createTrackingToken('attacker-secret', click('https://evil.example/phish'))
     assert.equal(verifyTrackingToken(SECRET, forged, 'click', NOW), null)
   })
@@ -95,14 +136,33 @@ describe('tracking tokens', () => {
 
   test('malformed tokens are rejected without throwing', () => {
     const token = createTrackingToken(SECRET, click('https://example.com/'))
-    for (const bad of ['', '.', 'abc', `${token}.x`, `.${token.split('.')[1]}`, token.replace('.', '..'), `${token}=`, 'a b.c', 'x'.repeat(10_000)]) {
+    for (const bad of ['', '.', 'abc', `${token}.x`, `.${token}`, `${token}=`, 'a b.c', 'A'.repeat(200), 'x'.repeat(10_000), 'AgAA', `${token.slice(0, 20)}.${token.slice(20)}`]) {
       assert.equal(verifyTrackingToken(SECRET, bad, 'click', NOW), null, JSON.stringify(bad.slice(0, 40)))
     }
   })
 
-  test('a click token can only be made for an http(s) URL', () => {
+  test('a click token can only be made for an http(s) URL of at most MAX_TRACKED_URL_LENGTH characters', () => {
     assert.throws(() => createTrackingToken(SECRET, click('javascript:alert(1)')))
     assert.throws(() => createTrackingToken(SECRET, { kind: 'click', emailId: 'em_1', recipient: 'a@x.y', exp: EXP }))
+    const longest = `https://example.com/${'a'.repeat(MAX_TRACKED_URL_LENGTH - 20)}`
+    assert.equal(verifyTrackingToken(SECRET, createTrackingToken(SECRET, click(longest)), 'click', NOW)?.url, longest)
+    assert.throws(() => createTrackingToken(SECRET, click(`${longest}a`)))
+  })
+
+  test('tokens of the first format (signed, readable) still verify until they expire, and only when intact', () => {
+    const claims = click('https://example.com/old')
+    const old = legacyToken(SECRET, claims)
+    assert.deepEqual(verifyTrackingToken(SECRET, old, 'click', NOW), claims)
+    assert.equal(verifyTrackingToken(SECRET, old, 'click', EXP), null, 'expired')
+    assert.equal(verifyTrackingToken(SECRET, old, 'open', NOW), null, 'wrong kind')
+    assert.equal(verifyTrackingToken(SECRET, legacyToken('another secret', claims), 'click', NOW), null, 'forged')
+    const [payload, sig] = old.split('.') as [string, string]
+    assert.equal(verifyTrackingToken(SECRET, `${flip(payload, 5)}.${sig}`, 'click', NOW), null, 'payload altered')
+    assert.equal(verifyTrackingToken(SECRET, `${payload}.${flip(sig, 0)}`, 'click', NOW), null, 'mac altered')
+    const evil = legacyToken('x', click('https://evil.example/')).split('.')[0]
+    assert.equal(verifyTrackingToken(SECRET, `${evil}.${sig}`, 'click', NOW), null, 'payload swapped')
+    const unsub = { kind: 'unsubscribe', emailId: 'em_1', recipient: 'a@example.net', exp: EXP } satisfies TrackingClaims
+    assert.deepEqual(verifyTrackingToken(SECRET, legacyToken(SECRET, unsub), 'unsubscribe', NOW), unsub)
   })
 })
 
@@ -193,6 +253,158 @@ describe('instrumentHtml', () => {
     const out = instrumentHtml(html, { ...opts, trackOpens: false })
     assert.deepEqual(clickTargets(out), ['https://example.com/1'])
     assert.ok(out.endsWith('<a href="https://example.com/2'))
+  })
+})
+
+/** The output with every tracking URL replaced by `T:c` (a click) or `T:o` (the pixel), to compare whole documents. */
+function normalise(html: string): string {
+  return html.replace(/https:\/\/mail\.example\.com\/t\/([co])\/[A-Za-z0-9_-]+/g, 'T:$1')
+}
+
+const PIXEL = '<img src="T:o" width="1" height="1" alt="" style="display:none">'
+const MiB = 1024 * 1024
+
+/** Whole-document equality without printing a megabyte when it fails. */
+function sameDocument(actual: string, expected: string, what: string): void {
+  if (actual === expected) return
+  let i = 0
+  while (i < actual.length && actual[i] === expected[i]) i++
+  assert.fail(`${what}: differs at ${i}: ${JSON.stringify(actual.slice(i, i + 80))} vs ${JSON.stringify(expected.slice(i, i + 80))}`)
+}
+
+describe('instrumentHtml: what is and is not a link', () => {
+  test('everything but the rewritten hrefs and the pixel stays byte for byte as written', () => {
+    const html = '<!DOCTYPE html>\n<HTML><Head><Title>A &amp; B <a href="https://example.com/t"></Title>' +
+      '<style>a[href="https://example.com/s"]{color:red}</style></Head>\n<BODY bgcolor=#fff>' +
+      '<script>var x = "<a href=\'https://example.com/js\'>"</script>' +
+      '<!-- <a href="https://example.com/commented">old</a> </body> -->' +
+      '<p class=\'x\'>caf&eacute; &nbsp;<a\thref\n=\n\'https://example.com/a?x=1&amp;y=2\'\tid=a>A</a>' +
+      '<a href="https://example.com/b" href="https://example.com/dup">B</a><br/>' +
+      '<a href=https://example.com/c/>C</a><a HREF="https://example.com/d"/>' +
+      '<svg><a href="https://example.com/svg"><text>S</text></a></svg>' +
+      '<textarea><a href="https://example.com/ta"></textarea>' +
+      '</BODY  >\n</HTML>\n'
+    const out = instrumentHtml(html, opts)
+    assert.deepEqual(clickTargets(out), [
+      'https://example.com/a?x=1&y=2', 'https://example.com/b', 'https://example.com/c/', 'https://example.com/d', 'https://example.com/svg',
+    ])
+    const expected = html
+      .replace("'https://example.com/a?x=1&amp;y=2'", '"T:c"')
+      .replace('"https://example.com/b" ', '"T:c" ')
+      .replace('https://example.com/c/>', '"T:c">')
+      .replace('"https://example.com/d"/>', '"T:c"/>')
+      .replace('"https://example.com/svg"', '"T:c"')
+      .replace('</BODY  >', `${PIXEL}</BODY  >`)
+    sameDocument(normalise(out), expected, 'document')
+  })
+
+  test("links inside Outlook's conditional comments are tracked; other comments are left alone", () => {
+    const html = '<body><!--[if mso]><a href="https://example.com/outlook">O</a><![endif]-->' +
+      '<!--[if !mso]><!--><a href="https://example.com/others">X</a><!--<![endif]-->' +
+      '<!-- <a href="https://example.com/note"> --></body>'
+    const out = instrumentHtml(html, opts)
+    assert.deepEqual(clickTargets(out), ['https://example.com/outlook', 'https://example.com/others'])
+    sameDocument(normalise(out), html
+      .replace('"https://example.com/outlook"', '"T:c"')
+      .replace('"https://example.com/others"', '"T:c"')
+      .replace('</body>', `${PIXEL}</body>`), 'document')
+  })
+
+  test('the pixel goes before the last </body> that is a tag, not one in a comment or a script', () => {
+    const html = '<body>a</body>b</body><!-- </body> --><script>"</body>"</script>c'
+    sameDocument(normalise(instrumentHtml(html, opts)), `<body>a</body>b${PIXEL}</body><!-- </body> --><script>"</body>"</script>c`, 'document')
+  })
+
+  test(`a link longer than ${MAX_TRACKED_URL_LENGTH} characters is left as written`, () => {
+    const longest = `https://example.com/${'a'.repeat(MAX_TRACKED_URL_LENGTH - 20)}`
+    const html = `<a href="${longest}">ok</a><a href="${longest}b">too long</a><a href="  ${longest}  ">padded</a>`
+    const out = instrumentHtml(html, { ...opts, trackOpens: false })
+    assert.deepEqual(clickTargets(out), [longest, longest])
+    sameDocument(normalise(out), `<a href="T:c">ok</a><a href="${longest}b">too long</a><a href="T:c">padded</a>`, 'document')
+  })
+
+  test(`at most ${MAX_TRACKED_LINKS} links are rewritten; the ones after stay as written`, () => {
+    const links = Array.from({ length: MAX_TRACKED_LINKS + 5 }, (_, i) => `<a href="https://example.com/${i}">${i}</a>`)
+    const out = instrumentHtml(links.join(''), { ...opts, trackOpens: false })
+    assert.deepEqual(clickTargets(out), links.slice(0, MAX_TRACKED_LINKS).map((_, i) => `https://example.com/${i}`))
+    assert.ok(out.endsWith(links.slice(MAX_TRACKED_LINKS).join('')))
+  })
+})
+
+// A quadratic rewrite does not finish on these within the deadline (the old tokenizer took about 9 s on
+// 100 KB of whitespace in one href and minutes on a megabyte); a linear one takes milliseconds. The
+// rewrite runs in a worker thread so that a regression fails at the deadline instead of hanging the run;
+// the assertions are on the output only.
+describe('instrumentHtml: hostile megabytes', () => {
+  const HOSTILE = { timeout: 60_000 }
+  const ok = '<p><a href="https://example.com/ok">ok</a></p>'
+  const okOut = '<p><a href="T:c">ok</a></p>'
+
+  for (const size of [100_000, 300_000, MiB]) {
+    test(`${size} characters of whitespace inside an href`, HOSTILE, async () => {
+      const inside = `<a href="${' '.repeat(size)}https://example.com/x${'\n'.repeat(size)}y">x</a>`
+      const leading = `<a href="${' \t'.repeat(size / 2)}">x</a>`
+      const html = `<body>${ok}${inside}${leading}${ok}</body>`
+      const out = await instrumentInWorker(html, opts)
+      sameDocument(normalise(out), `<body>${okOut}${inside}${leading}${okOut}${PIXEL}</body>`, 'document')
+      assert.deepEqual(clickTargets(out), ['https://example.com/ok', 'https://example.com/ok'])
+    })
+  }
+
+  test('a megabyte of tiny links', HOSTILE, async () => {
+    const tiny = '<a href=http://e.co>x</a>'
+    const count = Math.floor(MiB / tiny.length)
+    const out = await instrumentInWorker(tiny.repeat(count), opts)
+    const rewritten = '<a href="T:c">x</a>'
+    sameDocument(normalise(out), rewritten.repeat(MAX_TRACKED_LINKS) + tiny.repeat(count - MAX_TRACKED_LINKS) + PIXEL, 'document')
+    assert.equal(clickTargets(out).length, MAX_TRACKED_LINKS)
+  })
+
+  test('a megabyte of 100k links that are not http(s)', HOSTILE, async () => {
+    const html = '<a href=#>x</a>'.repeat(100_000).slice(0, MiB)
+    sameDocument(normalise(await instrumentInWorker(html, opts)), html + PIXEL, 'document')
+  })
+
+  test('a megabyte of unclosed tags and unterminated attributes', HOSTILE, async () => {
+    for (const html of [
+      `${ok}${'<div '.repeat(MiB / 5)}`,
+      `${ok}<a href="https://example.com/${'x'.repeat(MiB)}`,
+      `${ok}${'<a href='.repeat(MiB / 8)}`,
+      `${ok}${'<a'.repeat(MiB / 2)}`,
+      `${ok}${'<a '.repeat(MiB / 3)}`,
+      `${ok}<!--${'<a href="https://example.com/">'.repeat(MiB / 32)}`,
+      `${ok}<!--[if mso]>${'<a href="https://example.com/">'.repeat(MiB / 32)}`,
+      `${ok}<script>${'<a href="https://example.com/">'.repeat(MiB / 32)}`,
+    ]) {
+      const out = await instrumentInWorker(html, opts)
+      sameDocument(normalise(out), okOut + html.slice(ok.length) + PIXEL, html.slice(ok.length, ok.length + 20))
+    }
+  })
+
+  test('a megabyte inside one attribute: the other attributes and links still work', HOSTILE, async () => {
+    const title = `<a title="${'y'.repeat(MiB)}" href="https://example.com/after">x</a>`
+    const href = `<a href="https://example.com/${'z'.repeat(MiB)}">x</a>`
+    const entities = `<a href="https://example.com/?${'&amp;'.repeat(MiB / 5)}">x</a>`
+    const unquoted = `<a href=https://example.com/${'q'.repeat(MiB)}>x</a>`
+    const html = `${title}${href}${entities}${unquoted}${ok}`
+    const out = await instrumentInWorker(html, opts)
+    sameDocument(normalise(out), `<a title="${'y'.repeat(MiB)}" href="T:c">x</a>${href}${entities}${unquoted}${okOut}${PIXEL}`, 'document')
+  })
+
+  test('deeply nested and mismatched tags', HOSTILE, async () => {
+    const html = `${'<div><b>'.repeat(MiB / 16)}${ok}${'</i></span>'.repeat(MiB / 22)}${'</body>'.repeat(MiB / 14)}`
+    const out = await instrumentInWorker(html, opts)
+    const at = html.lastIndexOf('</body>')
+    sameDocument(normalise(out), normalise(html.slice(0, at).replace(ok, okOut)) + PIXEL + '</body>', 'document')
+    assert.deepEqual(clickTargets(out), ['https://example.com/ok'])
+  })
+
+  test('a megabyte of conditional comments full of links', HOSTILE, async () => {
+    const cc = '<!--[if mso]><a href="https://e.co/">x</a><![endif]-->'
+    const count = Math.floor(MiB / cc.length)
+    const out = await instrumentInWorker(cc.repeat(count), { ...opts, trackOpens: false })
+    const rewritten = '<!--[if mso]><a href="T:c">x</a><![endif]-->'
+    sameDocument(normalise(out), rewritten.repeat(MAX_TRACKED_LINKS) + cc.repeat(count - MAX_TRACKED_LINKS), 'document')
   })
 })
 

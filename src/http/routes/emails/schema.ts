@@ -61,7 +61,7 @@ export const EmailViewSchema = Type.Object({
   bcc: Type.Array(Type.String()),
   replyTo: Type.Array(Type.String()),
   subject: Type.String(),
-  status: Type.Union(['queued', 'deferred', 'delivered', 'bounced', 'partially_delivered'].map((s) => Type.Literal(s))),
+  status: Type.Union(['queued', 'deferred', 'delivered', 'bounced', 'partially_delivered', 'failed'].map((s) => Type.Literal(s))),
   createdAt: Timestamp,
   suppressed: Type.Array(Type.String()),
   tags: Type.Array(Type.Object({ name: Type.String(), value: Type.String() })),

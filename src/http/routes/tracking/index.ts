@@ -1,6 +1,6 @@
 // The links inside sent emails: the open pixel, tracked clicks and the unsubscribe. No authentication:
-// the signed token is the credential, and it names one email and one recipient. A token that is forged,
-// altered, expired or of the wrong kind is a 404, never a redirect.
+// the sealed token (src/mail/tracking.ts) is the credential, and it names one email and one recipient. A
+// token that is forged, altered, expired or of the wrong kind is a 404, never a redirect.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
 import { verifyTrackingToken, type TrackingKind } from '../../../mail/tracking.js'
@@ -59,7 +59,7 @@ const trackingRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { se
     const claims = verify(request.params.token, 'click')
     if (claims === null || claims.url === undefined) return notFound(reply)
     if (request.method !== 'HEAD' && !await services.emails.clicked(claims.emailId, claims.recipient, claims.url)) return notFound(reply)
-    // The destination is inside the signed token, so this is never an open redirect.
+    // The destination is inside the sealed token, so this is never an open redirect.
     return reply.code(302).header('location', claims.url).header('cache-control', NO_CACHE).header('referrer-policy', 'no-referrer').send()
   })
 
