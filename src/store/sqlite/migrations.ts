@@ -154,4 +154,9 @@ export const migrations: string[] = [
     VALUES (1, coalesce((SELECT min(seq) - 1 FROM events WHERE routed = 0), (SELECT max(seq) FROM events), 0));
   DROP INDEX events_unrouted;
   `,
+  /* delivery lease tokens (fencing): every claim increments `lease` and hands it out with the work; an
+     outcome applies only while the row still holds the token it was claimed under. No index: outcomes
+     find their row by id and compare the token there. */ `
+  ALTER TABLE deliveries ADD COLUMN lease INTEGER NOT NULL DEFAULT 0;
+  `,
 ]
