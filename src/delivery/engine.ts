@@ -100,6 +100,8 @@ export class DeliveryEngine implements Component {
   private readonly saturated = new Set<string>()
   private readonly refilling = new Set<string>()
   private outcomes: DeliveryOutcome[] = []
+  /** The batch of outcomes being written now: still this node's leases until the write lands. */
+  private inWrite: DeliveryOutcome[] = []
 
   private running = false
 
@@ -173,7 +175,8 @@ export class DeliveryEngine implements Component {
     const every = (ms: number, fn: () => void) => { this.timers.push(setInterval(fn, ms).unref()) }
     every(this.pollMs, () => this.wake())
     every(Math.max(1000, Math.floor(this.leaseMs / 3)), () => {
-      if (this.held.size > 0) this.store.renewLeases(this.owner, this.clock.now() + this.leaseMs).catch((err) => this.log.error({ err }, 'renewing delivery leases failed'))
+      const ids = this.heldIds()
+      if (ids.length > 0) this.store.renewLeases(this.owner, ids, this.clock.now() + this.leaseMs).catch((err) => this.log.error({ err }, 'renewing delivery leases failed'))
     })
     every(60_000, () => { this.prune().catch((err) => this.log.error({ err }, 'pruning old deliveries failed')) })
     this.wake()
@@ -224,6 +227,18 @@ export class DeliveryEngine implements Component {
       this.fetching = false
       if (this.fetchAgain) this.wake()
     })
+  }
+
+  /**
+   * The leases this node still needs: work in actors and in flight, and outcomes not yet written (their
+   * lease must outlive a slow write, or they would arrive stale). Nothing else is renewed: work this node
+   * dropped (outcomes given up after failed writes, a claim whose answer never arrived) runs out.
+   */
+  private heldIds (): string[] {
+    const ids = [...this.held.keys()]
+    for (const o of this.outcomes) ids.push(o.id)
+    for (const o of this.inWrite) ids.push(o.id)
+    return ids
   }
 
   /** Resolves once nothing is held in memory (tests and benchmarks wait on this, never on time). */
@@ -289,7 +304,13 @@ export class DeliveryEngine implements Component {
     const now = this.clock.now()
     const share = this.mailboxShare()
     for (const w of work) {
-      if (this.held.has(w.id)) continue
+      const known = this.held.get(w.id)
+      if (known) {
+        // Already here, and claimed again (its lease ran out, say, and this node won it back): the new
+        // token is the one that holds, so the attempt under way records itself with it.
+        known.lease = Math.max(known.lease, w.lease)
+        continue
+      }
       this.held.set(w.id, w)
       const actor = this.actorFor(w.webhookId)
       if (actor.isPaused(now)) {
@@ -298,7 +319,7 @@ export class DeliveryEngine implements Component {
         // This endpoint has more queued than it can take soon: the rest waits in the store, still leased to
         // this node, and the actor pages it back in as its mailbox empties (refill).
         this.held.delete(w.id)
-        this.queueOutcome({ kind: 'parked', id: w.id, webhookId: w.webhookId, owner: this.owner, leaseUntil: now + this.leaseMs })
+        this.queueOutcome({ kind: 'parked', id: w.id, webhookId: w.webhookId, lease: w.lease, owner: this.owner, leaseUntil: now + this.leaseMs })
         this.saturated.add(w.webhookId)
       } else {
         actor.mailbox.push(w)
@@ -370,13 +391,18 @@ export class DeliveryEngine implements Component {
         }
       } else if (r.outcome === 'delivered') {
         actor.succeeded()
-        this.queueOutcome({ kind: 'succeeded', id: work.id, webhookId: work.webhookId, at: now, statusCode: r.status ?? 200, durationMs: r.durationMs })
+        this.queueOutcome({ kind: 'succeeded', id: work.id, webhookId: work.webhookId, lease: work.lease, at: now, statusCode: r.status ?? 200, durationMs: r.durationMs })
         this.metrics.latency.observe(Math.max(0, now - work.eventAt) / 1000)
         this.metrics.attempts.observe(attempts)
       } else if (r.outcome === 'gone') {
+        const wasPaused = actor.isPaused(now)
         actor.failed(now)
-        this.queueOutcome({ kind: 'gone', id: work.id, webhookId: work.webhookId, at: now, statusCode: r.status ?? 410, durationMs: r.durationMs })
+        // The receiver is gone and its webhook is being disabled: send it nothing more for a while. What
+        // waits for it goes back to the store, where the disable cancels it (the claim would, too).
+        actor.pause(now + this.actorOptions.cooldownMs)
+        this.queueOutcome({ kind: 'gone', id: work.id, webhookId: work.webhookId, lease: work.lease, at: now, statusCode: r.status ?? 410, durationMs: r.durationMs })
         this.metrics.attempts.observe(attempts)
+        this.giveBackWhilePaused(actor, now, wasPaused)
       } else {
         const wasPaused = actor.isPaused(now)
         const opened = actor.failed(now)
@@ -384,7 +410,7 @@ export class DeliveryEngine implements Component {
         if (opened) this.log.warn({ webhookId: work.webhookId, until: new Date(actor.pausedUntil).toISOString() }, 'webhook circuit breaker opened')
         const next = nextAttemptAt(this.policy, attempts, now, r.retryAfterMs)
         const common = {
-          id: work.id, webhookId: work.webhookId, at: now, error: r.error ?? 'failed', durationMs: r.durationMs,
+          id: work.id, webhookId: work.webhookId, lease: work.lease, at: now, error: r.error ?? 'failed', durationMs: r.durationMs,
           ...(r.status !== undefined ? { statusCode: r.status } : {}),
         }
         if (next === null) {
@@ -393,11 +419,7 @@ export class DeliveryEngine implements Component {
         } else {
           this.queueOutcome({ kind: 'retry', ...common, nextAttemptAt: next })
         }
-        if (actor.isPaused(now)) {
-          for (const queued of actor.mailbox.splice(0)) this.defer(queued, actor.pausedUntil)
-          // And what its worker thread holds queued behind the window comes back to be deferred too.
-          if (!wasPaused) this.dispatcher.hold(actor.shard, [actor.webhookId])
-        }
+        this.giveBackWhilePaused(actor, now, wasPaused)
       }
       if (actor.mailbox.length > 0) this.ready.add(actor)
       else if (actor.idle(now) && !this.saturated.has(actor.webhookId) && !requeue.has(actor)) this.actors.delete(actor.webhookId)
@@ -412,6 +434,17 @@ export class DeliveryEngine implements Component {
     // Room freed: there may be more waiting in the store.
     if (this.starved && this.held.size < this.maxInFlight / 2 && this.waiting() < this.readAhead / 2) this.wake()
     if (this.idleWaiters.length > 0 && this.inFlightRequests() === 0) for (const resolve of this.idleWaiters.splice(0)) resolve()
+  }
+
+  /**
+   * A paused actor sends nothing, so it keeps nothing: its mailbox goes back to the store, due when the
+   * pause ends, and what its worker thread holds queued behind the window comes back to be deferred too.
+   * (A paused actor with a mailbox would never be made ready again.)
+   */
+  private giveBackWhilePaused (actor: WebhookActor, now: number, wasPaused: boolean): void {
+    if (!actor.isPaused(now)) return
+    for (const queued of actor.mailbox.splice(0)) this.defer(queued, actor.pausedUntil)
+    if (!wasPaused) this.dispatcher.hold(actor.shard, [actor.webhookId])
   }
 
   /**
@@ -447,7 +480,7 @@ export class DeliveryEngine implements Component {
   /** Gives work back to the store, due at `at`, without counting an attempt. */
   private defer (work: DeliveryWork, at: number): void {
     this.held.delete(work.id)
-    this.queueOutcome({ kind: 'deferred', id: work.id, webhookId: work.webhookId, nextAttemptAt: at })
+    this.queueOutcome({ kind: 'deferred', id: work.id, webhookId: work.webhookId, lease: work.lease, nextAttemptAt: at })
   }
 
   private inFlightRequests (): number {
@@ -488,16 +521,27 @@ export class DeliveryEngine implements Component {
       while (this.outcomes.length > 0) {
         const batch = this.outcomes
         this.outcomes = []
-        for (let attempt = 1; ; attempt++) {
-          try {
-            await this.store.recordOutcomes(batch, { now: this.clock.now(), autoDisableMs: this.opts.autoDisableMs })
-            break
-          } catch (err) {
-            // The leases still stand: if the store stays down past them, the work is simply done again.
-            if (!this.store.health.failed(err)) this.log.error({ err, attempt, outcomes: batch.length }, 'writing delivery outcomes failed')
-            if (attempt >= 5) return
-            await new Promise((resolve) => setTimeout(resolve, 200 * attempt))
+        this.inWrite = batch
+        try {
+          for (let attempt = 1; ; attempt++) {
+            try {
+              const { stale } = await this.store.recordOutcomes(batch, { now: this.clock.now(), autoDisableMs: this.opts.autoDisableMs })
+              if (stale > 0) {
+                // Another node took these deliveries over (this one stalled past their leases): its work stands.
+                this.metrics.staleOutcomes.inc(stale)
+                this.log.warn({ stale }, 'delivery outcomes arrived after their lease was lost; they were not applied')
+              }
+              break
+            } catch (err) {
+              // The leases still stand (they are renewed while the batch is retried); given up, they run
+              // out and the work is simply done again.
+              if (!this.store.health.failed(err)) this.log.error({ err, attempt, outcomes: batch.length }, 'writing delivery outcomes failed')
+              if (attempt >= 5) return
+              await new Promise((resolve) => setTimeout(resolve, 200 * attempt))
+            }
           }
+        } finally {
+          this.inWrite = []
         }
       }
     })

@@ -17,6 +17,11 @@ export function createDeliveryMetrics (registry: Registry, probe: EngineProbe) {
       labelNames: ['outcome'] as const,
       registers,
     }),
+    staleOutcomes: new Counter({
+      name: 'svc_delivery_stale_outcomes_total',
+      help: 'Outcomes not applied because their lease had been lost (another node took the delivery over, or the outcome was written twice)',
+      registers,
+    }),
     attempts: new Histogram({
       name: 'svc_delivery_attempts',
       help: 'Attempts a delivery took, observed when it succeeds or fails for good',

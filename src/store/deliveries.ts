@@ -3,7 +3,33 @@
 //
 // Leases: a node works only on deliveries it holds a lease on (lease owner + expiry). While a delivery
 // is leased its `nextAttemptAt` holds the lease's expiry, so "due" means one thing everywhere: a retry
-// whose time has come, or a lease whose holder has died. Outcomes clear the lease.
+// whose time has come, or a lease whose holder has died. Outcomes end the lease.
+//
+// Fencing, the one rule both adapters implement: every delivery carries a lease token, an integer that
+// every claim (routeEvents, claimDeliveries, unparkDeliveries) increments and hands out with the work
+// (`DeliveryWork.lease`), and that every outcome ending a lease (succeeded, retry, failed, gone, deferred)
+// and every release increments again. An outcome carries the token it was claimed under and applies only
+// while the stored token is still that one; otherwise it is stale and changes nothing at all (not the
+// status, not the attempts, not the lease, not the webhook's health) and recordOutcomes counts it. So a
+// node that stalled past its lease cannot overwrite the work of the node that took the delivery over, and
+// an outcome written twice (a retried write) applies once. Renewing, parking, cancelling, a hand retry and
+// a requeue keep the token.
+//
+// Cancelled while in flight: cancelling (a webhook disabled, auto-disabled or deleted) keeps the token, so
+// the attempt in flight is still recorded when its outcome comes (the delivery log records every attempt
+// made): attempts + 1 and the attempt's time, status code, error and duration; a success makes the
+// delivery `succeeded` (it was delivered), any failure leaves it `cancelled` (nothing is retried).
+//
+// Webhook health is decided by src/domain/webhook-health.ts from the outcomes that applied; the adapters
+// store its decisions. What stays adapter-specific:
+// - SQLite applies a batch of outcomes, the health decisions and the cancellations in one transaction.
+// - MongoDB applies the outcomes in one ordered bulkWrite (each outcome is one conditional single-document
+//   update, so a retried batch is safe), then each webhook's decision as a compare-and-set on the health
+//   fields it was decided from (decided again when another node changed them meanwhile), then the
+//   cancellation; a process that stops between these steps leaves the cancellation to the next claim,
+//   which cancels instead of handing out any delivery whose webhook is not enabled.
+// - MongoDB routes and claims in steps (see src/store/mongo/deliveries.ts); claims compare and set on
+//   the token read, so two nodes never both win one delivery.
 import type { EventRecord, EventType } from '../domain/events.js'
 
 export type DeliveryStatus = 'pending' | 'retrying' | 'succeeded' | 'failed' | 'cancelled'
@@ -39,24 +65,33 @@ export interface DeliveryWork {
   attempts: number
   /** When the event happened (ms), for the event→delivery latency. */
   eventAt: number
+  /** The lease token this work was claimed under: every outcome for it carries it back (see Fencing). */
+  lease: number
 }
 
+/** What every outcome names: the delivery, its webhook, and the lease token it was claimed under. */
+interface OutcomeOf { id: string; webhookId: string; lease: number }
+
 export type DeliveryOutcome =
-  | { kind: 'succeeded'; id: string; webhookId: string; at: number; statusCode: number; durationMs: number }
+  | OutcomeOf & { kind: 'succeeded'; at: number; statusCode: number; durationMs: number }
   /** An attempt failed and another is scheduled at `nextAttemptAt` (ms). */
-  | { kind: 'retry'; id: string; webhookId: string; at: number; nextAttemptAt: number; statusCode?: number; error: string; durationMs: number }
+  | OutcomeOf & { kind: 'retry'; at: number; nextAttemptAt: number; statusCode?: number; error: string; durationMs: number }
   /** The last attempt failed: no more automatic attempts. */
-  | { kind: 'failed'; id: string; webhookId: string; at: number; statusCode?: number; error: string; durationMs: number }
+  | OutcomeOf & { kind: 'failed'; at: number; statusCode?: number; error: string; durationMs: number }
   /** The receiver answered 410 Gone: the delivery fails and its webhook is disabled. */
-  | { kind: 'gone'; id: string; webhookId: string; at: number; statusCode: number; durationMs: number }
-  /** Not attempted (breaker open, Retry-After pause, node stopping): back to the store, attempts unchanged. */
-  | { kind: 'deferred'; id: string; webhookId: string; nextAttemptAt: number }
+  | OutcomeOf & { kind: 'gone'; at: number; statusCode: number; durationMs: number }
   /**
-   * Not attempted yet because the webhook's actor is full: the delivery stays leased to this node (so
-   * no other node takes it) but out of memory, until unparkDeliveries pages it back in. renewLeases
-   * does not extend parked leases: one the actor never comes back for runs out and is due for anyone.
+   * Not attempted (breaker open, Retry-After pause, node stopping): back to the store, attempts unchanged.
+   * For a delivery cancelled meanwhile it only ends the lease.
    */
-  | { kind: 'parked'; id: string; webhookId: string; owner: string; leaseUntil: number }
+  | OutcomeOf & { kind: 'deferred'; nextAttemptAt: number }
+  /**
+   * Not attempted yet because the webhook's actor is full: the delivery stays leased to this node under
+   * the same token (so no other node takes it: claims skip it until `leaseUntil`) but out of memory,
+   * until unparkDeliveries pages it back in. renewLeases does not extend parked leases: one the actor
+   * never comes back for runs out and is due for anyone.
+   */
+  | OutcomeOf & { kind: 'parked'; owner: string; leaseUntil: number }
 
 export interface LeaseRequest {
   owner: string
@@ -99,21 +134,29 @@ export interface DeliveryStore {
   claimDeliveries(req: LeaseRequest & { webhookId?: string }): Promise<DeliveryWork[]>
   /** Up to `limit` of the deliveries `owner` parked for `webhookId`, oldest first, now in hand again. */
   unparkDeliveries(req: { owner: string; webhookId: string; now: number; leaseUntil: number; limit: number }): Promise<DeliveryWork[]>
-  /** Extends every lease `owner` holds to `leaseUntil`. */
-  renewLeases(owner: string, leaseUntil: number): Promise<void>
+  /**
+   * Extends to `leaseUntil` the leases of `ids` that `owner` still holds (live, not parked), and no
+   * others: a node renews what it holds in memory, so what it dropped runs out and is due for anyone.
+   */
+  renewLeases(owner: string, ids: readonly string[], leaseUntil: number): Promise<void>
   /** Gives back every lease `owner` holds, parked ones included: those deliveries are due at once for any node. */
   releaseLeases(owner: string, now: number): Promise<void>
   /**
-   * Applies outcomes in one atomic write, with their effect on each webhook's health: a success clears
-   * its failing streak; a failure starts one; a webhook failing without a success for `autoDisableMs`
-   * becomes auto_disabled, and so does one that answered 410; disabling cancels its pending deliveries.
+   * Applies the outcomes whose lease is still held (see Fencing), in the order given, with their effect
+   * on each webhook's health as src/domain/webhook-health.ts decides it: a success clears its failing
+   * streak; a failure starts one; a webhook failing without a success for `autoDisableMs` becomes
+   * auto_disabled, and so does one that answered 410; disabling cancels its live deliveries. Answers how
+   * many outcomes were stale (changed nothing).
    */
-  recordOutcomes(outcomes: DeliveryOutcome[], opts: { now: number; autoDisableMs: number }): Promise<void>
+  recordOutcomes(outcomes: DeliveryOutcome[], opts: { now: number; autoDisableMs: number }): Promise<{ stale: number }>
 
   /** One webhook's deliveries, newest first, in cursor pages. */
   listDeliveries(accountId: string, webhookId: string, opts: { status?: DeliveryStatus; limit: number; cursor?: string }): Promise<DeliveryPage>
   findDelivery(accountId: string, webhookId: string, deliveryId: string): Promise<DeliveryRecord | null>
-  /** Makes the delivery pending and due now, whatever its state (a hand retry). Null when absent. */
+  /**
+   * Makes the delivery pending and due now, whatever its state (a hand retry), unless it is live and
+   * leased (its attempt is under way). Null when absent.
+   */
   retryDelivery(accountId: string, webhookId: string, deliveryId: string, now: number): Promise<DeliveryRecord | null>
   /**
    * Makes up to `limit` failed or cancelled deliveries of the window [since, until) (by creation time)

@@ -28,36 +28,64 @@ function lease (now: number, overrides: Partial<LeaseRequest> = {}): LeaseReques
   return { owner: 'node-a', now, leaseUntil: now + 30 * SECOND, limit: 100, ...overrides }
 }
 
-function succeeded (w: { id: string; webhookId: string }, at: number, statusCode = 200): DeliveryOutcome {
-  return { kind: 'succeeded', id: w.id, webhookId: w.webhookId, at, statusCode, durationMs: 12 }
+/** A delivery as an outcome names it: its id, its webhook, and the lease token it was claimed under. */
+type Held = { id: string; webhookId: string; lease: number }
+
+function succeeded (w: Held, at: number, statusCode = 200): DeliveryOutcome {
+  return { kind: 'succeeded', id: w.id, webhookId: w.webhookId, lease: w.lease, at, statusCode, durationMs: 12 }
 }
 
-function retry (w: { id: string; webhookId: string }, at: number, nextAttemptAt: number, statusCode?: number): DeliveryOutcome {
-  const o: DeliveryOutcome = { kind: 'retry', id: w.id, webhookId: w.webhookId, at, nextAttemptAt, error: statusCode ? `HTTP ${statusCode}` : 'connect ECONNREFUSED', durationMs: 34 }
-  if (statusCode !== undefined) o.statusCode = statusCode
-  return o
+function retry (w: Held, at: number, nextAttemptAt: number, statusCode?: number): DeliveryOutcome {
+  const error = statusCode ? `HTTP ${statusCode}` : 'connect ECONNREFUSED'
+  return { kind: 'retry', id: w.id, webhookId: w.webhookId, lease: w.lease, at, nextAttemptAt, error, durationMs: 34, ...(statusCode !== undefined ? { statusCode } : {}) }
 }
 
-function failed (w: { id: string; webhookId: string }, at: number, statusCode = 500): DeliveryOutcome {
-  return { kind: 'failed', id: w.id, webhookId: w.webhookId, at, statusCode, error: `HTTP ${statusCode}`, durationMs: 56 }
+function failed (w: Held, at: number, statusCode = 500): DeliveryOutcome {
+  return { kind: 'failed', id: w.id, webhookId: w.webhookId, lease: w.lease, at, statusCode, error: `HTTP ${statusCode}`, durationMs: 56 }
 }
 
-function gone (w: { id: string; webhookId: string }, at: number): DeliveryOutcome {
-  return { kind: 'gone', id: w.id, webhookId: w.webhookId, at, statusCode: 410, durationMs: 7 }
+function gone (w: Held, at: number): DeliveryOutcome {
+  return { kind: 'gone', id: w.id, webhookId: w.webhookId, lease: w.lease, at, statusCode: 410, durationMs: 7 }
 }
 
-function deferred (w: { id: string; webhookId: string }, nextAttemptAt: number): DeliveryOutcome {
-  return { kind: 'deferred', id: w.id, webhookId: w.webhookId, nextAttemptAt }
+function deferred (w: Held, nextAttemptAt: number): DeliveryOutcome {
+  return { kind: 'deferred', id: w.id, webhookId: w.webhookId, lease: w.lease, nextAttemptAt }
 }
+
+function parked (w: Held, owner: string, leaseUntil: number): DeliveryOutcome {
+  return { kind: 'parked', id: w.id, webhookId: w.webhookId, lease: w.lease, owner, leaseUntil }
+}
+
+/** Work without its token, to compare work handed out twice. */
+const untokened = ({ lease: _lease, ...rest }: DeliveryWork): Omit<DeliveryWork, 'lease'> => rest
 
 export function deliveryContract (name: string, make: MakeStore): void {
   describe(`${name} store: deliveries`, () => {
     let made: MadeStore | undefined
     let store: Store
+    /** The token each delivery was last handed out under (every claim of the cases goes through `store`). */
+    let tokens: Map<string, number>
+
+    /** The store, remembering the token of every piece of work it hands out, for workFor(). */
+    function remembering (inner: Store): Store {
+      const remember = (work: DeliveryWork[]): DeliveryWork[] => {
+        for (const w of work) tokens.set(w.id, w.lease)
+        return work
+      }
+      return new Proxy(inner, {
+        get (target, key, receiver) {
+          const value = Reflect.get(target, key, receiver)
+          if (key === 'routeEvents') return async (req: LeaseRequest) => { const r = await target.routeEvents(req); remember(r.work); return r }
+          if (key === 'claimDeliveries' || key === 'unparkDeliveries') return async (req: any) => remember(await (target[key] as any).call(target, req))
+          return typeof value === 'function' ? value.bind(target) : value
+        },
+      })
+    }
 
     beforeEach(async () => {
       made = await make()
-      store = made.store
+      tokens = new Map()
+      store = remembering(made.store)
     })
 
     afterEach(async () => {
@@ -120,8 +148,10 @@ export function deliveryContract (name: string, make: MakeStore): void {
       return page.items
     }
 
-    function workFor (hook: WebhookRecord, event: EventRecord): { id: string; webhookId: string } {
-      return { id: deliveryId(event.id, hook.id), webhookId: hook.id }
+    /** The delivery of `event` for `hook`, under the token it was last handed out with. */
+    function workFor (hook: WebhookRecord, event: EventRecord): Held {
+      const id = deliveryId(event.id, hook.id)
+      return { id, webhookId: hook.id, lease: tokens.get(id) ?? 0 }
     }
 
     // Routing
@@ -148,9 +178,10 @@ export function deliveryContract (name: string, make: MakeStore): void {
       assert.deepEqual(sortedIds(routed.work), [deliveryId(e!.id, both.id), deliveryId(e!.id, sentOnly.id)].sort())
       for (const hook of [both, sentOnly]) {
         const w = routed.work.find((x) => x.webhookId === hook.id)
+        assert.ok(w && Number.isInteger(w.lease), 'work carries its lease token')
         assert.deepEqual(w, {
           id: deliveryId(e!.id, hook.id), webhookId: hook.id, url: hook.url, secrets: [hook.secret], event: 'email.sent',
-          payload: e!.payload, attempts: 0, eventAt: T,
+          payload: e!.payload, attempts: 0, eventAt: T, lease: w.lease,
         } satisfies DeliveryWork)
         assert.deepEqual(await find(hook, e!), {
           id: deliveryId(e!.id, hook.id), webhookId: hook.id, eventId: e!.id, event: 'email.sent', emailId: e!.emailId,
@@ -232,7 +263,8 @@ export function deliveryContract (name: string, make: MakeStore): void {
       assert.deepEqual(await store.claimDeliveries(lease(T + 999, { owner: 'node-b' })), [])
       assert.deepEqual(await store.claimDeliveries({ ...lease(T + 999, { owner: 'node-b' }), webhookId: hook.id }), [])
       const claimed = await store.claimDeliveries(lease(T + 1001, { owner: 'node-b', leaseUntil: T + 2000 }))
-      assert.deepEqual(claimed, work, 'the same work, attempts still 0')
+      assert.deepEqual(claimed.map(untokened), work.map(untokened), 'the same work, attempts still 0')
+      assert.ok(claimed[0]!.lease > work[0]!.lease, 'under a fresh token')
       assert.deepEqual(await store.claimDeliveries(lease(T + 1500, { owner: 'node-c' })), [])
       assert.deepEqual(ids(await store.claimDeliveries(lease(T + 2001, { owner: 'node-c' }))), [workFor(hook, e!).id])
     })
@@ -339,19 +371,23 @@ export function deliveryContract (name: string, make: MakeStore): void {
       if (d !== null) assert.equal(d.status, 'cancelled')
     })
 
-    test('renewLeases extends only the owner\'s leases', async () => {
+    test('renewLeases extends only the listed leases the owner holds', async () => {
       const a = await newAccount()
       const hook = await newHook(a)
-      const [e1] = await addEvents(a, [T])
+      const [e1, e3] = await addEvents(a, [T, T + 2]) as [EventRecord, EventRecord]
       await store.routeEvents(lease(T, { owner: 'node-a', leaseUntil: T + 1000 }))
-      const [e2] = await addEvents(a, [T + 1])
-      await store.routeEvents(lease(T + 1, { owner: 'node-b', leaseUntil: T + 1000 }))
+      const [e2] = await addEvents(a, [T + 3])
+      await store.routeEvents(lease(T + 3, { owner: 'node-b', leaseUntil: T + 1000 }))
 
-      await store.renewLeases('node-a', T + 5000)
-      assert.deepEqual(ids(await store.claimDeliveries(lease(T + 2000, { owner: 'node-c' }))), [workFor(hook, e2!).id])
+      // node-a still holds e1 in memory; it dropped e3 (never listed). e2 is node-b's: listing it does nothing.
+      await store.renewLeases('node-a', [workFor(hook, e1).id, workFor(hook, e2!).id], T + 5000)
+      assert.deepEqual(sortedIds(await store.claimDeliveries(lease(T + 2000, { owner: 'node-c' }))), [workFor(hook, e2!).id, workFor(hook, e3).id].sort())
       assert.deepEqual(await store.claimDeliveries(lease(T + 4999, { owner: 'node-c', leaseUntil: T + 10_000 })), [])
-      assert.deepEqual(ids(await store.claimDeliveries(lease(T + 5001, { owner: 'node-c' }))), [workFor(hook, e1!).id])
-      await store.renewLeases('nobody', T + DAY)
+      assert.deepEqual(ids(await store.claimDeliveries(lease(T + 5001, { owner: 'node-c' }))), [workFor(hook, e1).id])
+      await store.renewLeases('nobody', [workFor(hook, e1).id], T + DAY)
+      await store.renewLeases('node-a', [], T + DAY)
+      assert.deepEqual(ids(await store.claimDeliveries(lease(T + 40_000, { owner: 'node-d' }))).sort(), [e1, e2!, e3].map((e) => workFor(hook, e).id).sort(),
+        'node-c\'s leases were not extended by anyone else')
     })
 
     test('releaseLeases makes the owner\'s deliveries due at once for any node, and leaves others\' leases alone', async () => {
@@ -369,6 +405,126 @@ export function deliveryContract (name: string, make: MakeStore): void {
       assert.equal((await find(hook, e2!)).nextAttemptAt, null, 'still leased by node-b')
       assert.deepEqual(await store.claimDeliveries(lease(T + 49, { owner: 'node-c' })), [])
       assert.deepEqual(ids(await store.claimDeliveries(lease(T + 50, { owner: 'node-c' }))), [workFor(hook, e1!).id])
+    })
+
+    // Fencing and parking (the rule is stated in src/store/deliveries.ts)
+
+    test('lease loss: after the lease expires another owner claims the delivery under a new token', async () => {
+      const a = await newAccount()
+      const hook = await newHook(a)
+      const [e] = await addEvents(a, [T])
+      const [first] = (await store.routeEvents(lease(T, { owner: 'node-a', leaseUntil: T + 1000 }))).work
+      assert.deepEqual(await store.claimDeliveries(lease(T + 999, { owner: 'node-b' })), [], 'node-a still holds it')
+      const [taken] = await store.claimDeliveries(lease(T + 1000, { owner: 'node-b', leaseUntil: T + 5000 }))
+      assert.equal(taken!.id, workFor(hook, e!).id)
+      assert.ok(taken!.lease > first!.lease, `a new token (${first!.lease} → ${taken!.lease})`)
+      const [third] = await store.claimDeliveries(lease(T + 5000, { owner: 'node-c' }))
+      assert.ok(third!.lease > taken!.lease, 'every claim a fresh one')
+    })
+
+    test('stale outcomes: the first owner\'s outcomes after a takeover change nothing, not status, attempts, lease or health', async () => {
+      const a = await newAccount()
+      const hook = await newHook(a)
+      const [e1, e2] = await addEvents(a, [T, T + 1]) as [EventRecord, EventRecord]
+      const routed = (await store.routeEvents(lease(T, { owner: 'node-a', leaseUntil: T + 1000 }))).work
+      const old = (e: EventRecord) => routed.find((w) => w.id === workFor(hook, e).id)!
+      // node-a stalls past its leases; node-b takes both over.
+      const taken = await store.claimDeliveries(lease(T + 1000, { owner: 'node-b', leaseUntil: T + 60_000 }))
+      assert.equal(taken.length, 2)
+      const before = [await find(hook, e1), await find(hook, e2)]
+
+      // node-a wakes up and writes what it had: a retry, a deferral, a parking, a success, a 410.
+      const r = await store.recordOutcomes([
+        retry(old(e1), T + 1100, T + 1200, 500), deferred(old(e1), T + 1200), parked(old(e2), 'node-a', T + 1300),
+        succeeded(old(e2), T + 1100), gone(old(e1), T + 1150),
+      ], { now: T + 1200, autoDisableMs: 1 })
+      assert.deepEqual(r, { stale: 5 })
+      assert.deepEqual([await find(hook, e1), await find(hook, e2)], before, 'status, attempts, times: unchanged')
+      assert.equal((await store.findWebhook(a.id, hook.id))?.status, 'enabled', 'stale failures and a stale 410 do not touch its health')
+      assert.deepEqual(await store.claimDeliveries(lease(T + 1300, { owner: 'node-c' })), [], 'node-b\'s leases stand: nothing was released or re-timed')
+      assert.deepEqual(await store.unparkDeliveries({ owner: 'node-a', webhookId: hook.id, now: T + 1300, leaseUntil: T + 2000, limit: 10 }), [])
+
+      // node-b's own outcomes apply.
+      const mine = await store.recordOutcomes([succeeded(workFor(hook, e1), T + 1400), retry(workFor(hook, e2), T + 1400, T + 9000, 502)], { now: T + 1400, ...HEALTHY })
+      assert.deepEqual(mine, { stale: 0 })
+      assert.deepEqual([(await find(hook, e1)).status, (await find(hook, e1)).attempts], ['succeeded', 1])
+      assert.deepEqual([(await find(hook, e2)).status, (await find(hook, e2)).attempts, (await find(hook, e2)).nextAttemptAt], ['retrying', 1, iso(T + 9000)])
+    })
+
+    test('an outcome written twice applies once', async () => {
+      const a = await newAccount()
+      const hook = await newHook(a)
+      const [e] = await addEvents(a, [T])
+      const [w] = (await store.routeEvents(lease(T))).work
+      const outcome = retry(w!, T + 100, T + 5000, 500)
+      assert.deepEqual(await store.recordOutcomes([outcome], { now: T + 100, ...HEALTHY }), { stale: 0 })
+      assert.deepEqual(await store.recordOutcomes([outcome], { now: T + 100, ...HEALTHY }), { stale: 1 })
+      const d = await find(hook, e!)
+      assert.equal(d.attempts, 1)
+      assert.equal(d.nextAttemptAt, iso(T + 5000))
+    })
+
+    test('parking: a parked delivery is not claimable by anyone until its lease expires or its owner unparks it', async () => {
+      const a = await newAccount()
+      const hook = await newHook(a)
+      const other = await newHook(a)
+      const [e1, e2, e3] = await addEvents(a, [T, T + 1, T + 2]) as [EventRecord, EventRecord, EventRecord]
+      await store.routeEvents(lease(T, { owner: 'node-a', leaseUntil: T + 1000 }))
+      // The actor of `hook` is full: node-a parks two of them until T + 30 s; renewing never extends them.
+      await store.recordOutcomes([parked(workFor(hook, e1), 'node-a', T + 30_000), parked(workFor(hook, e2), 'node-a', T + 30_000)], { now: T + 10, ...HEALTHY })
+      await store.renewLeases('node-a', [workFor(hook, e1).id, workFor(hook, e2).id, workFor(hook, e3).id, ...[e1, e2, e3].map((e) => workFor(other, e).id)], T + 60_000)
+
+      assert.deepEqual(await store.claimDeliveries(lease(T + 29_999, { owner: 'node-b' })), [], 'leased (e3, other: renewed) or parked')
+      assert.deepEqual(await store.claimDeliveries({ ...lease(T + 29_999, { owner: 'node-b' }), webhookId: hook.id }), [])
+      assert.deepEqual(await store.unparkDeliveries({ owner: 'node-b', webhookId: hook.id, now: T + 100, leaseUntil: T + 2000, limit: 10 }), [], 'not node-b\'s to unpark')
+      assert.deepEqual(await store.unparkDeliveries({ owner: 'node-a', webhookId: other.id, now: T + 100, leaseUntil: T + 2000, limit: 10 }), [])
+      assert.equal((await find(hook, e1)).status, 'pending')
+      assert.equal((await find(hook, e1)).nextAttemptAt, null, 'leased: no next attempt shown')
+
+      // node-a pages one back in (oldest first), under a fresh token; the other stays parked.
+      const [back] = await store.unparkDeliveries({ owner: 'node-a', webhookId: hook.id, now: T + 100, leaseUntil: T + 2000, limit: 1 })
+      assert.equal(back!.id, workFor(hook, e1).id)
+      assert.equal(back!.url, hook.url)
+      assert.equal(back!.payload, e1.payload)
+      assert.equal(back!.attempts, 0)
+      // Unparked, it is an ordinary lease: due for anyone once it runs out (T + 2000), unless renewed.
+      assert.deepEqual(ids(await store.claimDeliveries(lease(T + 2000, { owner: 'node-b' }))), [workFor(hook, e1).id])
+      // The one left parked is due for anyone when its lease runs out.
+      assert.deepEqual(await store.claimDeliveries(lease(T + 29_999, { owner: 'node-c' })), [])
+      assert.deepEqual(ids(await store.claimDeliveries(lease(T + 30_000, { owner: 'node-c' }))), [workFor(hook, e2).id])
+      assert.deepEqual(await store.unparkDeliveries({ owner: 'node-a', webhookId: hook.id, now: T + 30_001, leaseUntil: T + 40_000, limit: 10 }), [], 'taken over: no longer node-a\'s')
+    })
+
+    test('saturation: routing parks a saturated webhook\'s new deliveries, leased to the router, and hands out the rest', async () => {
+      const a = await newAccount()
+      const busy = await newHook(a)
+      const calm = await newHook(a)
+      const [e1, e2] = await addEvents(a, [T, T + 1]) as [EventRecord, EventRecord]
+      const routed = await store.routeEvents(lease(T, { owner: 'node-a', leaseUntil: T + 5000, saturated: [busy.id] }))
+      assert.equal(routed.events, 2)
+      assert.deepEqual(sortedIds(routed.work), [workFor(calm, e1).id, workFor(calm, e2).id].sort())
+      assert.equal((await find(busy, e1)).status, 'pending')
+      assert.deepEqual(await store.claimDeliveries(lease(T + 4999, { owner: 'node-b' })), [], 'parked: nobody claims them meanwhile')
+      const paged = await store.unparkDeliveries({ owner: 'node-a', webhookId: busy.id, now: T + 10, leaseUntil: T + 5000, limit: 10 })
+      assert.deepEqual(ids(paged), [workFor(busy, e1).id, workFor(busy, e2).id], 'oldest first')
+      assert.ok(paged.every((w) => w.webhookId === busy.id && w.secrets[0] === busy.secret))
+      assert.deepEqual(await store.unparkDeliveries({ owner: 'node-a', webhookId: busy.id, now: T + 10, leaseUntil: T + 5000, limit: 10 }), [])
+      // Their outcomes apply under the unparked tokens.
+      assert.deepEqual(await store.recordOutcomes(paged.map((w) => succeeded(w, T + 20)), { now: T + 20, ...HEALTHY }), { stale: 0 })
+      assert.equal((await find(busy, e2)).status, 'succeeded')
+    })
+
+    test('releaseLeases gives back parked deliveries too, and outcomes of released leases are stale', async () => {
+      const a = await newAccount()
+      const hook = await newHook(a)
+      const [e1, e2] = await addEvents(a, [T, T + 1]) as [EventRecord, EventRecord]
+      await store.routeEvents(lease(T, { owner: 'node-a', leaseUntil: T + 60_000, saturated: [hook.id] }))
+      const [e3] = await addEvents(a, [T + 2])
+      await store.routeEvents(lease(T + 2, { owner: 'node-a', leaseUntil: T + 60_000 }))
+      const held = workFor(hook, e3!)
+      await store.releaseLeases('node-a', T + 100)
+      assert.deepEqual(sortedIds(await store.claimDeliveries(lease(T + 100, { owner: 'node-b' }))), [e1, e2, e3!].map((e) => workFor(hook, e).id).sort())
+      assert.deepEqual(await store.recordOutcomes([succeeded(held, T + 200)], { now: T + 200, ...HEALTHY }), { stale: 1 })
     })
 
     // Outcomes
@@ -404,11 +560,11 @@ export function deliveryContract (name: string, make: MakeStore): void {
 
       assert.deepEqual(await store.claimDeliveries(lease(T + 4999)), [])
       const [again] = await store.claimDeliveries(lease(T + 5000, { owner: 'node-b' }))
-      assert.deepEqual(again, { ...w!, attempts: 1 })
+      assert.deepEqual(untokened(again!), { ...untokened(w!), attempts: 1 })
       assert.equal((await find(hook, e!)).nextAttemptAt, null, 'leased again: in flight')
 
       // A network error: no status code.
-      await store.recordOutcomes([retry(w!, T + 5100, T + 9000)], { now: T + 5100, ...HEALTHY })
+      await store.recordOutcomes([retry(again!, T + 5100, T + 9000)], { now: T + 5100, ...HEALTHY })
       const d2 = await find(hook, e!)
       assert.equal(d2.status, 'retrying')
       assert.equal(d2.attempts, 2)
@@ -511,8 +667,8 @@ export function deliveryContract (name: string, make: MakeStore): void {
     test('a success clears the failing streak', async () => {
       const a = await newAccount()
       const hook = await newHook(a)
-      const events = await addEvents(a, [T, T + 1, T + 2, T + 3])
-      const [e1, e2, e3, e4] = events as [EventRecord, EventRecord, EventRecord, EventRecord]
+      const events = await addEvents(a, [T, T + 1, T + 2, T + 3, T + 4])
+      const [e1, e2, e3, e4, e5] = events as [EventRecord, EventRecord, EventRecord, EventRecord, EventRecord]
       await store.routeEvents(lease(T))
       const opts = (now: number) => ({ now, autoDisableMs: 10_000 })
 
@@ -524,44 +680,74 @@ export function deliveryContract (name: string, make: MakeStore): void {
       assert.equal(await statusOf(hook, e1), 'retrying')
       assert.equal(await statusOf(hook, e3), 'retrying')
 
-      await store.recordOutcomes([retry(workFor(hook, e3), T + 23_000, T + 60_000, 500)], opts(T + 23_000))
+      await store.recordOutcomes([retry(workFor(hook, e5), T + 23_000, T + 60_000, 500)], opts(T + 23_000))
       assert.equal((await store.findWebhook(a.id, hook.id))?.status, 'auto_disabled', 'failing for 11 s since the success')
       assert.equal(await statusOf(hook, e1), 'cancelled')
     })
 
-    test('an outcome for a cancelled delivery does not bring it back, but a success is recorded', async () => {
+    test('an outcome of a delivery cancelled while in flight is recorded: a success succeeds, a failure stays cancelled', async () => {
       const a = await newAccount()
       const hook = await newHook(a)
-      const [e1, e2] = await addEvents(a, [T, T + 1]) as [EventRecord, EventRecord]
+      const [e1, e2, e3] = await addEvents(a, [T, T + 1, T + 2]) as [EventRecord, EventRecord, EventRecord]
       await store.routeEvents(lease(T, { leaseUntil: T + 1000 }))
-      // Disabled while both are in flight; a claim cancels them (the leases have expired).
+      // Disabled while all three are in flight; e3's lease has even run out and a claim met it.
       assert.ok(await store.updateWebhook(a.id, hook.id, { status: 'disabled' }, iso(T + 10)))
       assert.deepEqual(await store.claimDeliveries(lease(T + 2000)), [])
-      assert.equal(await statusOf(hook, e1), 'cancelled')
+      for (const e of [e1, e2, e3]) assert.equal(await statusOf(hook, e), 'cancelled')
       assert.ok(await store.updateWebhook(a.id, hook.id, { status: 'enabled' }, iso(T + 2001)))
 
-      await store.recordOutcomes([retry(workFor(hook, e1), T + 2100, T + 2200, 500)], { now: T + 2100, ...HEALTHY })
-      await store.recordOutcomes([deferred(workFor(hook, e1), T + 2300)], { now: T + 2100, ...HEALTHY })
-      await store.recordOutcomes([failed(workFor(hook, e1), T + 2400)], { now: T + 2400, ...HEALTHY })
+      // Their attempts come back: each is recorded, under the token it was made with.
+      const r = await store.recordOutcomes([
+        retry(workFor(hook, e1), T + 2100, T + 2200, 500), succeeded(workFor(hook, e2), T + 2150, 201), deferred(workFor(hook, e3), T + 2300),
+      ], { now: T + 2200, ...HEALTHY })
+      assert.deepEqual(r, { stale: 0 })
       const d1 = await find(hook, e1)
-      assert.equal(d1.status, 'cancelled')
+      assert.equal(d1.status, 'cancelled', 'a failure is not retried')
+      assert.equal(d1.attempts, 1)
+      assert.equal(d1.lastAttemptAt, iso(T + 2100))
+      assert.equal(d1.lastStatusCode, 500)
+      assert.equal(d1.lastError, 'HTTP 500')
+      assert.equal(d1.lastDurationMs, 34)
       assert.equal(d1.nextAttemptAt, null)
-      assert.equal(d1.attempts, 0)
-      assert.deepEqual(await store.claimDeliveries(lease(T + DAY)), [])
-
-      await store.recordOutcomes([succeeded(workFor(hook, e2), T + 2500, 201)], { now: T + 2500, ...HEALTHY })
       const d2 = await find(hook, e2)
-      assert.equal(d2.status, 'succeeded')
+      assert.equal(d2.status, 'succeeded', 'it was delivered')
       assert.equal(d2.attempts, 1)
       assert.equal(d2.lastStatusCode, 201)
-      assert.equal(d2.nextAttemptAt, null)
+      assert.equal(d2.lastError, null)
+      const d3 = await find(hook, e3)
+      assert.equal(d3.status, 'cancelled', 'a deferral is no attempt')
+      assert.equal(d3.attempts, 0)
+      assert.equal(d3.nextAttemptAt, null)
+      assert.deepEqual(await store.claimDeliveries(lease(T + DAY)), [])
+
+      // The same outcomes again change nothing: the lease they were made under has ended.
+      const again = await store.recordOutcomes([failed(workFor(hook, e1), T + 2400), succeeded(workFor(hook, e1), T + 2400)], { now: T + 2400, ...HEALTHY })
+      assert.deepEqual(again, { stale: 2 })
+      assert.deepEqual(await find(hook, e1), d1)
+    })
+
+    test('a 410 among deliveries in flight: it fails with 410, the others are cancelled and still record their own 410', async () => {
+      const a = await newAccount()
+      const hook = await newHook(a)
+      const [e1, e2, e3] = await addEvents(a, [T, T + 1, T + 2]) as [EventRecord, EventRecord, EventRecord]
+      await store.routeEvents(lease(T))
+      await store.recordOutcomes([gone(workFor(hook, e1), T + 100)], { now: T + 100, ...HEALTHY })
+      assert.equal((await store.findWebhook(a.id, hook.id))?.status, 'auto_disabled')
+      for (const e of [e2, e3]) assert.equal(await statusOf(hook, e), 'cancelled')
+      // e2 and e3 had been POSTed too; their answers come in afterwards, in two batches.
+      assert.deepEqual(await store.recordOutcomes([gone(workFor(hook, e2), T + 150)], { now: T + 150, ...HEALTHY }), { stale: 0 })
+      assert.deepEqual(await store.recordOutcomes([failed(workFor(hook, e3), T + 160, 503)], { now: T + 160, ...HEALTHY }), { stale: 0 })
+      const [d1, d2, d3] = [await find(hook, e1), await find(hook, e2), await find(hook, e3)]
+      assert.deepEqual([d1.status, d1.attempts, d1.lastStatusCode], ['failed', 1, 410])
+      assert.deepEqual([d2.status, d2.attempts, d2.lastStatusCode, d2.lastAttemptAt], ['cancelled', 1, 410, iso(T + 150)])
+      assert.deepEqual([d3.status, d3.attempts, d3.lastStatusCode], ['cancelled', 1, 503])
     })
 
     test('recordOutcomes with no outcomes is a no-op, and an outcome for an unknown delivery is ignored', async () => {
       await store.recordOutcomes([], { now: T, ...HEALTHY })
       const a = await newAccount()
       const hook = await newHook(a)
-      await store.recordOutcomes([succeeded({ id: deliveryId(newId('evt', T), hook.id), webhookId: hook.id }, T)], { now: T, ...HEALTHY })
+      assert.deepEqual(await store.recordOutcomes([succeeded({ id: deliveryId(newId('evt', T), hook.id), webhookId: hook.id, lease: 1 }, T)], { now: T, ...HEALTHY }), { stale: 1 })
       assert.deepEqual(await allDeliveries(hook), [])
     })
 
@@ -701,9 +887,10 @@ export function deliveryContract (name: string, make: MakeStore): void {
       assert.deepEqual(await store.findDelivery(a.id, target.id, id), r)
       assert.deepEqual(await store.routeEvents(lease(T + 10)), { events: 0, work: [] })
       assert.deepEqual(await store.claimDeliveries(lease(T + 9)), [])
-      assert.deepEqual(await store.claimDeliveries(lease(T + 10)), [{
+      const claimed = await store.claimDeliveries(lease(T + 10))
+      assert.deepEqual(claimed.map(untokened), [{
         id, webhookId: target.id, url: target.url, secrets: [target.secret], event: 'email.sent', payload: e.payload, attempts: 0, eventAt: T,
-      } satisfies DeliveryWork])
+      } satisfies Omit<DeliveryWork, 'lease'>])
       assert.deepEqual(await allDeliveries(bystander), [])
     })
 
@@ -718,8 +905,10 @@ export function deliveryContract (name: string, make: MakeStore): void {
 
       await store.routeEvents(lease(T + 30, { limit: 2 }))
       assert.deepEqual(await store.deliveryStats(T + 30), { pending: 2, retrying: 0, unroutedEvents: 1, oldestPendingAt: T })
-      await store.recordOutcomes([retry(workFor(hook, e1), T + 40, T + 1000, 500)], { now: T + 40, ...HEALTHY })
+      await store.recordOutcomes([retry(workFor(hook, e1), T + 40, T + 45, 500)], { now: T + 40, ...HEALTHY })
       assert.deepEqual(await store.deliveryStats(T + 40), { pending: 1, retrying: 1, unroutedEvents: 1, oldestPendingAt: T })
+      assert.deepEqual(ids(await store.claimDeliveries({ ...lease(T + 45), webhookId: hook.id })), [workFor(hook, e1).id])
+      assert.deepEqual(await store.deliveryStats(T + 45), { pending: 1, retrying: 1, unroutedEvents: 1, oldestPendingAt: T })
       await store.recordOutcomes([succeeded(workFor(hook, e1), T + 50)], { now: T + 50, ...HEALTHY })
       assert.deepEqual(await store.deliveryStats(T + 50), { pending: 1, retrying: 0, unroutedEvents: 1, oldestPendingAt: T + 10 })
       await store.recordOutcomes([failed(workFor(hook, e2), T + 60)], { now: T + 60, ...HEALTHY })

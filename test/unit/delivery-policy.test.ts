@@ -30,7 +30,7 @@ describe('retry schedule', () => {
 
 function work (n: number): DeliveryWork[] {
   return Array.from({ length: n }, (_, i) => ({
-    id: `dlv_${i}`, webhookId: 'wh_1', url: 'http://127.0.0.1/', secrets: ['whsec_x'], event: 'email.sent', payload: '{}', attempts: 0, eventAt: 0,
+    id: `dlv_${i}`, webhookId: 'wh_1', url: 'http://127.0.0.1/', secrets: ['whsec_x'], event: 'email.sent', payload: '{}', attempts: 0, eventAt: 0, lease: 1,
   }))
 }
 

@@ -1,14 +1,15 @@
 // The delivery engine's collections in MongoDB, with the semantics of the SQLite adapter (the reference:
-// src/store/sqlite/deliveries.ts) and no multi-document transaction, so it runs on a standalone mongod,
-// a replica set or a sharded cluster alike.
+// src/store/sqlite/deliveries.ts) and the fencing rule of the contract (src/store/deliveries.ts).
 //
 // Documents. `deliveries`: one per (event, webhook), `_id` = deliveryId(eventId, webhookId), so the same
 // routing done twice (a retried write, a router that crashed half way, two nodes) upserts the same
 // documents and never makes a second delivery. Times are numbers (ms). `nextAttemptAt` is present exactly
 // while the delivery is live (pending / retrying): when it is due, or while it is leased, when its lease
 // expires; it is removed ($unset) when the delivery becomes final, so the sparse due index only ever
-// holds live deliveries. `leaseOwner` is present only while leased. `leaseToken` names the claim that
-// last leased it and is the compare-and-set value of the next claim.
+// holds live deliveries. `leaseOwner` is present only while leased, `parked: true` only while parked.
+// `lease` is the lease token (an integer; absent means 0): every claim increments it and hands it out,
+// every outcome that ends a lease increments it again, and every outcome's filter names it, so a stale
+// outcome matches nothing.
 // `events` (made by MongoStore.insertEvents / the mail outbox, `routed: false`) gain `routingOwner` and
 // `routingUntil` while a router holds them. Webhook health lives on the webhook documents as numbers:
 // `failingSince` (start of the current failing streak, null when none) and `lastSuccessAt`.
@@ -19,35 +20,43 @@
 //
 // - Routing: (1) claim a batch of unrouted events (updateMany on selected _ids, conditional on "no live
 //   routing claim", setting a per-call token and an expiry), (2) upsert the deliveries with $setOnInsert,
-//   leased to the caller, (3) mark the events routed (only those still carrying our token). A crash after
-//   (1) leaves events claimed until the expiry, then any node routes them. A crash after (2) leaves some
-//   deliveries already inserted (leased to the dead node: due again when that lease expires) and the
-//   events unrouted: re-routing upserts the same ids, inserts only the missing ones and hands out only
-//   what it inserted. Worst case: a delivery is attempted a little later, never twice made, never lost.
-//   Unlike SQLite, the webhooks are read a moment before the deliveries are written: a webhook disabled
-//   or deleted in that moment may still get the delivery it was read for (attempted once, at most; its
-//   next claim cancels it). Delivering to it is the safe side of that race.
-// - Claiming: read due deliveries, then lease each one with a conditional update on the values read
-//   ({_id, nextAttemptAt, leaseToken}); a claim that lost the race to another node matches nothing. Only
-//   what this claim's token won is handed out. A crash after the lease writes leaves leases nobody
-//   works on: they expire and the deliveries are due again.
-// - Outcomes: the deliveries (one bulkWrite), then the webhooks' health, then an auto-disable, then the
-//   cancellation of that webhook's live deliveries. A bulkWrite is not one atomic write: if it stops
-//   half way, the outcomes not applied leave their deliveries leased, so they are attempted again when
-//   the lease expires (at least once; receivers dedupe on X-Svc-Delivery). A crash after it delays the health change to the
-//   next outcome of that webhook (its streak starts later, or a 410 is answered again and disables it
-//   then); a webhook disabled whose deliveries were not yet cancelled gets them cancelled by the next
-//   claim (claims never hand out a delivery whose webhook is not enabled).
+//   leased to the caller under token 1 (parked, if their webhook is saturated), (3) mark the events
+//   routed (only those still carrying our token). A crash after (1) leaves events claimed until the
+//   expiry, then any node routes them. A crash after (2) leaves some deliveries already inserted (leased
+//   to the dead node: due again when that lease expires) and the events unrouted: re-routing upserts the
+//   same ids, inserts only the missing ones and hands out only what it inserted. Worst case: a delivery
+//   is attempted a little later, never twice made, never lost. Unlike SQLite, the webhooks are read a
+//   moment before the deliveries are written: a webhook disabled or deleted in that moment may still get
+//   the delivery it was read for (attempted once, at most; its next claim cancels it).
+// - Claiming (and unparking): read due (parked) deliveries, then lease each one with a conditional update
+//   on the values read ({_id, nextAttemptAt, lease}) that increments the token; a claim that lost the
+//   race to another node matches nothing. When every update matched (the usual case) that is the whole
+//   claim; otherwise the claim reads back which ones it won, and reads the next due page again (at most
+//   three rounds), so nodes that raced for the same first page do not come back empty-handed. A crash
+//   after the lease writes leaves leases nobody renews: they expire and the deliveries are due again.
+// - Outcomes: the deliveries (one ordered bulkWrite of conditional single-document updates, each naming
+//   its token), then the webhooks' health (decided by src/domain/webhook-health.ts from the outcomes that
+//   applied; stored with a compare-and-set on the fields it was decided from), then the cancellation of a
+//   disabled webhook's live deliveries. If the bulkWrite stops half way, the engine writes the batch
+//   again: what applied already is stale the second time (its token moved on), the rest applies. A crash
+//   after it delays the health change to the next outcome of that webhook; a webhook disabled whose
+//   deliveries were not yet cancelled gets them cancelled by the next claim (claims never hand out a
+//   delivery whose webhook is not enabled).
 // - Test deliveries: the event (inserted already routed), then its delivery. A crash in between leaves
 //   an orphan test event, which pruneEvents removes in time; the caller saw an error and may send again.
 // - Pruning: deletes re-check their conditions in the delete filter itself.
 //
 // Query safety, as in index.ts: every value from a caller passes through String()/Number() before it
-// reaches a filter or an update, and documents are built here field by field.
+// reaches a filter or an update, documents are built here field by field, and values inside update
+// pipelines are wrapped in $literal (a string starting with '$' is a field path there).
 import { randomUUID } from 'node:crypto'
-import { MongoBulkWriteError, type AnyBulkWriteOperation, type Collection, type Db, type Filter } from 'mongodb'
+import { MongoBulkWriteError, type AnyBulkWriteOperation, type Collection, type Db, type Document, type Filter } from 'mongodb'
+import pRetry from 'p-retry'
 import type { EventRecord, EventType } from '../../domain/events.js'
 import { deliveryId } from '../../domain/ids.js'
+import {
+  CANCEL_REASONS, GONE_ERROR, cancelReasonFor, decideHealth, healthKind, unchanged, type CancelReason, type HealthOutcome, type WebhookHealth,
+} from '../../domain/webhook-health.js'
 import type {
   DeliveryOutcome, DeliveryPage, DeliveryRecord, DeliveryStats, DeliveryStatus, DeliveryStore, DeliveryWork, LeaseRequest,
 } from '../deliveries.js'
@@ -72,8 +81,10 @@ export interface DeliveryDoc {
   nextAttemptAt?: number
   /** Present only while leased. */
   leaseOwner?: string
-  /** The claim (or routing) that last leased it; compared and set by the next claim. */
-  leaseToken?: string
+  /** The lease token (see the contract's Fencing); absent means 0. */
+  lease?: number
+  /** Present (true) only while parked: leased to `leaseOwner`, out of its memory, due when the lease expires. */
+  parked?: true
   lastAttemptAt: number | null
   lastStatusCode: number | null
   lastError: string | null
@@ -152,7 +163,34 @@ async function upsertedIndexes (run: () => Promise<{ upsertedIds: Record<number,
   }
 }
 
-const CLAIM_PROJECTION = { _id: 1, webhookId: 1, eventId: 1, eventType: 1, attempts: 1, eventAt: 1, nextAttemptAt: 1, leaseToken: 1 } as const
+const CLAIM_PROJECTION = { _id: 1, webhookId: 1, eventId: 1, eventType: 1, attempts: 1, eventAt: 1, nextAttemptAt: 1, lease: 1 } as const
+/** Rounds of read-and-lease one claim makes at most when other nodes win part of what it read. */
+const CLAIM_ROUNDS = 3
+/** Ids per renewal update. */
+const RENEW_CHUNK = 5000
+
+type ClaimDoc = Pick<DeliveryDoc, '_id' | 'webhookId' | 'eventId' | 'eventType' | 'attempts' | 'eventAt' | 'nextAttemptAt' | 'lease'>
+
+/** A stored token: absent is 0. */
+function tokenOf (d: { lease?: number | null }): number {
+  return typeof d.lease === 'number' ? d.lease : 0
+}
+
+/** A filter on the stored token (0 also matches documents written before tokens existed). */
+function tokenIs (lease: number): Filter<DeliveryDoc>['lease'] {
+  const t = Number(lease)
+  return t === 0 ? { $not: { $gt: 0 } } : t
+}
+
+/** A constant inside an update pipeline (a string there could otherwise be read as a field path). */
+function lit (value: unknown): Document {
+  return { $literal: value }
+}
+
+const CANCELLED = { $eq: ['$status', 'cancelled'] }
+const NEXT_TOKEN = { $add: [{ $ifNull: ['$lease', 0] }, 1] }
+/** `value`, or the field removed when the delivery was cancelled meanwhile. */
+const unlessCancelled = (value: unknown): Document => ({ $cond: [CANCELLED, '$$REMOVE', value] })
 const HOOK_PROJECTION = { _id: 1, url: 1, secret: 1, previousSecret: 1, previousSecretExpiresAt: 1, status: 1, deletedAt: 1, events: 1, accountId: 1 } as const
 
 export abstract class MongoDeliveries implements DeliveryStore {
@@ -178,6 +216,8 @@ export abstract class MongoDeliveries implements DeliveryStore {
         { key: { webhookId: 1, nextAttemptAt: 1 }, name: 'deliveries_webhook_due' },
         { key: { webhookId: 1, _id: -1 }, name: 'deliveries_webhook' },
         { key: { leaseOwner: 1 }, name: 'deliveries_leases', sparse: true },
+        // unparkDeliveries: one owner's parked deliveries of one webhook, oldest first; only parked ones are in it.
+        { key: { webhookId: 1, leaseOwner: 1, nextAttemptAt: 1 }, name: 'deliveries_parked', partialFilterExpression: { parked: true } },
         { key: { eventId: 1 }, name: 'deliveries_event' },
         { key: { status: 1, updatedAt: 1 }, name: 'deliveries_status_updated' },
         { key: { status: 1, eventAt: 1 }, name: 'deliveries_status_event' },
@@ -190,15 +230,15 @@ export abstract class MongoDeliveries implements DeliveryStore {
   }
 
   /**
-   * Cancels a webhook's live deliveries (it was disabled or deleted). In-flight attempts still report;
-   * a success among them is recorded. Called by MongoStore after the webhook document changed: if this
-   * step is lost, the next claim cancels them instead.
+   * Cancels a webhook's live deliveries (it was disabled or deleted). The tokens stay, so attempts in
+   * flight still record themselves. Idempotent, so it is tried a few times; a failure after that is
+   * thrown to the caller (until it succeeds, claims cancel these deliveries instead of handing them out).
    */
-  protected async cancelPendingFor (webhookId: string, reason: string, now: number): Promise<void> {
-    await this.deliveries.updateMany({ webhookId: String(webhookId), status: { $in: LIVE } }, {
+  protected async cancelPendingFor (webhookId: string, reason: CancelReason, now: number): Promise<void> {
+    await pRetry(() => this.deliveries.updateMany({ webhookId: String(webhookId), status: { $in: LIVE } }, {
       $set: { status: 'cancelled', lastError: String(reason), updatedAt: Number(now) },
-      $unset: { nextAttemptAt: '', leaseOwner: '' },
-    })
+      $unset: { nextAttemptAt: '', leaseOwner: '', parked: '' },
+    }), { retries: 3, minTimeout: 50, maxTimeout: 500 })
   }
 
   // Routing
@@ -236,28 +276,31 @@ export abstract class MongoDeliveries implements DeliveryStore {
       else hooksOf.set(h.accountId, [h])
     }
 
-    const planned: DeliveryWork[] = []
+    const saturated = new Set((req.saturated ?? []).map(String))
+    // Per op: the work it hands out when it inserts, or null for a parked delivery (made, not handed out).
+    const planned: Array<DeliveryWork | null> = []
     const ops: AnyBulkWriteOperation<DeliveryDoc>[] = []
     for (const e of events) {
       const eventAt = Date.parse(e.occurredAt)
       for (const h of hooksOf.get(e.accountId) ?? []) {
         if (!h.events.includes(e.type)) continue
         const id = deliveryId(e._id, h._id)
+        const parked = saturated.has(h._id)
         ops.push({
           updateOne: {
             filter: { _id: id },
             update: {
               $setOnInsert: {
                 accountId: e.accountId, webhookId: h._id, eventId: e._id, eventType: e.type, emailId: e.emailId, eventAt,
-                status: 'pending', attempts: 0, nextAttemptAt: leaseUntil, leaseOwner: owner, leaseToken: token,
+                status: 'pending', attempts: 0, nextAttemptAt: leaseUntil, leaseOwner: owner, lease: 1, ...(parked ? { parked: true as const } : {}),
                 lastAttemptAt: null, lastStatusCode: null, lastError: null, lastDurationMs: null, createdAt: now, updatedAt: now,
               },
             },
             upsert: true,
           },
         })
-        planned.push({
-          id, webhookId: h._id, url: h.url, secrets: liveSecrets(h, now), event: e.type as EventType, payload: e.payload, attempts: 0, eventAt,
+        planned.push(parked ? null : {
+          id, webhookId: h._id, url: h.url, secrets: liveSecrets(h, now), event: e.type as EventType, payload: e.payload, attempts: 0, eventAt, lease: 1,
         })
       }
     }
@@ -272,160 +315,225 @@ export abstract class MongoDeliveries implements DeliveryStore {
     await this.eventQueue.updateMany({ _id: { $in: events.map((e) => e._id) }, routingOwner: token },
       { $set: { routed: true }, $unset: { routingOwner: '', routingUntil: '' } })
 
-    return { events: events.length, work: planned.filter((_, i) => inserted.has(i)) }
+    return { events: events.length, work: planned.filter((w, i): w is DeliveryWork => w !== null && inserted.has(i)) }
   }
 
   // Leases
 
-  /** Parking is not kept here (see recordOutcomes): paging a webhook's backlog in is claiming its due work. */
   async unparkDeliveries (req: { owner: string; webhookId: string; now: number; leaseUntil: number; limit: number }): Promise<DeliveryWork[]> {
-    return this.claimDeliveries({ owner: req.owner, now: req.now, leaseUntil: req.leaseUntil, limit: req.limit, webhookId: req.webhookId })
+    const owner = String(req.owner)
+    const limit = count(req.limit)
+    if (limit === 0) return []
+    // Parked deliveries whose lease ran out are due for anyone (claimDeliveries); until then only their owner takes them back.
+    const filter: Filter<DeliveryDoc> = { webhookId: String(req.webhookId), leaseOwner: owner, parked: true, status: { $in: LIVE } }
+    return await this.leaseRounds(filter, { owner, now: Number(req.now), leaseUntil: Number(req.leaseUntil), limit }, { leaseOwner: owner, parked: true })
   }
 
   async claimDeliveries (req: LeaseRequest & { webhookId?: string }): Promise<DeliveryWork[]> {
-    const owner = String(req.owner)
-    const now = Number(req.now)
-    const leaseUntil = Number(req.leaseUntil)
     const limit = count(req.limit)
     if (limit === 0) return []
+    const now = Number(req.now)
     const filter: Filter<DeliveryDoc> = { nextAttemptAt: { $lte: now }, status: { $in: LIVE } }
     if (req.webhookId !== undefined) filter.webhookId = String(req.webhookId)
-    const due = await this.deliveries.find(filter, { projection: CLAIM_PROJECTION, sort: { nextAttemptAt: 1 }, limit }).toArray()
-    if (due.length === 0) return []
-
-    const [hooks, events] = await Promise.all([
-      this.hookDocs.find({ _id: { $in: [...new Set(due.map((d) => d.webhookId))] } }, { projection: HOOK_PROJECTION }).toArray(),
-      this.eventQueue.find({ _id: { $in: [...new Set(due.map((d) => d.eventId))] } }, { projection: { _id: 1, payload: 1 } }).toArray(),
-    ])
-    const hookById = new Map(hooks.map((h) => [h._id, h]))
-    const payloadOf = new Map(events.map((e) => [e._id, e.payload]))
-
-    const token = `${owner}#${randomUUID()}`
-    const ops: AnyBulkWriteOperation<DeliveryDoc>[] = []
-    const candidates: DeliveryWork[] = []
-    for (const d of due) {
-      // Compare and set on what was read: if another node leased it (or an outcome changed it) since,
-      // this matches nothing.
-      const unchanged: Filter<DeliveryDoc> = {
-        _id: d._id, status: { $in: LIVE }, nextAttemptAt: d.nextAttemptAt!,
-        leaseToken: d.leaseToken === undefined || d.leaseToken === null ? { $exists: false } : d.leaseToken,
-      }
-      const hook = hookById.get(d.webhookId)
-      const payload = payloadOf.get(d.eventId)
-      const deleted = hook === undefined || (hook.deletedAt ?? null) !== null
-      if (hook === undefined || deleted || hook.status !== 'enabled' || payload === undefined) {
-        const reason = deleted ? 'webhook deleted' : hook.status !== 'enabled' ? 'webhook disabled' : 'event no longer stored'
-        ops.push({ updateOne: { filter: unchanged, update: { $set: { status: 'cancelled', lastError: reason, updatedAt: now }, $unset: { nextAttemptAt: '', leaseOwner: '' } } } })
-        continue
-      }
-      ops.push({ updateOne: { filter: unchanged, update: { $set: { leaseOwner: owner, leaseToken: token, nextAttemptAt: leaseUntil } } } })
-      candidates.push({
-        id: d._id, webhookId: d.webhookId, url: hook.url, secrets: liveSecrets(hook, now), event: d.eventType as EventType,
-        payload, attempts: d.attempts, eventAt: d.eventAt,
-      })
-    }
-    await this.deliveries.bulkWrite(ops, { ordered: false })
-    if (candidates.length === 0) return []
-    // What this claim won: the deliveries that now carry its token.
-    const won = new Set((await this.deliveries.find({ _id: { $in: candidates.map((w) => w.id) }, leaseToken: token },
-      { projection: { _id: 1 } }).toArray()).map((d) => d._id))
-    return candidates.filter((w) => won.has(w.id))
+    return await this.leaseRounds(filter, { owner: String(req.owner), now, leaseUntil: Number(req.leaseUntil), limit }, {})
   }
 
-  async renewLeases (owner: string, leaseUntil: number): Promise<void> {
-    await this.deliveries.updateMany({ leaseOwner: String(owner), status: { $in: LIVE } }, { $set: { nextAttemptAt: Number(leaseUntil) } })
+  /**
+   * Reads up to `limit` deliveries matching `filter` (earliest first) and leases them with a fresh token,
+   * each by a compare-and-set on what was read (plus `cas`), cancelling those whose webhook may no longer
+   * be called. Reads again when other nodes won part of a page, CLAIM_ROUNDS times at most.
+   */
+  private async leaseRounds (
+    filter: Filter<DeliveryDoc>, req: { owner: string; now: number; leaseUntil: number; limit: number }, cas: Filter<DeliveryDoc>,
+  ): Promise<DeliveryWork[]> {
+    const { owner, now, leaseUntil } = req
+    const won: DeliveryWork[] = []
+    const hookById = new Map<string, HookDoc>()
+    const payloadOf = new Map<string, string>()
+    for (let round = 0; round < CLAIM_ROUNDS && won.length < req.limit; round++) {
+      const due = await this.deliveries.find(filter, { projection: CLAIM_PROJECTION, sort: { nextAttemptAt: 1 }, limit: req.limit - won.length })
+        .toArray() as ClaimDoc[]
+      if (due.length === 0) break
+      const hookIds = [...new Set(due.map((d) => d.webhookId))].filter((id) => !hookById.has(id))
+      const eventIds = [...new Set(due.map((d) => d.eventId))].filter((id) => !payloadOf.has(id))
+      const [hooks, events] = await Promise.all([
+        hookIds.length > 0 ? this.hookDocs.find({ _id: { $in: hookIds } }, { projection: HOOK_PROJECTION }).toArray() : [],
+        eventIds.length > 0 ? this.eventQueue.find({ _id: { $in: eventIds } }, { projection: { _id: 1, payload: 1 } }).toArray() : [],
+      ])
+      for (const h of hooks) hookById.set(h._id, h)
+      for (const e of events) payloadOf.set(e._id, e.payload)
+
+      const ops: AnyBulkWriteOperation<DeliveryDoc>[] = []
+      const candidates: DeliveryWork[] = []
+      for (const d of due) {
+        // Compare and set on what was read: if another node leased it (or an outcome changed it) since,
+        // this matches nothing.
+        const read: Filter<DeliveryDoc> = { ...cas, _id: d._id, status: { $in: LIVE }, nextAttemptAt: d.nextAttemptAt!, lease: tokenIs(tokenOf(d)) }
+        const hook = hookById.get(d.webhookId)
+        const payload = payloadOf.get(d.eventId)
+        const reason = cancelReasonFor(hook === undefined ? null : { status: hook.status, deleted: (hook.deletedAt ?? null) !== null }) ??
+          (payload === undefined ? CANCEL_REASONS.eventMissing : null)
+        if (reason !== null || hook === undefined || payload === undefined) {
+          // Cancelled under the same token: a holder whose lease ran out mid-attempt still records it.
+          ops.push({ updateOne: { filter: read, update: { $set: { status: 'cancelled', lastError: reason ?? CANCEL_REASONS.eventMissing, updatedAt: now }, $unset: { nextAttemptAt: '', leaseOwner: '', parked: '' } } } })
+          continue
+        }
+        ops.push({ updateOne: { filter: read, update: { $set: { leaseOwner: owner, nextAttemptAt: leaseUntil }, $inc: { lease: 1 }, $unset: { parked: '' } } } })
+        candidates.push({
+          id: d._id, webhookId: d.webhookId, url: hook.url, secrets: liveSecrets(hook, now), event: d.eventType as EventType,
+          payload, attempts: d.attempts, eventAt: d.eventAt, lease: tokenOf(d) + 1,
+        })
+      }
+      const wanted = req.limit - won.length
+      const r = await this.deliveries.bulkWrite(ops, { ordered: false })
+      if (r.matchedCount === ops.length) {
+        won.push(...candidates)
+        if (due.length < wanted) break // all there was
+        continue
+      }
+      // Another node won some of them: those that now carry this claim's owner and token are ours.
+      if (candidates.length > 0) {
+        const mine = new Map((await this.deliveries.find({ _id: { $in: candidates.map((w) => w.id) }, leaseOwner: owner },
+          { projection: { _id: 1, lease: 1 } }).toArray()).map((d) => [d._id, tokenOf(d)]))
+        won.push(...candidates.filter((w) => mine.get(w.id) === w.lease))
+      }
+    }
+    return won
+  }
+
+  async renewLeases (owner: string, ids: readonly string[], leaseUntil: number): Promise<void> {
+    const o = String(owner)
+    const until = Number(leaseUntil)
+    for (let i = 0; i < ids.length; i += RENEW_CHUNK) {
+      const chunk = ids.slice(i, i + RENEW_CHUNK).map(String)
+      // Not parked ones: a parked delivery its actor never comes back for runs out and is due for anyone.
+      await this.deliveries.updateMany({ _id: { $in: chunk }, leaseOwner: o, status: { $in: LIVE }, parked: { $exists: false } },
+        { $set: { nextAttemptAt: until } })
+    }
   }
 
   async releaseLeases (owner: string, now: number): Promise<void> {
     const o = String(owner)
-    await this.deliveries.updateMany({ leaseOwner: o, status: { $in: LIVE } }, { $set: { nextAttemptAt: Number(now) }, $unset: { leaseOwner: '' } })
+    await this.deliveries.updateMany({ leaseOwner: o, status: { $in: LIVE } },
+      { $set: { nextAttemptAt: Number(now) }, $unset: { leaseOwner: '', parked: '' }, $inc: { lease: 1 } })
     // Final deliveries never keep a lease (every final write removes it); this only tidies after an
     // interrupted write.
-    await this.deliveries.updateMany({ leaseOwner: o, status: { $nin: LIVE } }, { $unset: { leaseOwner: '', nextAttemptAt: '' } })
+    await this.deliveries.updateMany({ leaseOwner: o, status: { $nin: LIVE } }, { $unset: { leaseOwner: '', nextAttemptAt: '', parked: '' } })
   }
 
   // Outcomes
 
-  async recordOutcomes (outcomes: DeliveryOutcome[], opts: { now: number; autoDisableMs: number }): Promise<void> {
-    if (outcomes.length === 0) return
+  async recordOutcomes (outcomes: DeliveryOutcome[], opts: { now: number; autoDisableMs: number }): Promise<{ stale: number }> {
+    if (outcomes.length === 0) return { stale: 0 }
     const now = Number(opts.now)
-    const autoDisableMs = Number(opts.autoDisableMs)
-    const succeeded = new Map<string, number>()
-    const failing = new Map<string, number>()
-    const gone = new Set<string>()
-    const ops: AnyBulkWriteOperation<DeliveryDoc>[] = []
-    const live = (id: string): Filter<DeliveryDoc> => ({ _id: String(id), status: { $in: LIVE } })
     const code = (c: number | undefined): number | null => (c === undefined || c === null ? null : Number(c))
-
-    for (const o of outcomes) {
-      const hook = String(o.webhookId)
+    // Every outcome is one update of one document, conditional on its token (fencing), as a pipeline so
+    // that one update serves a live delivery and one cancelled while in flight alike.
+    const ops: AnyBulkWriteOperation<DeliveryDoc>[] = outcomes.map((o) => {
+      const filter: Filter<DeliveryDoc> = { _id: String(o.id), lease: tokenIs(o.lease), status: { $in: [...LIVE, 'cancelled'] } }
+      const attempt = (at: number, statusCode: number | null, error: string | null, durationMs: number): Document => ({
+        attempts: { $add: [{ $ifNull: ['$attempts', 0] }, 1] }, lease: NEXT_TOKEN,
+        lastAttemptAt: lit(Number(at)), lastStatusCode: lit(statusCode), lastError: lit(error), lastDurationMs: lit(Number(durationMs)), updatedAt: lit(now),
+      })
+      let update: Document[]
       switch (o.kind) {
-        case 'succeeded': {
-          const at = Number(o.at)
+        case 'succeeded':
           // A success is recorded even for a delivery cancelled meanwhile: it did arrive.
-          ops.push({ updateOne: { filter: { _id: String(o.id), status: { $in: [...LIVE, 'cancelled'] } }, update: {
-            $set: { status: 'succeeded', lastAttemptAt: at, lastStatusCode: code(o.statusCode), lastError: null, lastDurationMs: Number(o.durationMs), updatedAt: now },
-            $inc: { attempts: 1 },
-            $unset: { nextAttemptAt: '', leaseOwner: '' },
-          } } })
-          succeeded.set(hook, at)
+          update = [
+            { $set: { status: lit('succeeded'), ...attempt(o.at, code(o.statusCode), null, o.durationMs) } },
+            { $unset: ['nextAttemptAt', 'leaseOwner', 'parked'] },
+          ]
           break
-        }
-        case 'retry': {
-          const at = Number(o.at)
-          ops.push({ updateOne: { filter: live(o.id), update: {
-            $set: {
-              status: 'retrying', nextAttemptAt: Number(o.nextAttemptAt), lastAttemptAt: at, lastStatusCode: code(o.statusCode),
-              lastError: String(o.error), lastDurationMs: Number(o.durationMs), updatedAt: now,
-            },
-            $inc: { attempts: 1 },
-            $unset: { leaseOwner: '' },
-          } } })
-          failing.set(hook, Math.min(at, failing.get(hook) ?? at))
+        case 'retry':
+          update = [
+            { $set: { status: { $cond: [CANCELLED, 'cancelled', 'retrying'] }, nextAttemptAt: unlessCancelled(lit(Number(o.nextAttemptAt))), ...attempt(o.at, code(o.statusCode), String(o.error), o.durationMs) } },
+            { $unset: ['leaseOwner', 'parked'] },
+          ]
           break
-        }
         case 'failed':
-        case 'gone': {
-          const at = Number(o.at)
-          const error = o.kind === 'gone' ? 'receiver answered 410 Gone: webhook disabled' : String(o.error)
-          ops.push({ updateOne: { filter: live(o.id), update: {
-            $set: { status: 'failed', lastAttemptAt: at, lastStatusCode: code(o.statusCode), lastError: error, lastDurationMs: Number(o.durationMs), updatedAt: now },
-            $inc: { attempts: 1 },
-            $unset: { nextAttemptAt: '', leaseOwner: '' },
-          } } })
-          if (o.kind === 'gone') gone.add(hook)
-          else failing.set(hook, Math.min(at, failing.get(hook) ?? at))
+        case 'gone':
+          update = [
+            { $set: { status: { $cond: [CANCELLED, 'cancelled', 'failed'] }, ...attempt(o.at, code(o.statusCode), o.kind === 'gone' ? GONE_ERROR : String(o.error), o.durationMs) } },
+            { $unset: ['nextAttemptAt', 'leaseOwner', 'parked'] },
+          ]
           break
-        }
         case 'deferred':
-          ops.push({ updateOne: { filter: live(o.id), update: { $set: { nextAttemptAt: Number(o.nextAttemptAt) }, $unset: { leaseOwner: '' } } } })
+          update = [
+            { $set: { nextAttemptAt: unlessCancelled(lit(Number(o.nextAttemptAt))), lease: NEXT_TOKEN } },
+            { $unset: ['leaseOwner', 'parked'] },
+          ]
           break
         case 'parked':
-          // No parking here: the delivery goes back due at once and is claimed again by webhook.
-          ops.push({ updateOne: { filter: live(o.id), update: { $set: { nextAttemptAt: Number(now) }, $unset: { leaseOwner: '' } } } })
+          // Parked under the same token; for a delivery cancelled meanwhile it only ends the lease.
+          update = [{ $set: {
+            leaseOwner: unlessCancelled(lit(String(o.owner))), nextAttemptAt: unlessCancelled(lit(Number(o.leaseUntil))),
+            parked: unlessCancelled(true), lease: { $cond: [CANCELLED, NEXT_TOKEN, { $ifNull: ['$lease', 0] }] },
+          } }]
           break
       }
-    }
+      return { updateOne: { filter, update } }
+    })
     // Ordered: two outcomes of one delivery in a batch apply in the order given, as in SQLite.
-    await this.deliveries.bulkWrite(ops, { ordered: true })
+    const r = await this.deliveries.bulkWrite(ops, { ordered: true })
+    let applied: boolean[] = outcomes.map(() => true)
+    if (r.matchedCount !== ops.length) {
+      // Some were stale. Which: an outcome applied when the stored token is where it left it (one more
+      // than the outcome's, or the same for a parking); a takeover since would move it further.
+      const tokens = new Map((await this.deliveries.find({ _id: { $in: [...new Set(outcomes.map((o) => String(o.id)))] } },
+        { projection: { _id: 1, lease: 1 } }).toArray()).map((d) => [d._id, tokenOf(d)]))
+      applied = outcomes.map((o) => {
+        const t = tokens.get(String(o.id))
+        return t === Number(o.lease) + 1 || (o.kind === 'parked' && t === Number(o.lease))
+      })
+    }
+    const stale = applied.filter((a) => !a).length
 
-    // Webhook health. Each step is one atomic update of one webhook document.
-    const disable = new Set(gone)
-    await Promise.all([...succeeded].map(([hook, at]) =>
-      this.hookDocs.updateOne({ _id: hook }, { $set: { failingSince: null, lastSuccessAt: at } })))
-    await Promise.all([...failing].filter(([hook]) => !succeeded.has(hook)).map(async ([hook, at]) => {
-      // failingSince = failingSince ?? at, and read back, in one step.
-      const h = await this.hookDocs.findOneAndUpdate({ _id: hook },
-        [{ $set: { failingSince: { $ifNull: ['$failingSince', { $literal: at }] } } }],
-        { returnDocument: 'after', projection: { failingSince: 1, status: 1 } })
-      if (h !== null && h.status === 'enabled' && typeof h.failingSince === 'number' && now - h.failingSince >= autoDisableMs) disable.add(hook)
-    }))
-    await Promise.all([...disable].map(async (hook) => {
-      const r = await this.hookDocs.updateOne({ _id: hook, status: 'enabled', deletedAt: null },
-        { $set: { status: 'auto_disabled', updatedAt: iso(now)! } })
-      // If this process stops here, the next claim cancels what this would have cancelled.
-      if (r.modifiedCount === 1) {
-        await this.cancelPendingFor(hook, gone.has(hook) ? 'webhook disabled: receiver answered 410 Gone' : 'webhook auto-disabled after failing for too long', now)
+    // The attempts that applied, by webhook, in order: what webhook health is decided from.
+    const attempts = new Map<string, HealthOutcome[]>()
+    outcomes.forEach((o, i) => {
+      const kind = healthKind(o.kind)
+      if (!applied[i] || kind === null) return
+      const hook = String(o.webhookId)
+      let list = attempts.get(hook)
+      if (!list) attempts.set(hook, list = [])
+      list.push({ kind, at: Number((o as { at: number }).at) })
+    })
+    if (attempts.size > 0) await this.storeHealth(attempts, { now, autoDisableMs: Number(opts.autoDisableMs) })
+    return { stale }
+  }
+
+  /**
+   * Stores what src/domain/webhook-health.ts decides for each webhook: the last success with $max (it
+   * only grows), the streak and an auto-disable with a compare-and-set on the health it was decided from;
+   * when another node changed that meanwhile, the webhook is read and decided again.
+   */
+  private async storeHealth (attempts: Map<string, HealthOutcome[]>, opts: { now: number; autoDisableMs: number }): Promise<void> {
+    const projection = { _id: 1, status: 1, deletedAt: 1, failingSince: 1 } as const
+    const healthOf = (h: Pick<HookDoc, 'status' | 'deletedAt' | 'failingSince'>): WebhookHealth => ({
+      status: h.status as WebhookHealth['status'], deleted: (h.deletedAt ?? null) !== null, failingSince: typeof h.failingSince === 'number' ? h.failingSince : null,
+    })
+    const docs = new Map((await this.hookDocs.find({ _id: { $in: [...attempts.keys()] } }, { projection }).toArray()).map((h) => [h._id, h]))
+    await Promise.all([...attempts].map(async ([hook, list]) => {
+      let doc = docs.get(hook) ?? null
+      for (let round = 0; doc !== null && round < 5; round++) {
+        const before = healthOf(doc)
+        const decision = decideHealth(before, list, opts)
+        const success = decision.lastSuccessAt !== null ? { $max: { lastSuccessAt: decision.lastSuccessAt } } : {}
+        if (unchanged(before, decision)) {
+          if (decision.lastSuccessAt !== null) await this.hookDocs.updateOne({ _id: hook }, success)
+          return
+        }
+        const set: Partial<HookDoc> = { failingSince: decision.failingSince }
+        if (decision.disable !== null) Object.assign(set, { status: 'auto_disabled', updatedAt: iso(opts.now)! })
+        const r = await this.hookDocs.updateOne({
+          _id: hook, status: doc.status, deletedAt: before.deleted ? { $ne: null } : null, failingSince: before.failingSince,
+        } as Filter<HookDoc>, { $set: set, ...success })
+        if (r.matchedCount === 1) {
+          // If this process stops here, the next claim cancels what this would have cancelled.
+          if (decision.disable !== null) await this.cancelPendingFor(hook, decision.disable, opts.now)
+          return
+        }
+        doc = await this.hookDocs.findOne({ _id: hook }, { projection })
       }
     }))
   }
@@ -495,7 +603,7 @@ export abstract class MongoDeliveries implements DeliveryStore {
     await this.eventQueue.insertOne(event)
     const doc: DeliveryDoc = {
       _id: String(id), accountId: event.accountId, webhookId: String(webhookId), eventId: event._id, eventType: event.type,
-      emailId: event.emailId, eventAt: Date.parse(event.occurredAt), status: 'pending', attempts: 0, nextAttemptAt: at,
+      emailId: event.emailId, eventAt: Date.parse(event.occurredAt), status: 'pending', attempts: 0, nextAttemptAt: at, lease: 0,
       lastAttemptAt: null, lastStatusCode: null, lastError: null, lastDurationMs: null, createdAt: at, updatedAt: at,
     }
     const { _id, ...fields } = doc

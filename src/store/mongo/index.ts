@@ -12,6 +12,7 @@
 import { MongoClient, MongoServerError, type Collection, type Db, type Filter, type UpdateFilter } from 'mongodb'
 import type { EventRecord } from '../../domain/events.js'
 import type { Plan } from '../../domain/plans.js'
+import { CANCEL_REASONS, cancelOnEdit } from '../../domain/webhook-health.js'
 import type {
   AccountRecord, ApiKeyRecord, LimitedInsert, SessionRecord, Store, WebhookPatch, WebhookRecord,
 } from '../types.js'
@@ -352,10 +353,10 @@ export class MongoStore extends MongoDeliveries implements Store {
     const health = patch.status === 'enabled' ? { failingSince: null } : {}
     const doc = await this.webhooks.findOneAndUpdate({ _id: String(id), accountId: String(accountId), deletedAt: null },
       { $set: { ...set, ...health } as Partial<WebhookDoc> }, { returnDocument: 'after' })
-    // Disabled: its pending deliveries are cancelled (if this step fails, the next claim cancels them).
-    if (doc && patch.status !== undefined && doc.status !== 'enabled') {
-      await this.cancelPendingFor(doc._id, 'webhook disabled', Date.parse(set.updatedAt!)).catch(() => {})
-    }
+    // Disabled: its live deliveries are cancelled. A failure (after a few tries) is the caller's error; the
+    // same edit made again cancels again, and until then claims cancel instead of handing them out.
+    const cancel = cancelOnEdit(patch.status)
+    if (doc && cancel !== null) await this.cancelPendingFor(doc._id, cancel, Date.parse(set.updatedAt!))
     return doc ? toWebhook(doc) : null
   }
 
@@ -367,13 +368,16 @@ export class MongoStore extends MongoDeliveries implements Store {
       { $set: { deletedAt: at, updatedAt: at } })
     if (r.matchedCount === 1) {
       await this.releaseSlot(account, 'webhookIds', webhookId)
-      // Its pending deliveries are cancelled (if this step fails, the next claim cancels them).
-      await this.cancelPendingFor(webhookId, 'webhook deleted', Date.parse(at)).catch(() => {})
+      // Its live deliveries are cancelled; a failure (after a few tries) is the caller's error.
+      await this.cancelPendingFor(webhookId, CANCEL_REASONS.deleted, Date.parse(at))
       return true
     }
-    // Already deleted: make sure its slot is free (repairs a release that failed); the answer stays false.
-    if (await this.webhooks.findOne({ _id: webhookId, accountId: account }, { projection: { _id: 1 } }) !== null) {
+    // Already deleted: make sure its slot is free and its deliveries cancelled (repairs a step that
+    // failed); the answer stays false.
+    const deleted = await this.webhooks.findOne({ _id: webhookId, accountId: account }, { projection: { _id: 1, deletedAt: 1 } })
+    if (deleted !== null) {
       await this.releaseSlot(account, 'webhookIds', webhookId)
+      if (deleted.deletedAt !== null) await this.cancelPendingFor(webhookId, CANCEL_REASONS.deleted, Date.parse(deleted.deletedAt))
     }
     return false
   }

@@ -3,6 +3,7 @@
 import type Database from 'better-sqlite3'
 import type { EventRecord, EventType } from '../../domain/events.js'
 import { deliveryId } from '../../domain/ids.js'
+import { GONE_ERROR, cancelReasonFor, decideHealth, healthKind, unchanged, type CancelReason, type HealthOutcome } from '../../domain/webhook-health.js'
 import type {
   DeliveryOutcome, DeliveryPage, DeliveryRecord, DeliveryStats, DeliveryStatus, DeliveryStore, DeliveryWork, LeaseRequest,
 } from '../deliveries.js'
@@ -11,6 +12,10 @@ import type { WriteQueue } from './write-queue.js'
 type Row = Record<string, any>
 
 const LIVE = `status IN ('pending', 'retrying')`
+/** An outcome's row: this delivery, still under the lease token the outcome was claimed under (fencing). */
+const HELD = `id = ? AND lease = ? AND status IN ('pending', 'retrying', 'cancelled')`
+/** A failure of a delivery cancelled while in flight records the attempt and leaves it cancelled. */
+const UNLESS_CANCELLED = (value: string) => `CASE WHEN status = 'cancelled' THEN 'cancelled' ELSE ${value} END`
 
 /**
  * The engine's bookkeeping is written without fsync (see WriteQueue): losing the last of it to a power
@@ -71,7 +76,7 @@ export abstract class SqliteDeliveries implements DeliveryStore {
       for (const listener of this.listeners) listener()
     }
     const p = (sql: string) => db.prepare(sql)
-    const claimColumns = `d.id, d.webhook_id, d.event_type, d.attempts, d.event_at, e.payload, w.url, w.secret,
+    const claimColumns = `d.id, d.webhook_id, d.event_type, d.attempts, d.event_at, d.lease, e.payload, w.url, w.secret,
       w.previous_secret, w.previous_secret_expires_at, w.status AS webhook_status, w.deleted_at`
     // Events up to here are routed (see migration 5).
     const CURSOR = '(SELECT routed_through FROM routing WHERE id = 1)'
@@ -85,35 +90,48 @@ export abstract class SqliteDeliveries implements DeliveryStore {
       enabledHooks: p(`SELECT id, url, events, secret, previous_secret, previous_secret_expires_at FROM webhooks
                        WHERE account_id = ? AND status = 'enabled' AND deleted_at IS NULL`),
       insert: p(`INSERT OR IGNORE INTO deliveries (id, account_id, webhook_id, event_seq, event_id, event_type, email_id, event_at,
-                   status, attempts, next_attempt_at, lease_owner, parked, created_at, updated_at)
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?, ?)`),
+                   status, attempts, next_attempt_at, lease_owner, parked, lease, created_at, updated_at)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?, ?, ?)`),
       due: p(`SELECT ${claimColumns} ${claimFrom} WHERE d.${LIVE} AND d.next_attempt_at <= ? ORDER BY d.next_attempt_at LIMIT ?`),
       parkedFor: p(`SELECT ${claimColumns} ${claimFrom}
                     WHERE d.webhook_id = ? AND d.lease_owner = ? AND d.parked = 1 AND d.${LIVE} ORDER BY d.next_attempt_at LIMIT ?`),
-      park: p(`UPDATE deliveries SET lease_owner = ?, next_attempt_at = ?, parked = 1 WHERE id = ? AND ${LIVE}`),
+      // Parked under the same token; for a delivery cancelled meanwhile it only ends the lease.
+      park: p(`UPDATE deliveries SET lease_owner = CASE WHEN status = 'cancelled' THEN NULL ELSE ? END,
+                 next_attempt_at = CASE WHEN status = 'cancelled' THEN NULL ELSE ? END,
+                 parked = CASE WHEN status = 'cancelled' THEN 0 ELSE 1 END,
+                 lease = CASE WHEN status = 'cancelled' THEN lease + 1 ELSE lease END
+               WHERE ${HELD}`),
       dueForWebhook: p(`SELECT ${claimColumns} ${claimFrom}
                         WHERE d.webhook_id = ? AND d.${LIVE} AND d.next_attempt_at <= ? ORDER BY d.next_attempt_at LIMIT ?`),
-      lease: p(`UPDATE deliveries SET lease_owner = ?, next_attempt_at = ?, parked = 0 WHERE id = ?`),
+      // A claim: a fresh token (see Fencing in ../deliveries.ts).
+      lease: p(`UPDATE deliveries SET lease_owner = ?, next_attempt_at = ?, parked = 0, lease = lease + 1 WHERE id = ? RETURNING lease`),
+      // Cancelling keeps the token: an attempt in flight still records itself (see ../deliveries.ts).
       cancel: p(`UPDATE deliveries SET status = 'cancelled', next_attempt_at = NULL, lease_owner = NULL, parked = 0, last_error = ?, updated_at = ?
                  WHERE id = ? AND ${LIVE}`),
-      // Parked deliveries are not renewed: if their actor never pages them back in, the lease runs out and
-      // they are due for any claim, so nothing can stay parked for ever.
-      renew: p(`UPDATE deliveries SET next_attempt_at = ? WHERE lease_owner = ? AND parked = 0 AND ${LIVE}`),
-      release: p(`UPDATE deliveries SET lease_owner = NULL, parked = 0, next_attempt_at = ? WHERE lease_owner = ? AND ${LIVE}`),
-      releaseStale: p(`UPDATE deliveries SET lease_owner = NULL, parked = 0 WHERE lease_owner IS NOT NULL AND NOT (${LIVE})`),
+      // Only the listed deliveries, and not parked ones: if their actor never pages them back in, the lease
+      // runs out and they are due for any claim, so nothing can stay parked for ever.
+      renew: p(`UPDATE deliveries SET next_attempt_at = ?
+                WHERE id IN (SELECT value FROM json_each(?)) AND lease_owner = ? AND parked = 0 AND ${LIVE}`),
+      release: p(`UPDATE deliveries SET lease_owner = NULL, parked = 0, next_attempt_at = ?, lease = lease + 1 WHERE lease_owner = ? AND ${LIVE}`),
+      releaseStale: p(`UPDATE deliveries SET lease_owner = NULL, parked = 0 WHERE lease_owner = ? AND NOT (${LIVE})`),
 
       succeeded: p(`UPDATE deliveries SET status = 'succeeded', attempts = attempts + 1, next_attempt_at = NULL, lease_owner = NULL, parked = 0,
-                      last_attempt_at = ?, last_status_code = ?, last_error = NULL, last_duration_ms = ?, updated_at = ?
-                    WHERE id = ? AND status IN ('pending', 'retrying', 'cancelled')`),
-      retry: p(`UPDATE deliveries SET status = 'retrying', attempts = attempts + 1, next_attempt_at = ?, lease_owner = NULL, parked = 0,
+                      lease = lease + 1, last_attempt_at = ?, last_status_code = ?, last_error = NULL, last_duration_ms = ?, updated_at = ?
+                    WHERE ${HELD}`),
+      retry: p(`UPDATE deliveries SET status = ${UNLESS_CANCELLED(`'retrying'`)}, attempts = attempts + 1,
+                  next_attempt_at = CASE WHEN status = 'cancelled' THEN NULL ELSE ? END, lease_owner = NULL, parked = 0, lease = lease + 1,
                   last_attempt_at = ?, last_status_code = ?, last_error = ?, last_duration_ms = ?, updated_at = ?
-                WHERE id = ? AND ${LIVE}`),
-      failed: p(`UPDATE deliveries SET status = 'failed', attempts = attempts + 1, next_attempt_at = NULL, lease_owner = NULL, parked = 0,
+                WHERE ${HELD}`),
+      failed: p(`UPDATE deliveries SET status = ${UNLESS_CANCELLED(`'failed'`)}, attempts = attempts + 1, next_attempt_at = NULL,
+                   lease_owner = NULL, parked = 0, lease = lease + 1,
                    last_attempt_at = ?, last_status_code = ?, last_error = ?, last_duration_ms = ?, updated_at = ?
-                 WHERE id = ? AND ${LIVE}`),
-      deferred: p(`UPDATE deliveries SET lease_owner = NULL, parked = 0, next_attempt_at = ? WHERE id = ? AND ${LIVE}`),
-      hookSuccess: p('UPDATE webhooks SET failing_since = NULL, last_success_at = ? WHERE id = ?'),
-      hookFailure: p('UPDATE webhooks SET failing_since = coalesce(failing_since, ?) WHERE id = ? RETURNING failing_since, status'),
+                 WHERE ${HELD}`),
+      deferred: p(`UPDATE deliveries SET lease_owner = NULL, parked = 0, lease = lease + 1,
+                     next_attempt_at = CASE WHEN status = 'cancelled' THEN NULL ELSE ? END
+                   WHERE ${HELD}`),
+      hookHealth: p('SELECT status, deleted_at, failing_since FROM webhooks WHERE id = ?'),
+      hookFailing: p('UPDATE webhooks SET failing_since = ? WHERE id = ?'),
+      hookSuccess: p('UPDATE webhooks SET last_success_at = max(coalesce(last_success_at, 0), ?) WHERE id = ?'),
       disableHook: p(`UPDATE webhooks SET status = 'auto_disabled', updated_at = ? WHERE id = ? AND status = 'enabled' AND deleted_at IS NULL`),
       cancelForHook: p(`UPDATE deliveries SET status = 'cancelled', next_attempt_at = NULL, lease_owner = NULL, parked = 0, last_error = ?, updated_at = ?
                         WHERE webhook_id = ? AND ${LIVE}`),
@@ -143,8 +161,8 @@ export abstract class SqliteDeliveries implements DeliveryStore {
 
   abstract insertEventRows (events: EventRecord[]): void
 
-  /** Cancels a webhook's pending deliveries; call inside a write. In-flight attempts still report. */
-  protected cancelPendingFor (webhookId: string, reason: string, now: number): void {
+  /** Cancels a webhook's live deliveries; call inside a write. In-flight attempts still report (their token stays). */
+  protected cancelPendingFor (webhookId: string, reason: CancelReason, now: number): void {
     this.d.cancelForHook.run(reason, now, webhookId)
   }
 
@@ -173,12 +191,11 @@ export abstract class SqliteDeliveries implements DeliveryStore {
         for (const h of hooks) {
           if (!h.types.includes(e.type)) continue
           const id = deliveryId(e.id, h.id)
-          if (saturated.has(h.id)) {
-            this.d.insert.run(id, e.account_id, h.id, e.seq, e.id, e.type, e.email_id, eventAt, req.leaseUntil, req.owner, 1, req.now, req.now)
-            continue
-          }
-          if (this.d.insert.run(id, e.account_id, h.id, e.seq, e.id, e.type, e.email_id, eventAt, req.leaseUntil, req.owner, 0, req.now, req.now).changes === 0) continue
-          work.push({ id, webhookId: h.id, url: h.url, secrets: liveSecrets(h, req.now), event: e.type, payload: e.payload, attempts: 0, eventAt })
+          // The first claim of a new delivery: token 1. A saturated webhook's new deliveries are parked.
+          const parked = saturated.has(h.id)
+          const made = this.d.insert.run(id, e.account_id, h.id, e.seq, e.id, e.type, e.email_id, eventAt, req.leaseUntil, req.owner, parked ? 1 : 0, 1, req.now, req.now)
+          if (parked || made.changes === 0) continue
+          work.push({ id, webhookId: h.id, url: h.url, secrets: liveSecrets(h, req.now), event: e.type, payload: e.payload, attempts: 0, eventAt, lease: 1 })
         }
       }
       this.d.markRouted.run(events.at(-1)!.seq)
@@ -204,74 +221,83 @@ export abstract class SqliteDeliveries implements DeliveryStore {
   private leaseRows (rows: Row[], req: { owner: string; now: number; leaseUntil: number }): DeliveryWork[] {
     const work: DeliveryWork[] = []
     for (const r of rows) {
-      if (r.webhook_status !== 'enabled' || r.deleted_at !== null) {
-        this.d.cancel.run(r.deleted_at !== null ? 'webhook deleted' : 'webhook disabled', req.now, r.id)
+      const reason = cancelReasonFor({ status: r.webhook_status, deleted: r.deleted_at !== null })
+      if (reason !== null) {
+        this.d.cancel.run(reason, req.now, r.id)
         continue
       }
-      this.d.lease.run(req.owner, req.leaseUntil, r.id)
+      const { lease } = this.d.lease.get(req.owner, req.leaseUntil, r.id) as Row
       work.push({
         id: r.id, webhookId: r.webhook_id, url: r.url, secrets: liveSecrets(r, req.now), event: r.event_type,
-        payload: r.payload, attempts: r.attempts, eventAt: r.event_at,
+        payload: r.payload, attempts: r.attempts, eventAt: r.event_at, lease,
       })
     }
     return work
   }
 
-  async renewLeases (owner: string, leaseUntil: number): Promise<void> {
-    await this.writes.run(() => this.d.renew.run(leaseUntil, owner), ENGINE)
+  async renewLeases (owner: string, ids: readonly string[], leaseUntil: number): Promise<void> {
+    if (ids.length === 0) return
+    await this.writes.run(() => this.d.renew.run(leaseUntil, JSON.stringify(ids), owner), ENGINE)
   }
 
   async releaseLeases (owner: string, now: number): Promise<void> {
     await this.writes.run(() => {
       this.d.release.run(now, owner)
-      this.d.releaseStale.run()
+      this.d.releaseStale.run(owner)
     })
   }
 
-  async recordOutcomes (outcomes: DeliveryOutcome[], opts: { now: number; autoDisableMs: number }): Promise<void> {
-    if (outcomes.length === 0) return
-    await this.writes.run(() => {
-      const succeeded = new Map<string, number>()
-      const failing = new Map<string, number>()
-      const gone = new Set<string>()
+  async recordOutcomes (outcomes: DeliveryOutcome[], opts: { now: number; autoDisableMs: number }): Promise<{ stale: number }> {
+    if (outcomes.length === 0) return { stale: 0 }
+    return await this.writes.run(() => {
+      let stale = 0
+      // The attempts that applied, by webhook, in order: what webhook health is decided from.
+      const attempts = new Map<string, HealthOutcome[]>()
       for (const o of outcomes) {
+        let applied: number
         switch (o.kind) {
           case 'succeeded':
-            this.d.succeeded.run(o.at, o.statusCode, o.durationMs, opts.now, o.id)
-            succeeded.set(o.webhookId, o.at)
+            applied = this.d.succeeded.run(o.at, o.statusCode, o.durationMs, opts.now, o.id, o.lease).changes
             break
           case 'retry':
-            this.d.retry.run(o.nextAttemptAt, o.at, o.statusCode ?? null, o.error, o.durationMs, opts.now, o.id)
-            failing.set(o.webhookId, Math.min(o.at, failing.get(o.webhookId) ?? o.at))
+            applied = this.d.retry.run(o.nextAttemptAt, o.at, o.statusCode ?? null, o.error, o.durationMs, opts.now, o.id, o.lease).changes
             break
           case 'failed':
-            this.d.failed.run(o.at, o.statusCode ?? null, o.error, o.durationMs, opts.now, o.id)
-            failing.set(o.webhookId, Math.min(o.at, failing.get(o.webhookId) ?? o.at))
+            applied = this.d.failed.run(o.at, o.statusCode ?? null, o.error, o.durationMs, opts.now, o.id, o.lease).changes
             break
           case 'gone':
-            this.d.failed.run(o.at, o.statusCode, 'receiver answered 410 Gone: webhook disabled', o.durationMs, opts.now, o.id)
-            gone.add(o.webhookId)
+            applied = this.d.failed.run(o.at, o.statusCode, GONE_ERROR, o.durationMs, opts.now, o.id, o.lease).changes
             break
           case 'deferred':
-            this.d.deferred.run(o.nextAttemptAt, o.id)
+            applied = this.d.deferred.run(o.nextAttemptAt, o.id, o.lease).changes
             break
           case 'parked':
-            this.d.park.run(o.owner, o.leaseUntil, o.id)
+            applied = this.d.park.run(o.owner, o.leaseUntil, o.id, o.lease).changes
             break
         }
+        if (applied === 0) {
+          stale += 1
+          continue
+        }
+        const kind = healthKind(o.kind)
+        if (kind === null) continue
+        let list = attempts.get(o.webhookId)
+        if (!list) attempts.set(o.webhookId, list = [])
+        list.push({ kind, at: (o as { at: number }).at })
       }
-      const disable = new Set(gone)
-      for (const [hook, at] of succeeded) this.d.hookSuccess.run(at, hook)
-      for (const [hook, at] of failing) {
-        if (succeeded.has(hook)) continue
-        const row = this.d.hookFailure.get(at, hook) as Row | undefined
-        if (row && row.status === 'enabled' && opts.now - row.failing_since >= opts.autoDisableMs) disable.add(hook)
-      }
-      for (const hook of disable) {
-        if (this.d.disableHook.run(new Date(opts.now).toISOString(), hook).changes === 1) {
-          this.d.cancelForHook.run(gone.has(hook) ? 'webhook disabled: receiver answered 410 Gone' : 'webhook auto-disabled after failing for too long', opts.now, hook)
+      for (const [hook, list] of attempts) {
+        const row = this.d.hookHealth.get(hook) as Row | undefined
+        if (!row) continue
+        const before = { status: row.status, deleted: row.deleted_at !== null, failingSince: row.failing_since ?? null }
+        const decision = decideHealth(before, list, opts)
+        if (decision.lastSuccessAt !== null) this.d.hookSuccess.run(decision.lastSuccessAt, hook)
+        if (unchanged(before, decision)) continue
+        if (decision.failingSince !== before.failingSince) this.d.hookFailing.run(decision.failingSince, hook)
+        if (decision.disable !== null && this.d.disableHook.run(new Date(opts.now).toISOString(), hook).changes === 1) {
+          this.d.cancelForHook.run(decision.disable, opts.now, hook)
         }
       }
+      return { stale }
     }, ENGINE)
   }
 
@@ -313,7 +339,7 @@ export abstract class SqliteDeliveries implements DeliveryStore {
   insertTestDelivery (e: EventRecord, webhookId: string, id: string, now: number): Promise<DeliveryRecord> {
     return this.writes.run(() => {
       const { seq } = this.d.insertTestEvent.get(e.id, e.accountId, e.emailId, e.type, e.recipient, e.occurredAt, e.payload) as Row
-      this.d.insert.run(id, e.accountId, webhookId, seq, e.id, e.type, e.emailId, Date.parse(e.occurredAt), now, null, 0, now, now)
+      this.d.insert.run(id, e.accountId, webhookId, seq, e.id, e.type, e.emailId, Date.parse(e.occurredAt), now, null, 0, 0, now, now)
       this.workHint = true
       return toRecord(this.d.one.get(e.accountId, webhookId, id) as Row)
     })

@@ -10,6 +10,7 @@ import type {
   AccountRecord, ApiKeyRecord, LimitedInsert, SessionRecord, Store, WebhookPatch, WebhookRecord, WebhookStatus,
 } from '../types.js'
 import { migrations } from './migrations.js'
+import { CANCEL_REASONS, cancelOnEdit } from '../../domain/webhook-health.js'
 import { SqliteDeliveries } from './deliveries.js'
 import { SqliteEmails } from './emails.js'
 import type {
@@ -299,7 +300,8 @@ export class SqliteStore extends SqliteDeliveries implements Store {
       if (patch.previousSecretExpiresAt !== undefined) w.previousSecretExpiresAt = patch.previousSecretExpiresAt
       this.q.updateWebhook.run(w.url, JSON.stringify(w.events), w.status, w.secret, w.previousSecret,
         w.previousSecretExpiresAt, updatedAt, accountId, id)
-      if (w.status !== 'enabled' && row.status === 'enabled') this.cancelPendingFor(id, 'webhook disabled', Date.parse(updatedAt))
+      const cancel = cancelOnEdit(patch.status)
+      if (cancel !== null) this.cancelPendingFor(id, cancel, Date.parse(updatedAt))
       // Enabling starts the health record afresh: an old failing streak must not disable it again at once.
       if (patch.status === 'enabled') this.q.clearFailing.run(id)
       return w
@@ -309,7 +311,7 @@ export class SqliteStore extends SqliteDeliveries implements Store {
   deleteWebhook (accountId: string, id: string, deletedAt: string): Promise<boolean> {
     return this.writes.run(() => {
       if (this.q.deleteWebhook.run(deletedAt, deletedAt, accountId, id).changes !== 1) return false
-      this.cancelPendingFor(id, 'webhook deleted', Date.parse(deletedAt))
+      this.cancelPendingFor(id, CANCEL_REASONS.deleted, Date.parse(deletedAt))
       return true
     })
   }

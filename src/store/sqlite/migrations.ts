@@ -154,7 +154,7 @@ export const migrations: string[] = [
     VALUES (1, coalesce((SELECT min(seq) - 1 FROM events WHERE routed = 0), (SELECT max(seq) FROM events), 0));
   DROP INDEX events_unrouted;
   `,
-  /* rate limits shared by every process on this file: one row per key, holding its newest window only
+  /* 6: rate limits shared by every process on this file: one row per key, holding its newest window only
      (a hit for a later window overwrites it); rows whose window has ended are pruned by window_end. */ `
   CREATE TABLE rate_limits (
     key          TEXT PRIMARY KEY,
@@ -163,5 +163,10 @@ export const migrations: string[] = [
     count        INTEGER NOT NULL
   ) STRICT, WITHOUT ROWID;
   CREATE INDEX rate_limits_end ON rate_limits (window_end);
+  `,
+  /* 7: delivery lease tokens (fencing): every claim increments `lease` and hands it out with the work; an
+     outcome applies only while the row still holds the token it was claimed under. No index: outcomes
+     find their row by id and compare the token there. */ `
+  ALTER TABLE deliveries ADD COLUMN lease INTEGER NOT NULL DEFAULT 0;
   `,
 ]
