@@ -7,14 +7,17 @@ import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
 import { HeadersTooLarge, RequestTimeout, ValidationError, type AppError } from '../errors.js'
 import { envelope } from './errors.js'
+import { unroutedPath } from './logging.js'
 
-export function frameworkErrorHandler (error: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
+export function frameworkErrorHandler (error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   const err = error.code === 'FST_ERR_MAX_PARAM_LENGTH'
     ? ValidationError('A segment of the URL path is too long')
     : error.code === 'FST_ERR_BAD_URL'
       ? ValidationError('The URL path is not valid (a % must start a percent-encoded UTF-8 byte, like %20)')
       : ValidationError('The request could not be routed')
-  reply.code(err.statusCode).type('application/json').send(envelope(err))
+  // No hook runs for these: the request id is set, and the request logged, here.
+  reply.code(err.statusCode).header('x-request-id', request.id).type('application/json').send(envelope(err))
+  request.log.info({ method: request.method, path: unroutedPath(request.url), status: err.statusCode }, 'request')
 }
 
 function clientErrorOf (code: string | undefined): AppError {

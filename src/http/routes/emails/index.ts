@@ -10,6 +10,7 @@ import { GetEmailRoute, SendBatchRoute, SendRoute } from './schema.js'
 
 // `body.to[2]` → item 0, field `to`; `body[3].subject` → item 3, field `subject`; `body` → the whole body.
 const DETAIL_PATH = /^body(?:\[(\d+)\])?(?:\.([A-Za-z]+))?/
+const FIELD_ORDER = ['to', 'subject', 'html', 'text', 'from', 'cc', 'bcc', 'replyTo', 'headers', 'tags']
 
 /**
  * A send the schema refused is answered with the schema's problems and, for the fields the schema
@@ -43,6 +44,16 @@ function refuseInvalidSend (request: FastifyRequest, batch: boolean): void {
       for (const p of sendProblems(item, fields ?? new Set())) details.push({ path: `${prefix}.${p.path}`, message: p.message })
     })
   }
+  // In the order of the items, and of the fields as the README lists them.
+  const rank = (path: string): [number, number] => {
+    const m = DETAIL_PATH.exec(path)
+    return [m?.[1] === undefined ? -1 : Number(m[1]), m?.[2] === undefined ? -1 : FIELD_ORDER.indexOf(m[2])]
+  }
+  details.sort((a, b) => {
+    const [ai, af] = rank(a.path)
+    const [bi, bf] = rank(b.path)
+    return ai - bi || af - bf
+  })
   throw ValidationError('The request is not valid; nothing was sent', details)
 }
 
