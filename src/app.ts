@@ -85,6 +85,18 @@ export function createServices (config: Config, deps: AppDeps): Services {
   }
 }
 
+interface OpenApiDocument { paths?: Record<string, Record<string, { requestBody?: { required?: boolean; content?: Record<string, { schema?: { required?: string[]; minProperties?: number; type?: string } }> } }>> }
+
+function markOptionalBodies (doc: OpenApiDocument): OpenApiDocument {
+  for (const ops of Object.values(doc.paths ?? {})) {
+    for (const op of Object.values(ops)) {
+      const schema = op.requestBody?.content?.['application/json']?.schema
+      if (schema?.type === 'object' && (schema.required ?? []).length === 0 && !schema.minProperties) op.requestBody!.required = false
+    }
+  }
+  return doc
+}
+
 export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
   const services = createServices(config, deps)
   const registry = deps.registry ?? new Registry()
@@ -164,6 +176,8 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
       RateLimited(`Too many requests; retry in ${Math.ceil(context.ttl / 1000)} s`, undefined, { 'retry-after': String(Math.ceil(context.ttl / 1000)) }),
   })
   await app.register(swagger, {
+    // A body whose every field is optional may be left out (src/http/validation.ts): say so.
+    transformObject: (documentObject) => markOptionalBodies((documentObject as { openapiObject: OpenApiDocument }).openapiObject) as object,
     openapi: {
       info: { title: 'svc', version: '0.1.0', description: 'Email sending API with signed webhooks' },
       components: {

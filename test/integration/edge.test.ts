@@ -91,6 +91,10 @@ describe('sizes are bounded before per-item work', () => {
     }
     assert.ok(bodies >= 10, `${bodies} request bodies`)
     assert.deepEqual(unbounded, [])
+    // Optional bodies are documented as optional; the others as required.
+    assert.equal(doc.paths['/api/webhooks/{id}/test'].post.requestBody.required, false)
+    assert.equal(doc.paths['/api/webhooks/{id}/recover'].post.requestBody.required, false)
+    assert.equal(doc.paths['/api/send'].post.requestBody.required, true)
   })
 
   test('each route takes a body only as large as it needs', async (t) => {
