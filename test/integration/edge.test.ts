@@ -10,7 +10,7 @@ import pino from 'pino'
 import { parseTimestamp } from '../../src/domain/clock.js'
 import { normaliseSend } from '../../src/domain/emails.js'
 import { hasControlCharacter } from '../../src/domain/text.js'
-import { MAX_JSON_DEPTH, jsonDepth, parseJsonBody } from '../../src/http/json.js'
+import { MAX_JSON_DEPTH, MAX_OBJECT_MEMBERS, jsonShape, parseJsonBody } from '../../src/http/json.js'
 import { unroutedPath } from '../../src/http/logging.js'
 import { createSandboxTransport } from '../../src/mail/sandbox-transport.js'
 import { PASSWORD, errorOf, signedUp, startServer, uniqueEmail, type Response, type TestServer } from '../helpers/server.js'
@@ -160,13 +160,16 @@ describe('validation: every field at once, in words that say what is allowed', (
     ])
   })
 
-  test('a hostile body of a megabyte of unknown keys is answered with ten of them', async (t) => {
+  test('a hostile body of a megabyte of keys is refused before parsing; a few hundred unknown keys are answered with ten', async (t) => {
     const server = await startServer(t)
     const s = await sender(server)
-    const body = `{${Array.from({ length: 70_000 }, (_, i) => `"k${i}":1`).join(',')}}`
-    assert.ok(body.length > 700_000)
-    const res = await server.client().request('POST', '/api/send', { body, headers: { 'content-type': 'application/json', 'x-api-key': s.key } })
-    const details = detailsOf(res)
+    const post = (body: string) => server.client().request('POST', '/api/send', { body, headers: { 'content-type': 'application/json', 'x-api-key': s.key } })
+    const huge = `{${Array.from({ length: 70_000 }, (_, i) => `"k${i}":1`).join(',')}}`
+    assert.ok(huge.length > 700_000)
+    const refused = await post(huge)
+    assert.equal(refused.status, 400)
+    assert.match(errorOf(refused).message, /more than 1000 fields/)
+    const details = detailsOf(await post(`{${Array.from({ length: 900 }, (_, i) => `"k${i}":1`).join(',')}}`))
     assert.equal(details.filter((d) => d.message.startsWith('is not a known field')).length, 10)
     assert.ok(details.some((d) => d.path === 'body.to' && d.message.startsWith('is required')))
   })
@@ -227,14 +230,19 @@ describe('bodies only where a route takes one', () => {
     assert.equal(transport.sent().length, 1)
   })
 
-  test('the depth scan counts outside strings only, and stops at the bound', () => {
-    assert.equal(jsonDepth('{"a":[1,{"b":"[[[{{"}],"c":"\\"]]"}'), 3)
-    assert.equal(jsonDepth('"\\\\"[[]]'), 2)
-    assert.equal(jsonDepth('['.repeat(1_000_000), MAX_JSON_DEPTH), MAX_JSON_DEPTH + 1)
+  test('the shape scan counts outside strings only, and stops at the bound', () => {
+    assert.deepEqual(jsonShape('{"a":[1,{"b":"[[[{{:::"}],"c":"\\":]]"}'), { depth: 3, widest: 2 })
+    assert.deepEqual(jsonShape('"\\\\"[[]]'), { depth: 2, widest: 0 })
+    assert.equal(jsonShape('['.repeat(1_000_000), { depth: MAX_JSON_DEPTH }).depth, MAX_JSON_DEPTH + 1)
     assert.equal(parseJsonBody('  \n '), undefined)
-    assert.deepEqual(parseJsonBody(`${'['.repeat(MAX_JSON_DEPTH)}${']'.repeat(MAX_JSON_DEPTH)}`), JSON.parse(`${'['.repeat(MAX_JSON_DEPTH)}${']'.repeat(MAX_JSON_DEPTH)}`))
+    const ok = `${'['.repeat(MAX_JSON_DEPTH)}${']'.repeat(MAX_JSON_DEPTH)}`
+    assert.deepEqual(parseJsonBody(ok), JSON.parse(ok))
     assert.throws(() => parseJsonBody(`${'['.repeat(MAX_JSON_DEPTH + 1)}${']'.repeat(MAX_JSON_DEPTH + 1)}`), /nests deeper/)
-    assert.throws(() => parseJsonBody('{"__proto__":{"x":1}}'), /forbidden|not valid/)
+    const wide = (n: number) => `{${Array.from({ length: n }, (_, i) => `"k${i}":{"a":1,"b":2}`).join(',')}}`
+    assert.equal(Object.keys(parseJsonBody(wide(MAX_OBJECT_MEMBERS)) as object).length, MAX_OBJECT_MEMBERS)
+    assert.throws(() => parseJsonBody(wide(MAX_OBJECT_MEMBERS + 1)), /more than 1000 fields/)
+    assert.throws(() => parseJsonBody('{"__proto__":{"x":1}}'), /__proto__/)
+    assert.throws(() => parseJsonBody('{"a":'), /not valid JSON/)
   })
 })
 
