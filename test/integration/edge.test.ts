@@ -294,6 +294,10 @@ describe('errors before any route are envelopes', () => {
       assert.equal(errorOf(res).code, 'validation_error')
       assert.ok(res.headers['x-request-id'])
     }
+    // A path parameter over the router's 8,192 characters.
+    const long = await client.request('DELETE', `/api/keys/${'k'.repeat(9000)}`)
+    assert.equal(long.status, 400)
+    assert.equal(errorOf(long).message, 'A segment of the URL path is too long')
   })
 
   test('a raw non-ASCII byte in the path and oversized headers are envelopes, and the connection closes', async (t) => {
