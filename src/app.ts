@@ -51,6 +51,9 @@ export type App = FastifyInstance & { services: Services; registry: Registry }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
+const requestPrefix = randomBytes(6).toString('hex')
+let requestCount = 0
+
 // Routes without a body schema take no body: none, or an empty JSON object (what many clients send).
 const refuseBody: preValidationAsyncHookHandler = async (request) => {
   const body = request.body
@@ -58,8 +61,6 @@ const refuseBody: preValidationAsyncHookHandler = async (request) => {
   if (typeof body === 'object' && body !== null && !Array.isArray(body) && Object.keys(body).length === 0) return
   throw ValidationError('This route takes no request body', [{ path: 'body', message: 'must be absent (or {}): this route takes no body' }])
 }
-const requestPrefix = randomBytes(6).toString('hex')
-let requestCount = 0
 
 export function createServices (config: Config, deps: AppDeps): Services {
   if (config.secret === undefined) throw new Error('config.secret must be resolved before building the app')
