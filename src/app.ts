@@ -50,7 +50,6 @@ export interface AppDeps {
 export type App = FastifyInstance & { services: Services; registry: Registry }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
-
 const requestPrefix = randomBytes(6).toString('hex')
 let requestCount = 0
 
