@@ -5,10 +5,9 @@ import rateLimit from '@fastify/rate-limit'
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify'
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type preValidationAsyncHookHandler } from 'fastify'
 import { randomBytes } from 'node:crypto'
 import { Registry } from 'prom-client'
-import sjson from 'secure-json-parse'
 import type { Config } from '../config/index.js'
 import { createAccountService } from './domain/accounts.js'
 import { createApiKeyService } from './domain/api-keys.js'
@@ -18,8 +17,12 @@ import { createEmailService } from './domain/emails.js'
 import { createSuppressionService } from './domain/suppressions.js'
 import { createWebhookService } from './domain/webhooks.js'
 import { parseCidrList, systemResolver, type Resolver } from './domain/webhook-url.js'
-import { RateLimited } from './errors.js'
+import { RateLimited, ValidationError } from './errors.js'
 import { registerErrorHandling } from './http/errors.js'
+import { clientErrorHandler, frameworkErrorHandler } from './http/framework-errors.js'
+import { parseJsonBody } from './http/json.js'
+import { loggedPath } from './http/logging.js'
+import { BODY_LIMITS } from './http/schemas.js'
 import { registerHttpMetrics } from './http/metrics.js'
 import accountRoutes from './http/routes/auth/index.js'
 import type { RouteContext, Services } from './http/routes/context.js'
@@ -51,6 +54,14 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 const requestPrefix = randomBytes(6).toString('hex')
 let requestCount = 0
 
+// Routes without a body schema take no body: none, or an empty JSON object (what many clients send).
+const refuseBody: preValidationAsyncHookHandler = async (request) => {
+  const body = request.body
+  if (body === undefined) return
+  if (typeof body === 'object' && body !== null && !Array.isArray(body) && Object.keys(body).length === 0) return
+  throw ValidationError('This route takes no request body', [{ path: 'body', message: 'must be absent (or {}): this route takes no body' }])
+}
+
 export function createServices (config: Config, deps: AppDeps): Services {
   if (config.secret === undefined) throw new Error('config.secret must be resolved before building the app')
   const clock = deps.clock ?? systemClock
@@ -75,13 +86,29 @@ export function createServices (config: Config, deps: AppDeps): Services {
   }
 }
 
+interface OpenApiDocument { paths?: Record<string, Record<string, { requestBody?: { required?: boolean; content?: Record<string, { schema?: { required?: string[]; minProperties?: number; type?: string } }> } }>> }
+
+function markOptionalBodies (doc: OpenApiDocument): OpenApiDocument {
+  for (const ops of Object.values(doc.paths ?? {})) {
+    for (const op of Object.values(ops)) {
+      const schema = op.requestBody?.content?.['application/json']?.schema
+      if (schema?.type === 'object' && (schema.required ?? []).length === 0 && !schema.minProperties) op.requestBody!.required = false
+    }
+  }
+  return doc
+}
+
 export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
   const services = createServices(config, deps)
   const registry = deps.registry ?? new Registry()
 
   const app = Fastify({
     ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
-    bodyLimit: config.bodyLimit,
+    // Each route has its own body limit (the onRoute hook below); this one is for paths without a route.
+    bodyLimit: BODY_LIMITS.none,
+    // Errors before routing are envelopes too: a URL that does not decode, a request Node cannot parse.
+    frameworkErrors: frameworkErrorHandler,
+    clientErrorHandler,
     trustProxy: config.trustProxy,
     // One log line per request (onResponse below) instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
@@ -99,29 +126,40 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   app.setValidatorCompiler(validatorCompiler)
+  // Every route's body limit is as small as it needs (routes that take a body set theirs, or get the
+  // default); a route without a body schema takes no body.
+  app.addHook('onRoute', (route) => {
+    const hasBody = route.schema?.body !== undefined
+    route.bodyLimit ??= hasBody ? BODY_LIMITS.default : BODY_LIMITS.none
+    if (!hasBody) {
+      const own = route.preValidation
+      route.preValidation = own === undefined ? [refuseBody] : [refuseBody, ...(Array.isArray(own) ? own : [own])]
+    }
+  })
   app.decorateRequest('account', null)
   app.decorateRequest('sessionTokenHash', null)
   app.decorateRequest('apiKey', null)
 
   // JSON only. Fastify's text/plain parser goes, so any other body type is 415; an empty JSON body is
-  // "no body" (DELETE with a Content-Type header), and __proto__ keys are refused outright.
+  // "no body" (DELETE with a Content-Type header); nesting is bounded before parsing, and __proto__ keys
+  // are refused outright (src/http/json.ts).
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
-    if (body === '' || (typeof body === 'string' && body.trim() === '')) return done(null, undefined)
     try {
-      done(null, sjson.parse(body as string, undefined, { protoAction: 'error', constructorAction: 'error' }))
+      done(null, parseJsonBody(body as string))
     } catch (err) {
-      done(Object.assign(err as Error, { statusCode: 400 }), undefined)
+      done(err as Error, undefined)
     }
   })
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id)
   })
+  // Paths are logged without tokens or addresses: /t/c/:token, /api/suppressions/:email (src/http/logging.ts).
   app.addHook('onResponse', async (request, reply) => {
     request.log.info({
       method: request.method,
-      path: request.url.split('?', 1)[0],
+      path: loggedPath(request),
       route: request.routeOptions.url,
       status: reply.statusCode,
       ms: Math.round(reply.elapsedTime * 100) / 100,
@@ -143,6 +181,8 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
       RateLimited(`Too many requests; retry in ${Math.ceil(context.ttl / 1000)} s`, undefined, { 'retry-after': String(Math.ceil(context.ttl / 1000)) }),
   })
   await app.register(swagger, {
+    // A body whose every field is optional may be left out (src/http/validation.ts): say so.
+    transformObject: (documentObject) => markOptionalBodies((documentObject as { openapiObject: OpenApiDocument }).openapiObject) as object,
     openapi: {
       info: { title: 'svc', version: '0.1.0', description: 'Email sending API with signed webhooks' },
       components: {

@@ -49,6 +49,8 @@ export const InvalidCredentials = defineError('invalid_credentials', 401, 'Email
 export const PlanLimitReached = defineError('plan_limit_reached', 403, 'The plan limit is reached')
 export const ForbiddenOrigin = defineError('forbidden_origin', 403, 'Requests from this origin are not allowed')
 export const NotFound = defineError('not_found', 404, 'No such resource')
+export const MethodNotAllowed = defineError('method_not_allowed', 405, 'This route does not take this method')
+export const RequestTimeout = defineError('request_timeout', 408, 'The request did not arrive in time')
 export const EmailTaken = defineError('email_taken', 409, 'An account with this email already exists')
 export const IdempotencyConflict = defineError('idempotency_conflict', 409, 'This Idempotency-Key was used with a different request')
 export const PayloadTooLarge = defineError('payload_too_large', 413, 'The request body is too large')
@@ -56,6 +58,7 @@ export const UnsupportedMediaType = defineError('unsupported_media_type', 415, '
 export const WebhookUrlNotAllowed = defineError('webhook_url_not_allowed', 422, 'The webhook URL is not allowed')
 export const RecipientSuppressed = defineError('recipient_suppressed', 422, 'Every recipient is on the suppression list')
 export const RateLimited = defineError('rate_limited', 429, 'Too many requests')
+export const HeadersTooLarge = defineError('headers_too_large', 431, 'The request headers are too large')
 export const InternalError = defineError('internal_error', 500, 'Something went wrong on our side')
 export const Unavailable = defineError('unavailable', 503, 'The service is temporarily unavailable; the request had no effect')
 

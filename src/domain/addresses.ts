@@ -3,6 +3,7 @@
 // addresses only (international domains in their xn-- form), no control characters anywhere, and the
 // formatted result must read back as exactly the one address it was made from.
 import addressparser from 'nodemailer/lib/addressparser/index.js'
+import { hasControlCharacter } from './text.js'
 
 export interface Address {
   /** The display name, or null. */
@@ -19,8 +20,6 @@ const MAX_NAME = 200
 // would be a new way to smuggle characters into an envelope.
 const LOCAL = /^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*$/
 const LABEL = /^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/
-// C0 controls (CR and LF among them) and DEL: never in a header.
-const CONTROL = /[\u0000-\u001f\u007f]/
 // A display name made of these needs no quotes (RFC 5322 atext and spaces).
 const PLAIN_NAME = /^[A-Za-z0-9 !#$%&'*+\-/=?^_`{|}~]+$/
 
@@ -43,7 +42,8 @@ export function parseBareAddress (input: string): string | { error: string } {
 
 /** `addr` or `Name <addr>` (the name may be "quoted"), or an error message. */
 export function parseAddress (input: string): Address | { error: string } {
-  if (CONTROL.test(input)) return { error: 'must not contain control characters (CR, LF, …)' }
+  // Never in a header: C0 and C1 controls (CR, LF, tab, NEL, …), DEL, U+2028 and U+2029.
+  if (hasControlCharacter(input)) return { error: 'must not contain control characters (CR, LF, tab, U+0085, U+2028, …)' }
   const text = input.trim()
   let name: string | null = null
   let bare = text

@@ -8,3 +8,21 @@ export const systemClock: Clock = { now: () => Date.now() }
 export function iso (ms: number): string {
   return new Date(ms).toISOString()
 }
+
+/**
+ * An RFC 3339 date-time (its shape already checked) as epoch milliseconds, or null when it names no
+ * instant. A leap second (`23:59:60`, which RFC 3339 allows and a JavaScript date cannot hold) counts as
+ * the last millisecond of its minute.
+ */
+export function parseTimestamp (text: string): number | null {
+  let ms = Date.parse(text)
+  if (Number.isNaN(ms) && text.slice(17, 19) === '60') {
+    let end = 19
+    if (text[end] === '.') {
+      end++
+      while (end < text.length && text.charCodeAt(end) >= 0x30 && text.charCodeAt(end) <= 0x39) end++
+    }
+    ms = Date.parse(`${text.slice(0, 17)}59.999${text.slice(end)}`)
+  }
+  return Number.isNaN(ms) ? null : ms
+}

@@ -7,6 +7,7 @@ import type {
 } from '../store/emails.js'
 import type { ApiKeyRecord, Store } from '../store/types.js'
 import { formatAddress, parseAddress } from './addresses.js'
+import { hasControlCharacter } from './text.js'
 import { iso, type Clock } from './clock.js'
 import { eventPayload, type EventData, type EventRecord, type EventType } from './events.js'
 import { newId } from './ids.js'
@@ -16,6 +17,7 @@ export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000
 export const MAX_RECIPIENTS = 50
 export const MAX_REPLY_TO = 10
 export const MAX_BATCH = 100
+export const MAX_HEADERS = 50
 /**
  * The wait before each retry of a deferred recipient (before jitter): about 24 hours in all, then the
  * recipient is given up on and bounced.
@@ -74,8 +76,10 @@ const RESERVED_HEADERS = new Map<string, string>([
 ])
 // RFC 5322 field-name: printable US-ASCII except the colon.
 const FIELD_NAME = /^[\x21-\x39\x3b-\x7e]{1,100}$/
-// Header values: folding is the composer's job, so no CR/LF or other control character (tab aside).
-const HEADER_VALUE = /^[^\u0000-\u0008\u000a-\u001f\u007f]*$/
+// Header values (the subject among them): folding is the composer's job, so no CR/LF or other control
+// character (tab aside): see src/domain/text.ts.
+const CONTROL_IN_HEADER = 'must not contain CR, LF or other control characters (U+0085, U+2028, …)'
+const HTML_OR_TEXT = 'html or text is required (or both)'
 
 function listOf (value: string | string[] | undefined): Array<{ value: string; path: (field: string) => string }> {
   if (value === undefined) return []
@@ -98,7 +102,11 @@ export function normaliseSend (input: SendInput, defaultFrom: string): Normalise
   const seen = new Set<string>()
   for (const field of ['to', 'cc', 'bcc'] as const) {
     const entries = listOf(input[field])
-    if (entries.length > MAX_RECIPIENTS) errors.push({ path: field, message: `takes at most ${MAX_RECIPIENTS} addresses` })
+    // Sizes before per-item work: a 51st address means none of them is parsed.
+    if (entries.length > MAX_RECIPIENTS) {
+      errors.push({ path: field, message: `takes at most ${MAX_RECIPIENTS} addresses` })
+      continue
+    }
     for (const entry of entries) {
       const parsed = parseAddress(entry.value)
       if ('error' in parsed) {
@@ -116,25 +124,29 @@ export function normaliseSend (input: SendInput, defaultFrom: string): Normalise
   const replyTo: string[] = []
   const replyEntries = listOf(input.replyTo)
   if (replyEntries.length > MAX_REPLY_TO) errors.push({ path: 'replyTo', message: `takes at most ${MAX_REPLY_TO} addresses` })
-  for (const entry of replyEntries) {
+  for (const entry of replyEntries.length > MAX_REPLY_TO ? [] : replyEntries) {
     const parsed = parseAddress(entry.value)
     if ('error' in parsed) errors.push({ path: entry.path('replyTo'), message: parsed.error })
     else replyTo.push(formatAddress(parsed))
   }
 
-  if (!HEADER_VALUE.test(input.subject)) errors.push({ path: 'subject', message: 'must not contain CR, LF or other control characters' })
+  if (typeof input.subject === 'string' && hasControlCharacter(input.subject, { allowTab: true })) errors.push({ path: 'subject', message: CONTROL_IN_HEADER })
   if (input.html === undefined && input.text === undefined) {
-    errors.push({ path: 'html', message: 'html or text is required (or both)' })
+    errors.push({ path: 'html', message: HTML_OR_TEXT })
   }
 
   const headers: Record<string, string> = {}
   const names = new Set<string>()
-  for (const [name, value] of Object.entries(input.headers ?? {})) {
+  const headerEntries = Object.entries(input.headers ?? {})
+  if (headerEntries.length > MAX_HEADERS) errors.push({ path: 'headers', message: `takes at most ${MAX_HEADERS} headers` })
+  for (const [name, value] of headerEntries.length > MAX_HEADERS ? [] : headerEntries) {
     const lower = name.toLowerCase()
-    if (!FIELD_NAME.test(name)) errors.push({ path: `headers.${name}`, message: 'is not a header name (printable ASCII without colon or space)' })
-    else if (RESERVED_HEADERS.has(lower)) errors.push({ path: `headers.${name}`, message: RESERVED_HEADERS.get(lower)! })
-    else if (names.has(lower)) errors.push({ path: `headers.${name}`, message: 'is given twice (header names ignore case)' })
-    else if (typeof value !== 'string' || !HEADER_VALUE.test(value)) errors.push({ path: `headers.${name}`, message: 'must not contain CR, LF or other control characters' })
+    // A name is echoed in the answer's path; one that is not a header name anyway is cut short there.
+    const at = `headers.${name.length > 100 ? `${name.slice(0, 64)}…` : name}`
+    if (!FIELD_NAME.test(name)) errors.push({ path: at, message: 'is not a header name (printable ASCII without colon or space)' })
+    else if (RESERVED_HEADERS.has(lower)) errors.push({ path: at, message: RESERVED_HEADERS.get(lower)! })
+    else if (names.has(lower)) errors.push({ path: at, message: 'is given twice (header names ignore case)' })
+    else if (typeof value !== 'string' || hasControlCharacter(value, { allowTab: true })) errors.push({ path: at, message: CONTROL_IN_HEADER })
     else headers[name] = value
     names.add(lower)
   }
@@ -150,6 +162,28 @@ export function normaliseSend (input: SendInput, defaultFrom: string): Normalise
     headers,
     tags: (input.tags ?? []).map((t) => ({ name: t.name, value: t.value })),
   }
+}
+
+const SEND_FIELDS = ['from', 'to', 'cc', 'bcc', 'replyTo', 'subject', 'html', 'text', 'headers', 'tags'] as const
+
+/**
+ * The rules above for a send whose schema check refused the top-level fields in `invalid`: those are
+ * left out (the client hears their schema problem), the others are checked, so that one answer names
+ * every field that is wrong. Paths are relative to the send, as in normaliseSend.
+ */
+export function sendProblems (input: unknown, invalid: ReadonlySet<string>): ErrorDetail[] {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) return []
+  const partial: Record<string, unknown> = {}
+  for (const field of SEND_FIELDS) {
+    if (!invalid.has(field) && Object.hasOwn(input, field)) partial[field] = (input as Record<string, unknown>)[field]
+  }
+  const result = normaliseSend(partial as unknown as SendInput, '')
+  if (!('errors' in result)) return []
+  const bodyRefused = invalid.has('html') || invalid.has('text')
+  return result.errors.filter((e) => {
+    const field = /^[A-Za-z]+/.exec(e.path)?.[0] ?? ''
+    return !invalid.has(field) && !(bodyRefused && e.message === HTML_OR_TEXT)
+  })
 }
 
 /** Key order does not make two bodies different; everything else does. */

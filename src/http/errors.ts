@@ -1,6 +1,6 @@
 import type { FastifyError, FastifyInstance } from 'fastify'
 import {
-  AppError, InternalError, NotFound, PayloadTooLarge, RateLimited, Unavailable, UnsupportedMediaType, ValidationError, isAppError,
+  AppError, InternalError, MethodNotAllowed, NotFound, PayloadTooLarge, RateLimited, Unavailable, UnsupportedMediaType, ValidationError, isAppError,
 } from '../errors.js'
 import { RETRY_AFTER_SECONDS, storeFault } from '../store/faults.js'
 import { validationDetails } from './validation.js'
@@ -41,6 +41,8 @@ export function toAppError (err: unknown): AppError {
   return InternalError()
 }
 
+const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const
+
 export function registerErrorHandling (app: FastifyInstance): void {
   app.setErrorHandler((err, request, reply) => {
     const appErr = toAppError(err)
@@ -52,7 +54,15 @@ export function registerErrorHandling (app: FastifyInstance): void {
     reply.code(appErr.statusCode).type('application/json').send(envelope(appErr))
   })
 
-  app.setNotFoundHandler((_request, reply) => {
+  // A path that exists with other methods is a 405 naming them (Allow), not a 404.
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?', 1)[0]!
+    const allowed = METHODS.filter((m) => m !== request.method && app.findRoute({ method: m, url: path }) !== null)
+    if (allowed.length > 0) {
+      const list = allowed.join(', ')
+      reply.code(405).header('allow', list).send(envelope(MethodNotAllowed(`${request.method} is not allowed on this route; it takes ${list}`)))
+      return
+    }
     reply.code(404).send(envelope(NotFound('No such route')))
   })
 }

@@ -20,6 +20,14 @@ export function errors (...statuses: number[]): Record<number, typeof ErrorEnvel
   return Object.fromEntries(statuses.map((s) => [s, ErrorEnvelope]))
 }
 
-export const Timestamp = Type.String({ format: 'date-time', description: 'ISO 8601 UTC, with milliseconds' })
+/**
+ * Request body limits in bytes, per kind of route: small bodies (credentials, a key name, an address, a
+ * time window), the default for routes with a body (a webhook: a URL of up to 2,048 characters, JSON-
+ * escaped at worst), none at all for routes without a body. The send route takes BODY_LIMIT_BYTES, and a
+ * batch `batchFactor` times that.
+ */
+export const BODY_LIMITS = { none: 1024, small: 4 * 1024, default: 16 * 1024, batchFactor: 4 } as const
+
+export const Timestamp = Type.String({ format: 'date-time', maxLength: 64, description: 'ISO 8601 UTC, with milliseconds' })
 export const EventTypeSchema = Type.Union(EVENT_TYPES.map((t) => Type.Literal(t)))
 export const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) })

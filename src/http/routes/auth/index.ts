@@ -5,6 +5,7 @@ import { limitsOf } from '../../../domain/plans.js'
 import { RateLimited } from '../../../errors.js'
 import type { AccountRecord } from '../../../store/types.js'
 import { clearSessionCookie, originGuard, requireAccount, sessionAuth, setSessionCookie } from '../../auth.js'
+import { BODY_LIMITS } from '../../schemas.js'
 import type { RouteContext } from '../context.js'
 import { AccountRoute, LoginRoute, LogoutRoute, SignupRoute, type Credentials } from './schema.js'
 
@@ -36,13 +37,13 @@ const accountRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { ser
     }
   }
 
-  app.post('/api/auth/signup', { schema: SignupRoute, config: perIp, onRequest: sameOrigin, preHandler: perEmail('signup') }, async (request, reply) => {
+  app.post('/api/auth/signup', { schema: SignupRoute, bodyLimit: BODY_LIMITS.small, config: perIp, onRequest: sameOrigin, preHandler: perEmail('signup') }, async (request, reply) => {
     const grant = await services.accounts.signup(request.body.email, request.body.password)
     setSessionCookie(reply, grant.token, grant.expiresAt, cookieOpts)
     return reply.code(201).send({ success: true, data: publicAccount(grant.account), message: 'Account created' })
   })
 
-  app.post('/api/auth/login', { schema: LoginRoute, config: perIp, onRequest: sameOrigin, preHandler: perEmail('login') }, async (request, reply) => {
+  app.post('/api/auth/login', { schema: LoginRoute, bodyLimit: BODY_LIMITS.small, config: perIp, onRequest: sameOrigin, preHandler: perEmail('login') }, async (request, reply) => {
     const grant = await services.accounts.login(request.body.email, request.body.password)
     setSessionCookie(reply, grant.token, grant.expiresAt, cookieOpts)
     return { success: true as const, data: publicAccount(grant.account), message: 'Logged in' }

@@ -49,15 +49,16 @@ export const RetryDeliveryRoute = {
 }
 
 export const TestDeliveryRoute = {
-  tags, security, summary: 'Send a signed test event to this webhook',
+  tags, security, summary: 'Send a signed test event to this webhook (default email.sent); the body is optional',
   params: WebhookParams,
   body: Type.Optional(Type.Object({ event: Type.Optional(EventTypeSchema) }, { additionalProperties: false })),
   response: { 202: Success(DeliverySchema), ...errors(400, 401, 403, 404) },
 }
 
 export const RecoverRoute = {
-  tags, security, summary: 'Queue again every failed delivery of a time window',
+  tags, security,
+  summary: 'Queue again every failed delivery of a time window (default: every one still in the log, until now); the body is optional',
   params: WebhookParams,
-  body: Type.Object({ since: Timestamp, until: Type.Optional(Timestamp) }, { additionalProperties: false }),
+  body: Type.Object({ since: Type.Optional(Timestamp), until: Type.Optional(Timestamp) }, { additionalProperties: false }),
   response: { 202: Success(Type.Object({ queued: Type.Integer() })), ...errors(400, 401, 403, 404) },
 }

@@ -1,10 +1,61 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { requestHash, type SendAnswer } from '../../../domain/emails.js'
-import { RateLimited } from '../../../errors.js'
+import { requestHash, sendProblems, type SendAnswer } from '../../../domain/emails.js'
+import { RateLimited, ValidationError, type ErrorDetail } from '../../../errors.js'
 import { apiKeyAuth, requireApiKey } from '../../auth.js'
+import { toAppError } from '../../errors.js'
+import { BODY_LIMITS } from '../../schemas.js'
 import type { RouteContext } from '../context.js'
 import { GetEmailRoute, SendBatchRoute, SendRoute } from './schema.js'
+
+// `body.to[2]` → item 0, field `to`; `body[3].subject` → item 3, field `subject`; `body` → the whole body.
+const DETAIL_PATH = /^body(?:\[(\d+)\])?(?:\.([A-Za-z]+))?/
+const FIELD_ORDER = ['to', 'subject', 'html', 'text', 'from', 'cc', 'bcc', 'replyTo', 'headers', 'tags']
+
+/**
+ * A send the schema refused is answered with the schema's problems and, for the fields the schema
+ * accepted, the send rules' problems (src/domain/emails.ts): one answer names every field that is wrong.
+ */
+function refuseInvalidSend (request: FastifyRequest, batch: boolean): void {
+  const error = request.validationError
+  if (error === undefined) return
+  const schemaDetails = toAppError(error).details ?? []
+  const details: ErrorDetail[] = [...schemaDetails]
+  const body = request.body
+  const items = batch ? (Array.isArray(body) ? body as unknown[] : []) : [body]
+  // Which top-level fields of which item the schema refused; null: the item (or the body) as a whole.
+  const invalid = new Map<number, Set<string> | null>()
+  let whole = false
+  if ((error as { validationContext?: string }).validationContext === 'body') {
+    for (const d of schemaDetails) {
+      const m = DETAIL_PATH.exec(d.path)
+      if (m === null) continue
+      if (batch && m[1] === undefined) whole = true
+      const i = m[1] === undefined ? 0 : Number(m[1])
+      if (m[2] === undefined) invalid.set(i, null)
+      else if (invalid.get(i) !== null) invalid.set(i, (invalid.get(i) ?? new Set()).add(m[2]))
+    }
+  }
+  if (!whole) {
+    items.forEach((item, i) => {
+      const fields = invalid.get(i)
+      if (fields === null) return
+      const prefix = batch ? `body[${i}]` : 'body'
+      for (const p of sendProblems(item, fields ?? new Set())) details.push({ path: `${prefix}.${p.path}`, message: p.message })
+    })
+  }
+  // In the order of the items, and of the fields as the README lists them.
+  const rank = (path: string): [number, number] => {
+    const m = DETAIL_PATH.exec(path)
+    return [m?.[1] === undefined ? -1 : Number(m[1]), m?.[2] === undefined ? -1 : FIELD_ORDER.indexOf(m[2])]
+  }
+  details.sort((a, b) => {
+    const [ai, af] = rank(a.path)
+    const [bi, bf] = rank(b.path)
+    return ai - bi || af - bf
+  })
+  throw ValidationError('The request is not valid; nothing was sent', details)
+}
 
 const emailRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
   // The key is checked first (a revoked key is refused at once), then counted: the limit is per API key,
@@ -38,14 +89,16 @@ const emailRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { servi
     return reply.code(a.status).type('application/json; charset=utf-8').send(a.body)
   }
 
-  app.post('/api/send', { schema: SendRoute }, async (request, reply) => {
+  app.post('/api/send', { schema: SendRoute, bodyLimit: config.bodyLimit, attachValidation: true }, async (request, reply) => {
+    refuseInvalidSend(request, false)
     const a = await services.emails.send(requireApiKey(request), [request.body], {
       batch: false, requestHash: requestHash('POST /api/send', request.body), ...idempotencyKey(request),
     })
     return answer(reply, a)
   })
 
-  app.post('/api/send/batch', { schema: SendBatchRoute }, async (request, reply) => {
+  app.post('/api/send/batch', { schema: SendBatchRoute, bodyLimit: config.bodyLimit * BODY_LIMITS.batchFactor, attachValidation: true }, async (request, reply) => {
+    refuseInvalidSend(request, true)
     const a = await services.emails.send(requireApiKey(request), request.body, {
       batch: true, requestHash: requestHash('POST /api/send/batch', request.body), ...idempotencyKey(request),
     })

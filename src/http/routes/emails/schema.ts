@@ -1,26 +1,34 @@
 import { Type, type Static } from '@sinclair/typebox'
-import { MAX_BATCH, MAX_RECIPIENTS, MAX_REPLY_TO } from '../../../domain/emails.js'
+import { MAX_BATCH, MAX_HEADERS, MAX_RECIPIENTS, MAX_REPLY_TO } from '../../../domain/emails.js'
 import { EventTypeSchema, IdParams, Success, Timestamp, errors } from '../../schemas.js'
 
 // The schema checks shapes and sizes; what an address or a header may hold (no CR/LF, a real address,
 // no reserved header) is checked by src/domain/emails.ts, which names the exact field in its answer.
+// Every string and array has its bound here, so that no rule ever looks at more than these allow: a 51st
+// address is refused before any of the 50 others is parsed.
 const Address = Type.String({ minLength: 1, maxLength: 500, description: 'someone@example.com or Some One <someone@example.com>' })
-const Addresses = (max: number) => Type.Union([Address, Type.Array(Address)], { description: `one address or an array of at most ${max}` })
+const Addresses = (max: number, min = 0) => Type.Union([Address, Type.Array(Address, { minItems: min, maxItems: max })], {
+  description: `one address or an array of ${min > 0 ? `${min} to ${max}` : `at most ${max}`} addresses`,
+})
+/** html and text: each at most this many characters (the body limit comes first anyway). */
+export const MAX_CONTENT_LENGTH = 1024 * 1024
 const Tag = Type.String({ minLength: 1, maxLength: 256, pattern: '^[A-Za-z0-9_-]+$', description: 'letters, digits, _ and -' })
 
 export const SendSchema = Type.Object({
   from: Type.Optional(Type.String({ minLength: 1, maxLength: 500, description: 'the sender; default: MAIL_FROM' })),
-  to: Addresses(MAX_RECIPIENTS),
+  to: Addresses(MAX_RECIPIENTS, 1),
   cc: Type.Optional(Addresses(MAX_RECIPIENTS)),
   bcc: Type.Optional(Addresses(MAX_RECIPIENTS)),
   replyTo: Type.Optional(Addresses(MAX_REPLY_TO)),
   subject: Type.String({ minLength: 1, maxLength: 998, description: 'no CR or LF' }),
-  html: Type.Optional(Type.String({ minLength: 1 })),
-  text: Type.Optional(Type.String({ minLength: 1 })),
+  html: Type.Optional(Type.String({ minLength: 1, maxLength: MAX_CONTENT_LENGTH })),
+  text: Type.Optional(Type.String({ minLength: 1, maxLength: MAX_CONTENT_LENGTH })),
   headers: Type.Optional(Type.Record(Type.String(), Type.String({ maxLength: 998 }), {
-    maxProperties: 50, description: 'custom headers; From, To, Message-ID, List-Unsubscribe and the like are set by svc',
+    maxProperties: MAX_HEADERS, description: 'custom headers; From, To, Message-ID, List-Unsubscribe and the like are set by svc',
   })),
-  tags: Type.Optional(Type.Array(Type.Object({ name: Tag, value: Tag }, { additionalProperties: false }), { maxItems: 50 })),
+  tags: Type.Optional(Type.Array(Type.Object({ name: Tag, value: Tag }, { additionalProperties: false }), {
+    maxItems: 50, description: 'an array of at most 50 tags ({ name, value })',
+  })),
 }, { additionalProperties: false, description: 'html or text is required (or both)' })
 export type Send = Static<typeof SendSchema>
 
@@ -49,7 +57,7 @@ export const SendRoute = {
 export const SendBatchRoute = {
   tags, security, summary: `Send up to ${MAX_BATCH} emails at once, validated as a whole`,
   headers: IdempotencyHeaders,
-  body: Type.Array(SendSchema, { minItems: 1, maxItems: MAX_BATCH }),
+  body: Type.Array(SendSchema, { minItems: 1, maxItems: MAX_BATCH, description: `an array of 1 to ${MAX_BATCH} sends` }),
   response: { 202: Success(Type.Array(Accepted)), ...errors(400, 401, 409, 413, 415, 422, 429) },
 }
 

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { preValidationAsyncHookHandler } from 'fastify'
 import type { ApiKeyRecord } from '../../../store/types.js'
 import { originGuard, requireAccount, sessionAuth } from '../../auth.js'
+import { BODY_LIMITS } from '../../schemas.js'
 import type { RouteContext } from '../context.js'
 import { CreateKeyRoute, ListKeysRoute, RevokeKeyRoute } from './schema.js'
 
@@ -28,7 +29,7 @@ const keyRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { service
     if (body && typeof body === 'object' && typeof body.name === 'string') body.name = body.name.trim()
   }
 
-  app.post('/api/keys', { schema: CreateKeyRoute, preValidation: trimName }, async (request, reply) => {
+  app.post('/api/keys', { schema: CreateKeyRoute, bodyLimit: BODY_LIMITS.small, preValidation: trimName }, async (request, reply) => {
     const { record, key } = await services.apiKeys.create(requireAccount(request), request.body.name)
     return reply.code(201).send({
       success: true,

@@ -1,10 +1,11 @@
 import { Type, type Static } from '@sinclair/typebox'
+import { NO_CONTROL_CHARACTERS_PATTERN } from '../../../domain/text.js'
 import { IdParams, Success, Timestamp, errors } from '../../schemas.js'
 
 export const CreateKeySchema = Type.Object({
   // Trimmed before validation (see the route), then 1 to 50 characters with no control characters
-  // (C0, DEL, C1: a name is printed in terminals by the CLI and in logs).
-  name: Type.String({ minLength: 1, maxLength: 50, pattern: '^[^\\u0000-\\u001F\\u007F-\\u009F]+$' }),
+  // (src/domain/text.ts: a name is printed in terminals by the CLI and in logs).
+  name: Type.String({ minLength: 1, maxLength: 50, pattern: NO_CONTROL_CHARACTERS_PATTERN }),
 }, { additionalProperties: false })
 export type CreateKey = Static<typeof CreateKeySchema>
 

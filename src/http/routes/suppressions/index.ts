@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { SuppressionRecord } from '../../../store/emails.js'
 import { originGuard, requireAccount, sessionAuth } from '../../auth.js'
+import { BODY_LIMITS } from '../../schemas.js'
 import type { RouteContext } from '../context.js'
 import { AddSuppressionRoute, DeleteSuppressionRoute, ListSuppressionsRoute } from './schema.js'
 
@@ -24,7 +25,7 @@ const suppressionRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, {
     }
   })
 
-  app.post('/api/suppressions', { schema: AddSuppressionRoute }, async (request, reply) => {
+  app.post('/api/suppressions', { schema: AddSuppressionRoute, bodyLimit: BODY_LIMITS.small }, async (request, reply) => {
     const { created, record } = await services.suppressions.add(requireAccount(request).id, request.body.email, request.body.reason ?? 'manual')
     return reply.code(created ? 201 : 200).send({
       success: true,

@@ -1,0 +1,93 @@
+// Request bodies are JSON. Before a body is parsed, one linear pass checks how deeply it nests and how
+// many members its widest object has: no route takes more than a few levels or a few dozen fields, and a
+// 200,000-level body (or a 60,000-key object) must cost a scan, not a parse (and then a validator, a
+// canonical hash, …, each walking it again).
+import sjson from 'secure-json-parse'
+import { ValidationError } from '../errors.js'
+
+/** Deeper than any body svc takes (a batch item's tag is 4 levels). */
+export const MAX_JSON_DEPTH = 32
+/**
+ * Members in one object, at most: far above what any route takes (50 custom headers), far below the
+ * tens of thousands of keys that make a parse (and any walk over the object) slow.
+ */
+export const MAX_OBJECT_MEMBERS = 1000
+
+const QUOTE = 0x22
+const BACKSLASH = 0x5c
+const COLON = 0x3a
+const OPEN_OBJECT = 0x7b
+const CLOSE_OBJECT = 0x7d
+const OPEN_ARRAY = 0x5b
+const CLOSE_ARRAY = 0x5d
+
+export interface JsonShape {
+  /** The deepest nesting of objects and arrays. */
+  depth: number
+  /** The most members any one object has. */
+  widest: number
+}
+
+/**
+ * How deeply `text` nests and how wide its widest object is, counted outside strings, in one pass; it
+ * stops as soon as either is past its limit. (Each colon outside a string ends an object member's name.)
+ */
+export function jsonShape (text: string, limits: { depth?: number; members?: number } = {}): JsonShape {
+  const maxDepth = limits.depth ?? Number.POSITIVE_INFINITY
+  const maxMembers = limits.members ?? Number.POSITIVE_INFINITY
+  const members: number[] = [0]
+  let depth = 0
+  let deepest = 0
+  let widest = 0
+  let inString = false
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (inString) {
+      if (c === BACKSLASH) i++
+      else if (c === QUOTE) inString = false
+    } else if (c === QUOTE) {
+      inString = true
+    } else if (c === COLON) {
+      const n = (members[depth] ?? 0) + 1
+      members[depth] = n
+      if (n > widest) {
+        widest = n
+        if (widest > maxMembers) break
+      }
+    } else if (c === OPEN_OBJECT || c === OPEN_ARRAY) {
+      members[++depth] = 0
+      if (depth > deepest) {
+        deepest = depth
+        if (deepest > maxDepth) break
+      }
+    } else if (c === CLOSE_OBJECT || c === CLOSE_ARRAY) {
+      if (depth > 0) depth--
+    }
+  }
+  return { depth: deepest, widest }
+}
+
+/**
+ * A request body: whitespace alone is no body (undefined); nesting deeper than MAX_JSON_DEPTH and objects
+ * wider than MAX_OBJECT_MEMBERS are refused unparsed; `__proto__` and `constructor.prototype` keys are
+ * refused outright.
+ */
+export function parseJsonBody (text: string): unknown {
+  if (text.trim() === '') return undefined
+  const shape = jsonShape(text, { depth: MAX_JSON_DEPTH, members: MAX_OBJECT_MEMBERS })
+  if (shape.depth > MAX_JSON_DEPTH) {
+    throw ValidationError(`The request body nests deeper than ${MAX_JSON_DEPTH} levels; no route takes that`)
+  }
+  if (shape.widest > MAX_OBJECT_MEMBERS) {
+    throw ValidationError(`The request body has an object with more than ${MAX_OBJECT_MEMBERS} fields; no route takes that`)
+  }
+  try {
+    return sjson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' })
+  } catch (err) {
+    // secure-json-parse's own refusal names the prototype; JSON.parse's message quotes the body: not echoed.
+    if (err instanceof SyntaxError && /prototype property/.test(err.message)) {
+      throw ValidationError('The request body has a __proto__ or constructor.prototype key, which is refused')
+    }
+    throw ValidationError('The request body is not valid JSON')
+  }
+}
