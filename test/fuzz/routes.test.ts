@@ -54,8 +54,12 @@ const keyAuths = new Set(['keyA', 'keyB', 'sessionA+keyA'])
 const STRANGER_STATUSES = new Set([401, 403, 404, 405, 413, 414, 429, 431])
 
 /** The checks that depend on the plan: who may get what. */
-function planChecks (route: RouteInfo, plan: Plan, res: FuzzResponse): string[] {
+function planChecks (route: RouteInfo, plan: Plan, req: FuzzRequest, res: FuzzResponse): string[] {
   const problems: string[] = []
+  // A '.' or '..' segment sent as is may resolve to another URL (app.inject() resolves it as a URL
+  // parser would; an unknown URL parses its body before its 404): the checks below are for this route.
+  const asSent = req.path.split('?', 1)[0]!
+  if (new URL(asSent, 'http://x').pathname !== asSent) return problems
   const security = (route.ops[plan.method] ?? route.ops.GET)?.security ?? 'public'
   const credentialed = security === 'session' ? sessionAuths.has(plan.auth) : security === 'apiKey' ? keyAuths.has(plan.auth) : true
   if (!credentialed && !STRANGER_STATUSES.has(res.status)) {
@@ -89,7 +93,7 @@ describe('fuzz: every route, hostile input', async () => {
       await t.test(`${route.methods.join(',')} ${route.url}`, async () => {
         await property(`route ${route.url}`, planFor(route, { hookUrl: world.hookUrl }), runs, async (plan) => {
           const req = world.resolve(route, plan)
-          await world.exercise(req, (res) => planChecks(route, plan, res))
+          await world.exercise(req, (res) => planChecks(route, plan, req, res))
         })
       })
     }
@@ -139,7 +143,7 @@ describe('fuzz: the raw-HTTP edge, on a real socket', () => {
   // known: issue 11 item 7 — `GET /api/keys/%` answers Fastify's own FST_ERR_BAD_URL body.
   test('malformed percent-encoding in a path is an envelope 400/404, never a framework body', async () => {
     const bad = fc.constantFrom('%', '%zz', '%E0%A4%A', '%%', 'a%', '%u0041', '%C0%AF', '%ED%A0%80', '%FF', '%e9', 'x%2', '%F0%9F%92', '%80')
-    await property('bad percent-encoding', fc.tuple(routeArb(), bad, fc.nat()), 4, async ([route, b, n]) => {
+    await property('bad percent-encoding', fc.tuple(routeArb(), bad, fc.nat()), 10, async ([route, b, n]) => {
       const method = route.methods.filter((m) => m !== 'HEAD')[n % route.methods.filter((m) => m !== 'HEAD').length] ?? 'GET'
       let path = routeWithOwnIds(route)
       if (route.params.length) {
@@ -157,7 +161,7 @@ describe('fuzz: the raw-HTTP edge, on a real socket', () => {
   // known: issue 11 item 7 — a raw non-ASCII byte in a path answers Node's {"error":"Bad Request",…}.
   test('raw bytes outside printable ASCII in a path are an envelope 400/404', async () => {
     const byte = fc.oneof(fc.integer({ min: 0x80, max: 0xff }), fc.constantFrom(0x00, 0x01, 0x07, 0x08, 0x0b, 0x0c, 0x1b, 0x1f, 0x7f))
-    await property('raw bytes in path', fc.tuple(routeArb(), byte, fc.nat()), 3, async ([route, b, n]) => {
+    await property('raw bytes in path', fc.tuple(routeArb(), byte, fc.nat()), 8, async ([route, b, n]) => {
       const method = route.methods.filter((m) => m !== 'HEAD')[0] ?? 'GET'
       const path = Buffer.from(routeWithOwnIds(route), 'latin1')
       const at = 1 + (n % (path.length - 1))
@@ -167,32 +171,37 @@ describe('fuzz: the raw-HTTP edge, on a real socket', () => {
     })
   })
 
-  // known: issue 11 item 7 ("every error is the envelope, framework and client errors included").
+  // known: issue 11 item 7 ("every error is the envelope, framework and client errors included"). Node's
+  // HTTP parser refuses these before Fastify routes them; Fastify's default client-error handler
+  // answers {"error":"Bad Request","message":"Client Error","statusCode":400} (431 for the head size),
+  // with no x-request-id. Exhaustive: every case runs, and the failure lists all that fail.
   test('framing errors (huge headers, bad Content-Length, chunked garbage, bad request lines) are envelopes', async () => {
-    const send = world.routes.find((r) => r.url === '/api/send')!
-    const cases = fc.oneof(
-      fc.constantFrom(17_000, 40_000, 80_000).map((n) => ({ label: `a ${n}-byte header`, bytes: `GET /api/account HTTP/1.1\r\nhost: x\r\nconnection: close\r\nx-big: ${'a'.repeat(n)}\r\n\r\n` })),
-      fc.constantFrom(300, 3000).map((n) => ({ label: `${n} headers`, bytes: `GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n${Array.from({ length: n }, (_, i) => `x-h${i}: ${'v'.repeat(60)}\r\n`).join('')}\r\n` })),
-      fc.constantFrom('abc', '-1', '1, 2', '0x10', '1e3', ' ', '99999999999999999999999').map((cl) => ({
-        label: `Content-Length: ${cl}`, bytes: `POST /api/send HTTP/1.1\r\nhost: x\r\nconnection: close\r\nx-api-key: ${world.accounts.A.key}\r\ncontent-type: application/json\r\ncontent-length: ${cl}\r\n\r\n{}`,
-      })),
-      fc.constant({ label: 'two different Content-Length headers', bytes: 'POST /api/auth/login HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: 2\r\ncontent-length: 5\r\n\r\n{}' }),
-      fc.constant({ label: 'Content-Length and Transfer-Encoding', bytes: 'POST /api/auth/login HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: 2\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n' }),
-      fc.constant({ label: 'Content-Length shorter than the body', bytes: 'POST /api/auth/login HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}GARBAGE / HTTP/1.1\r\n\r\n' }),
-      fc.constantFrom('zz', 'ffffffffffffffffff', '-1', '2;' + 'x'.repeat(10_000), '2\r\n{}\r\nzz', '5\r\n{}\r\n0', '0x2').map((c) => ({
-        label: `chunked body ${JSON.stringify(c.slice(0, 20))}`, bytes: `POST /api/send HTTP/1.1\r\nhost: x\r\nconnection: close\r\nx-api-key: ${world.accounts.A.key}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n${c}\r\n\r\n`,
-      })),
-      fc.constantFrom('gzip, chunked', 'chunked, identity', 'identity', 'chunked, chunked').map((te) => ({
-        label: `Transfer-Encoding: ${te}`, bytes: `POST /api/send HTTP/1.1\r\nhost: x\r\nconnection: close\r\nx-api-key: ${world.accounts.A.key}\r\ncontent-type: application/json\r\ntransfer-encoding: ${te}\r\n\r\n2\r\n{}\r\n0\r\n\r\n`,
-      })),
-      fc.constantFrom('GET', 'GET  / HTTP/1.1', 'GET / HTTP/9.9', 'FOO /api/keys HTTP/1.1', 'get /api/keys HTTP/1.1', 'GET /api/keys HTTP/1.1 extra',
-        'GET http://evil.example/api/account HTTP/1.1', 'GET * HTTP/1.1', `${'G'.repeat(5000)} / HTTP/1.1`, 'GET /api/keys\tHTTP/1.1', '\u0000GET / HTTP/1.1')
-        .map((line) => ({ label: `request line ${JSON.stringify(line.slice(0, 40))}`, bytes: `${line}\r\nhost: x\r\nconnection: close\r\n\r\n` })),
-      fc.constantFrom('x-h: a\u0000b', 'x-h: a\rb', 'bad header', ' x-h: folded', 'x h: v', ':: v', 'host: a\r\nhost: b')
-        .map((h) => ({ label: `header ${JSON.stringify(h)}`, bytes: `GET /api/account HTTP/1.1\r\nhost: x\r\nconnection: close\r\n${h}\r\n\r\n` })),
-    )
-    assert.ok(send, 'the /api/send route exists')
-    await property('framing errors', cases, 12, async ({ label, bytes }) => rawCase(label, Buffer.from(bytes, 'latin1')))
+    const key = world.accounts.A.key
+    const post = (extra: string, body: string) => `POST /api/send HTTP/1.1\r\nhost: x\r\nconnection: close\r\nx-api-key: ${key}\r\ncontent-type: application/json\r\n${extra}\r\n${body}`
+    const cases: Array<[string, string]> = [
+      ...[17_000, 40_000, 80_000].map((n): [string, string] => [`a ${n}-byte header`, `GET /api/account HTTP/1.1\r\nhost: x\r\nconnection: close\r\nx-big: ${'a'.repeat(n)}\r\n\r\n`]),
+      ...[300, 3000].map((n): [string, string] => [`${n} headers`, `GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n${Array.from({ length: n }, (_, i) => `x-h${i}: ${'v'.repeat(60)}\r\n`).join('')}\r\n`]),
+      ...['abc', '-1', '1, 2', '0x10', '1e3', ' ', '99999999999999999999999', '2000000'].map((cl): [string, string] => [`Content-Length: ${cl}`, post(`content-length: ${cl}\r\n`, '{}')]),
+      ['two different Content-Length headers', 'POST /api/auth/login HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: 2\r\ncontent-length: 5\r\n\r\n{}'],
+      ['Content-Length and Transfer-Encoding', 'POST /api/auth/login HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: 2\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n'],
+      ['Content-Length shorter than the body', 'POST /api/auth/login HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}GARBAGE / HTTP/1.1\r\n\r\n'],
+      ...['zz', 'ffffffffffffffffff', '-1', `2;${'x'.repeat(10_000)}\r\n{}\r\n0`, '2\r\n{}\r\nzz', '5\r\n{}\r\n0', '0x2\r\n{}\r\n0'].map((c): [string, string] => [`chunked body ${JSON.stringify(c.slice(0, 16))}`, post('transfer-encoding: chunked\r\n', `${c}\r\n\r\n`)]),
+      ...['gzip, chunked', 'chunked, identity', 'identity', 'chunked, chunked'].map((te): [string, string] => [`Transfer-Encoding: ${te}`, post(`transfer-encoding: ${te}\r\n`, '2\r\n{}\r\n0\r\n\r\n')]),
+      ...['GET', 'GET  / HTTP/1.1', 'GET / HTTP/9.9', 'FOO /api/keys HTTP/1.1', 'PROPFIND /api/keys HTTP/1.1', 'get /api/keys HTTP/1.1', 'GET /api/keys HTTP/1.1 extra',
+        'GET http://evil.example/api/account HTTP/1.1', 'GET * HTTP/1.1', `${'G'.repeat(5000)} / HTTP/1.1`, 'GET /api/keys\tHTTP/1.1', '\u0000GET / HTTP/1.1']
+        .map((line): [string, string] => [`request line ${JSON.stringify(line.slice(0, 40))}`, `${line}\r\nhost: x\r\nconnection: close\r\n\r\n`]),
+      ...['x-h: a\u0000b', 'x-h: a\rb', 'bad header', ' x-h: folded', 'x h: v', ':: v']
+        .map((h): [string, string] => [`header line ${JSON.stringify(h)}`, `GET /api/account HTTP/1.1\r\nhost: x\r\nconnection: close\r\n${h}\r\n\r\n`]),
+    ]
+    const failures: string[] = []
+    for (const [label, bytes] of cases) {
+      try {
+        await rawCase(label, Buffer.from(bytes, 'latin1'))
+      } catch (err) {
+        failures.push((err as Error).message.split('\n').filter((l) => !l.includes('sent:')).slice(0, 4).join('\n    '))
+      }
+    }
+    assert.deepEqual(failures, [], `${failures.length} of ${cases.length} framing errors are not answered with the envelope:\n  ${failures.join('\n  ')}`)
   })
 
   // Not in issue 11's list, same class as item 7: a path parameter over the router's limit (8192
@@ -221,7 +230,7 @@ describe('fuzz: the raw-HTTP edge, on a real socket', () => {
     const picked = world.routes.filter((r) => ['/api/send', '/api/keys/:id', '/api/webhooks/:id', '/t/u/:token', '/api/suppressions'].includes(r.url))
     await property('socket', fc.constantFrom(...picked).chain((route) => planFor(route, { hookUrl: world.hookUrl }).map((plan) => ({ route, plan }))), 8, async ({ route, plan }) => {
       const req = world.resolve(route, { ...plan, via: 'socket' })
-      await world.exercise(req, (res) => planChecks(route, plan, res))
+      await world.exercise(req, (res) => planChecks(route, plan, req, res))
     })
   })
 })
