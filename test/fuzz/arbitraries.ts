@@ -351,32 +351,50 @@ export const extraHeaders: fc.Arbitrary<Record<string, string>> = fc.dictionary(
 // ---------------------------------------------------------------------------------------------------
 // A whole plan for a route
 
+/**
+ * A plan for one request to `route`: a request that would be accepted (the caller's own credential and
+ * ids, a valid body from the route's schema, nothing else), then one to three hostile changes to it
+ * (a hostile or foreign id, a hostile query, another credential or none, a bad Origin, a hostile body,
+ * another Content-Type, odd headers, the other transport). Starting from a valid request keeps most
+ * requests past authentication and validation, where the handlers are; a tenth go out unchanged.
+ */
 export function planFor (route: RouteInfo, hints: Hints): fc.Arbitrary<Plan> {
-  const methods = route.methods
-  return fc.constantFrom(...methods).chain((method) => {
+  return fc.constantFrom(...route.methods).chain((method) => {
     const op = route.ops[method] ?? route.ops.GET ?? { body: undefined, bodyRequired: false, query: {}, headers: {}, security: 'public' as const }
-    const param: fc.Arbitrary<ParamChoice> = fc.oneof(
-      { weight: 2, arbitrary: fc.constant({ kind: 'own' as const }) },
-      { weight: 2, arbitrary: fc.constant({ kind: 'other' as const }) },
-      { weight: 4, arbitrary: fc.tuple(hostileString, fc.boolean()).map(([value, raw]) => ({ kind: 'hostile' as const, value, raw })) },
-    )
     const takesBody = op.body !== undefined
-    const body: fc.Arbitrary<BodyPlan> = takesBody || !['GET', 'HEAD'].includes(method)
-      ? bodyPlan(op.body, hints)
-      : fc.oneof({ weight: 4, arbitrary: fc.constant<BodyPlan>({ kind: 'absent', text: undefined, contentType: undefined }) }, { weight: 1, arbitrary: bodyPlan(undefined, hints) })
-    return fc.record({
-      method: fc.constant(method),
-      params: fc.tuple(...route.params.map(() => param)).map((ps) => Object.fromEntries(route.params.map((n, i) => [n, ps[i]!]))),
-      query: queryPlan(Object.keys(op.query)),
-      // The callers' own credentials weigh more, so that most requests get past authentication.
-      auth: fc.oneof(
-        { weight: 4, arbitrary: fc.constantFrom<AuthChoice>('sessionA', 'keyA') },
-        { weight: 1, arbitrary: fc.constantFrom(...AUTH_CHOICES) },
-      ),
-      origin: fc.oneof({ weight: 8, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.constantFrom('https://evil.example', 'null', '') }),
-      body,
-      headers: extraHeaders,
-      via: fc.oneof({ weight: 3, arbitrary: fc.constant<'inject'>('inject') }, { weight: 1, arbitrary: fc.constant<'socket'>('socket') }),
-    })
+    const baseline: Plan = {
+      method,
+      params: Object.fromEntries(route.params.map((p) => [p, { kind: 'own' as const }])),
+      query: '',
+      auth: op.security === 'session' ? 'sessionA' : op.security === 'apiKey' ? 'keyA' : 'none',
+      origin: undefined,
+      body: takesBody ? { kind: 'valid-base', text: JSON.stringify(sample(op.body, hints)), contentType: 'application/json' } : { kind: 'absent', text: undefined, contentType: undefined },
+      headers: {},
+      via: 'inject',
+    }
+    type Change = (p: Plan) => Plan
+    const hostileParam: fc.Arbitrary<ParamChoice> = fc.oneof(
+      { weight: 1, arbitrary: fc.constant({ kind: 'other' as const }) },
+      { weight: 3, arbitrary: fc.tuple(hostileString, fc.boolean()).map(([value, raw]) => ({ kind: 'hostile' as const, value, raw })) },
+    )
+    const changes: Array<{ weight: number; arbitrary: fc.Arbitrary<Change> }> = [
+      { weight: 2, arbitrary: queryPlan(Object.keys(op.query)).map((query): Change => (p) => ({ ...p, query })) },
+      { weight: 2, arbitrary: fc.constantFrom(...AUTH_CHOICES).map((auth): Change => (p) => ({ ...p, auth })) },
+      { weight: 1, arbitrary: fc.constantFrom('https://evil.example', 'null', '').map((origin): Change => (p) => ({ ...p, origin })) },
+      { weight: 1, arbitrary: extraHeaders.map((headers): Change => (p) => ({ ...p, headers: { ...p.headers, ...headers } })) },
+      { weight: 1, arbitrary: fc.constant<Change>((p) => ({ ...p, via: 'socket' })) },
+    ]
+    if (route.params.length) {
+      changes.push({ weight: 4, arbitrary: fc.tuple(fc.constantFrom(...route.params), hostileParam).map(([name, choice]): Change => (p) => ({ ...p, params: { ...p.params, [name]: choice } })) })
+    }
+    if (takesBody || !['GET', 'HEAD'].includes(method)) {
+      changes.push({ weight: takesBody ? 6 : 2, arbitrary: bodyPlan(op.body, hints).map((body): Change => (p) => ({ ...p, body })) })
+      changes.push({ weight: 1, arbitrary: fc.constantFrom(...OTHER_TYPES, undefined).map((contentType): Change => (p) => ({ ...p, body: { ...p.body, contentType } })) })
+    } else {
+      changes.push({ weight: 1, arbitrary: bodyPlan(undefined, hints).map((body): Change => (p) => ({ ...p, body })) })
+    }
+    const howMany = fc.oneof({ weight: 1, arbitrary: fc.constant(0) }, { weight: 5, arbitrary: fc.constant(1) }, { weight: 3, arbitrary: fc.constant(2) }, { weight: 1, arbitrary: fc.constant(3) })
+    return howMany.chain((n) => fc.array(fc.oneof(...changes), { minLength: n, maxLength: n }))
+      .map((picked) => picked.reduce((p, change) => change(p), baseline))
   })
 }

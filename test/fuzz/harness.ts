@@ -310,7 +310,9 @@ export class World {
     const key = World.must(await World.call(server, 'POST', '/api/keys', { cookie, json: { name: `${label} key` } }), 201, 'create key').body.data
     const revoked = World.must(await World.call(server, 'POST', '/api/keys', { cookie, json: { name: `${label} revoked` } }), 201, 'create key').body.data
     World.must(await World.call(server, 'DELETE', `/api/keys/${revoked.id}`, { cookie }), 200, 'revoke key')
-    const hook = World.must(await World.call(server, 'POST', '/api/webhooks', { cookie, json: { url: receiver.url('/hook'), events: ['email.sent', 'email.delivered'] } }), 201, 'create webhook').body.data
+    // Subscribed to an event the fuzz never causes: deliveries come from test events only, so that a
+    // send the fuzz gets accepted does not keep the engine busy.
+    const hook = World.must(await World.call(server, 'POST', '/api/webhooks', { cookie, json: { url: receiver.url('/hook'), events: ['email.complained'] } }), 201, 'create webhook').body.data
     receiver.secrets.push(hook.secret)
     const delivery = World.must(await World.call(server, 'POST', `/api/webhooks/${hook.id}/test`, { cookie, json: {} }), 202, 'test delivery').body.data
     const sent = World.must(await World.call(server, 'POST', '/api/send', { key: key.key, json: { to: 'delivered@simulator.test', subject: `fixture ${label}`, text: 'hi' } }), 202, 'send').body.data
@@ -512,7 +514,7 @@ export class World {
       for (const h of hooks) if (h.id !== a.webhookId) await World.call(s, 'DELETE', `/api/webhooks/${h.id}`, { cookie: a.cookie })
       const mine = hooks.find((h) => h.id === a.webhookId)
       if (!mine) {
-        const hook = World.must(await World.call(s, 'POST', '/api/webhooks', { cookie: a.cookie, json: { url: this.hookUrl, events: ['email.sent', 'email.delivered'] } }), 201, 'recreate webhook').body.data
+        const hook = World.must(await World.call(s, 'POST', '/api/webhooks', { cookie: a.cookie, json: { url: this.hookUrl, events: ['email.complained'] } }), 201, 'recreate webhook').body.data
         this.receiver.secrets.push(hook.secret)
         a.webhookId = hook.id
         a.webhookSecret = hook.secret
