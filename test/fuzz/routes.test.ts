@@ -353,6 +353,11 @@ async function bodilessProperty (method: 'POST' | 'DELETE'): Promise<void> {
       auth: route.ops[method]!.security === 'apiKey' ? 'keyA' : 'sessionA', origin: undefined,
       body: { kind: c.kind, text: c.text, contentType: 'application/json' }, headers: {}, via: 'inject',
     })
-    await world.exercise(req, (res) => ((res.status === 400 || res.status === 413) ? [] : [`a ${c.kind} body on ${method} ${route.url} (${owner} id) answered ${res.status}, not 400`]))
+    // An empty object carries no field at all (and is what many clients send on every POST): it may be
+    // taken as no body. Anything else is a body the route does not take.
+    const emptyObject = c.text!.trim() === '{}'
+    await world.exercise(req, (res) => ((res.status === 400 || res.status === 413 || (emptyObject && res.status < 300))
+      ? []
+      : [`a ${c.kind} body on ${method} ${route.url} (${owner} id) answered ${res.status}, not 400`]))
   })
 }
