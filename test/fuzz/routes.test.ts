@@ -4,7 +4,8 @@
 // the whole store and every account's view exactly as it was.
 //
 // Bounded by default (a fixed seed, a few hundred requests). FUZZ_RUNS=<n> multiplies the runs of every
-// property; FUZZ_SEED=<n> changes the seed. A failure prints the seed, the request and the answer.
+// property; FUZZ_SEED=<n> changes the seed; FUZZ_DEBUG=1 logs each request with its timings. A failure
+// prints the seed, the request and the answer.
 //
 // Properties marked `// known: issue 11 item N` fail on the code this suite was written against
 // (022c9d3); the fixes for issue 11 make them pass. The one marked "not in issue 11's list" is a
