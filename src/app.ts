@@ -19,6 +19,7 @@ import { createSuppressionService } from './domain/suppressions.js'
 import { createWebhookService } from './domain/webhooks.js'
 import { parseCidrList, systemResolver, type Resolver } from './domain/webhook-url.js'
 import { RateLimited } from './errors.js'
+import { registerDashboard } from './http/dashboard.js'
 import { registerErrorHandling } from './http/errors.js'
 import { registerHttpMetrics } from './http/metrics.js'
 import accountRoutes from './http/routes/auth/index.js'
@@ -30,6 +31,8 @@ import emailRoutes from './http/routes/emails/index.js'
 import suppressionRoutes from './http/routes/suppressions/index.js'
 import trackingRoutes from './http/routes/tracking/index.js'
 import deliveryRoutes from './http/routes/deliveries/index.js'
+import emailListRoutes from './http/routes/email-list/index.js'
+import statsRoutes from './http/routes/stats/index.js'
 import { validatorCompiler } from './http/validation.js'
 import type { Store } from './store/types.js'
 
@@ -158,8 +161,12 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
   await app.register(webhookRoutes, context)
   await app.register(deliveryRoutes, context)
   await app.register(emailRoutes, context)
+  await app.register(emailListRoutes, context)
+  await app.register(statsRoutes, context)
   await app.register(suppressionRoutes, context)
   await app.register(trackingRoutes, context)
+  // The dashboard's static files at / (web/), under their own Content-Security-Policy.
+  registerDashboard(app)
 
   app.addHook('onClose', async () => {
     // Best effort, like every usage write: a store that cannot write (disk full) must not fail the stop.

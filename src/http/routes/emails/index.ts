@@ -4,7 +4,7 @@ import { requestHash, type SendAnswer } from '../../../domain/emails.js'
 import { RateLimited } from '../../../errors.js'
 import { apiKeyAuth, requireApiKey } from '../../auth.js'
 import type { RouteContext } from '../context.js'
-import { GetEmailRoute, SendBatchRoute, SendRoute } from './schema.js'
+import { SendBatchRoute, SendRoute } from './schema.js'
 
 const emailRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
   // The key is checked first (a revoked key is refused at once), then counted: the limit is per API key,
@@ -50,11 +50,6 @@ const emailRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { servi
       batch: true, requestHash: requestHash('POST /api/send/batch', request.body), ...idempotencyKey(request),
     })
     return answer(reply, a)
-  })
-
-  app.get('/api/emails/:id', { schema: GetEmailRoute }, async (request) => {
-    const email = await services.emails.get(requireApiKey(request).accountId, request.params.id)
-    return { success: true as const, data: email, message: `Email ${email.status}` }
   })
 }
 

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { MAX_BATCH, MAX_RECIPIENTS, MAX_REPLY_TO } from '../../../domain/emails.js'
-import { EventTypeSchema, IdParams, Success, Timestamp, errors } from '../../schemas.js'
+import { EventTypeSchema, Success, Timestamp, errors } from '../../schemas.js'
 
 // The schema checks shapes and sizes; what an address or a header may hold (no CR/LF, a real address,
 // no reserved header) is checked by src/domain/emails.ts, which names the exact field in its answer.
@@ -68,8 +68,4 @@ export const EmailViewSchema = Type.Object({
   events: Type.Array(Type.Object({ id: Type.String(), type: EventTypeSchema, recipient: Type.String(), occurredAt: Timestamp })),
 })
 
-export const GetEmailRoute = {
-  tags, security, summary: 'An email: its status and its event timeline',
-  params: IdParams,
-  response: { 200: Success(EmailViewSchema), ...errors(401, 404, 429) },
-}
+// GET /api/emails/:id is in ../email-list (the session cookie or an API key).
