@@ -44,6 +44,7 @@ export function newId (prefix = 'id') {
 
 const dateTime = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'medium' })
 const shortDate = new Intl.DateTimeFormat(undefined, { month: 'short', day: 'numeric' })
+const compact = new Intl.DateTimeFormat(undefined, { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit' })
 const number = new Intl.NumberFormat()
 
 export function fmtTime (iso) {
@@ -51,10 +52,13 @@ export function fmtTime (iso) {
   return dateTime.format(new Date(iso))
 }
 
-/** A <time> with the full ISO value for machines and a local, readable one for people. */
-export function time (iso) {
+/**
+ * A <time> with the full ISO value for machines and a local, readable one for people; `short` leaves
+ * out the year (for dense tables).
+ */
+export function time (iso, { short = false } = {}) {
   if (!iso) return h('span', { class: 'muted' }, '—')
-  return h('time', { datetime: iso, title: iso }, fmtTime(iso))
+  return h('time', { datetime: iso, title: iso }, short ? compact.format(new Date(iso)) : fmtTime(iso))
 }
 
 export function fmtDay (day) {

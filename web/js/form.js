@@ -46,6 +46,8 @@ export function field ({ name, label, type = 'text', hint, validate, control, ..
       return !message
     },
     touch () { touched = true },
+    /** Back to untouched: an emptied field is not an error until it is used again. */
+    untouch () { touched = false; state.setError('') },
   }
   const live = () => { if (touched) state.check() }
   input.addEventListener('input', live)
@@ -53,7 +55,8 @@ export function field ({ name, label, type = 'text', hint, validate, control, ..
   input.addEventListener('blur', (e) => {
     // A group is left when focus goes outside it, not from one checkbox to the next.
     if (isGroup && input.contains(e.relatedTarget)) return
-    if (state.value() !== '' || touched) { touched = true; state.check() }
+    // A field left empty before anything was typed is not an error yet; submitting says so.
+    if (state.value() !== '' && state.value().length !== 0) { touched = true; state.check() } else if (touched) state.check()
   }, true)
   return state
 }
@@ -115,7 +118,7 @@ export function form ({ fields, submit, submitLabel, busyLabel = 'Working…', c
       el.removeAttribute('aria-busy')
     }
   })
-  return { el, fields: byName, showAlert, reset () { el.reset(); for (const f of fields) f.setError('') } }
+  return { el, fields: byName, showAlert, reset () { el.reset(); showAlert(''); for (const f of fields) f.untouch() } }
 }
 
 /** "body.events[1]" → "events"; "query.since" → "since". */

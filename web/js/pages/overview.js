@@ -3,6 +3,14 @@
 import { api, query } from '../api.js'
 import { badge, empty, errorBox, fmtDay, fmtNumber, fmtRate, h, label, pageHeader } from '../dom.js'
 
+// The chart draws four series; the table under it has them all.
+const BARS = [
+  { type: 'email.sent', name: 'Sent' },
+  { type: 'email.delivered', name: 'Delivered' },
+  { type: 'email.opened', name: 'Opened' },
+  { type: 'email.bounced', name: 'Bounced' },
+]
+
 const SERIES = [
   { type: 'email.sent', name: 'Sent' },
   { type: 'email.delivered', name: 'Delivered' },
@@ -61,29 +69,41 @@ function metrics (s) {
   )
 }
 
-/** A line chart in SVG (no library, no inline style: colours come from classes in app.css). */
+/** A bar chart in SVG, one group of bars per day (no library, no inline style: colours come from app.css). */
 function chart (daily) {
-  const W = 720
-  const H = 220
-  const pad = { l: 40, r: 12, t: 12, b: 28 }
-  const max = Math.max(1, ...daily.flatMap((d) => SERIES.map((s) => d[s.type])))
-  const top = niceCeil(max)
-  const x = (i) => pad.l + (daily.length === 1 ? (W - pad.l - pad.r) / 2 : (i * (W - pad.l - pad.r)) / (daily.length - 1))
+  const W = 760
+  const H = 240
+  const pad = { l: 36, r: 8, t: 10, b: 26 }
+  const max = Math.max(1, ...daily.flatMap((d) => BARS.map((s) => d[s.type])))
+  const step = niceStep(max / 4)
+  const top = Math.ceil(max / step) * step
+  const slot = (W - pad.l - pad.r) / daily.length
+  const gap = Math.max(1, slot * 0.22)
+  const barW = (slot - gap) / BARS.length
   const y = (v) => pad.t + (H - pad.t - pad.b) * (1 - v / top)
+  const ticks = []
+  for (let v = 0; v <= top; v += step) ticks.push(v)
+  const labelDays = [0, Math.floor((daily.length - 1) / 2), daily.length - 1].filter((v, i, a) => a.indexOf(v) === i)
   const svg = h('svg:svg', { viewBox: `0 0 ${W} ${H}`, class: 'chart', role: 'img', 'aria-labelledby': 'chart-desc' },
-    h('svg:desc', { id: 'chart-desc' }, `Events per day over ${daily.length} days; the highest daily count is ${max}. The same figures are in the table below the chart.`),
-    [0, 0.5, 1].map((f) => [
-      h('svg:line', { class: 'grid', x1: pad.l, x2: W - pad.r, y1: y(top * f), y2: y(top * f) }),
-      h('svg:text', { class: 'axis', x: pad.l - 6, y: y(top * f) + 4, 'text-anchor': 'end' }, fmtNumber(Math.round(top * f))),
+    h('svg:desc', { id: 'chart-desc' }, `Emails sent, delivered, opened and bounced per day over ${daily.length} days; the highest daily count is ${max}. Every figure is in the table below the chart.`),
+    ticks.map((v) => [
+      h('svg:line', { class: v === 0 ? 'baseline' : 'grid', x1: pad.l, x2: W - pad.r, y1: y(v), y2: y(v) }),
+      h('svg:text', { class: 'axis', x: pad.l - 8, y: y(v) + 4, 'text-anchor': 'end' }, fmtNumber(v)),
     ]),
-    [0, Math.floor((daily.length - 1) / 2), daily.length - 1].filter((v, i, a) => a.indexOf(v) === i).map((i) =>
-      h('svg:text', { class: 'axis', x: x(i), y: H - 8, 'text-anchor': i === 0 ? 'start' : i === daily.length - 1 ? 'end' : 'middle' }, fmtDay(daily[i].day))),
-    SERIES.map((s, k) => h('svg:g', { class: `series s${k}` },
-      h('svg:polyline', { points: daily.map((d, i) => `${x(i).toFixed(1)},${y(d[s.type]).toFixed(1)}`).join(' ') }),
-      daily.map((d, i) => (d[s.type] > 0 ? h('svg:circle', { cx: x(i).toFixed(1), cy: y(d[s.type]).toFixed(1), r: 3 }, h('svg:title', {}, `${fmtDay(d.day)}: ${d[s.type]} ${s.name.toLowerCase()}`)) : null)),
+    labelDays.map((i) => h('svg:text', {
+      class: 'axis', x: pad.l + slot * i + slot / 2, y: H - 6,
+      'text-anchor': i === 0 ? 'start' : i === daily.length - 1 ? 'end' : 'middle',
+    }, fmtDay(daily[i].day))),
+    daily.map((d, i) => h('svg:g', {},
+      BARS.map((s, k) => (d[s.type] > 0
+        ? h('svg:rect', {
+          class: `bar s${k}`, x: (pad.l + slot * i + gap / 2 + barW * k).toFixed(1), y: y(d[s.type]).toFixed(1),
+          width: Math.max(1, barW - 0.5).toFixed(1), height: Math.max(1, y(0) - y(d[s.type])).toFixed(1), rx: 1,
+        }, h('svg:title', {}, `${fmtDay(d.day)}: ${fmtNumber(d[s.type])} ${s.name.toLowerCase()}`))
+        : null)),
     )),
   )
-  const legend = h('ul', { class: 'legend', 'aria-hidden': 'true' }, SERIES.map((s, k) => h('li', {}, h('span', { class: `swatch s${k}` }), s.name)))
+  const legend = h('ul', { class: 'legend', 'aria-hidden': 'true' }, BARS.map((s, k) => h('li', {}, h('span', { class: `swatch s${k}` }), s.name)))
   const rows = daily.filter((d) => SERIES.some((s) => d[s.type] > 0))
   const tableEl = h('details', { class: 'chart-table' },
     h('summary', {}, 'Show the figures as a table'),
@@ -95,9 +115,11 @@ function chart (daily) {
   return h('div', { class: 'chart-wrap' }, legend, svg, tableEl)
 }
 
-function niceCeil (n) {
+/** 1, 2 or 5 times a power of ten, at least `n` (and at least 1: counts are whole). */
+function niceStep (n) {
+  if (n <= 1) return 1
   const p = 10 ** Math.floor(Math.log10(n))
-  for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= n) return m * p
+  for (const m of [1, 2, 5, 10]) if (m * p >= n) return m * p
   return 10 * p
 }
 

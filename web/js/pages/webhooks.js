@@ -85,7 +85,7 @@ export async function detail (view, ctx) {
   const id = ctx.params.id
   const base = `/api/webhooks/${encodeURIComponent(id)}`
   let w = (await api.get(base)).data
-  const header = h('div', {})
+  const header = h('div', { class: 'stack' })
   const secretArea = h('div', {})
 
   function renderHeader () {
@@ -135,14 +135,14 @@ export async function detail (view, ctx) {
         ctx.router.go('/webhooks')
       } catch (err) { announce(err.message, 'danger') }
     })
-    clear(header).append(
+    clear(header).append(...[
       h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/webhooks' }, 'Webhooks'), ' / ', h('span', { class: 'mono' }, w.id)),
-      pageHeader(w.url, badge(w.status)),
+      pageHeader(w.url, badge(w.status), h('p', { class: 'muted page-sub' }, `Sends ${w.events.join(', ')}`)),
       w.status === 'auto_disabled'
         ? h('p', { class: 'alert tone-warn' }, 'svc disabled this webhook after it failed without a single success for days. Fix the endpoint, then enable it.')
         : null,
       h('div', { class: 'toolbar', role: 'group', 'aria-label': 'Webhook actions' }, toggle, rotate, remove),
-    )
+    ].filter(Boolean))
   }
   renderHeader()
 
@@ -246,14 +246,14 @@ function deliveryLog (base, ctx) {
       }
     })
     const tr = h('tr', { dataset: { delivery: d.id, status: d.status } },
-      td('Event', h('div', {}, badge(d.event)), h('a', { href: `#/emails/${encodeURIComponent(d.emailId)}`, class: 'mono small muted' }, d.emailId)),
+      td('Event', h('div', {}, badge(d.event)), h('a', { href: `#/emails/${encodeURIComponent(d.emailId)}`, class: 'mono small muted truncate id-link', title: d.emailId }, d.emailId)),
       td('Status', badge(d.status)),
       td('Attempts', String(d.attempts)),
-      td('Last attempt', d.lastAttemptAt ? time(d.lastAttemptAt) : h('span', { class: 'muted' }, 'not yet')),
+      td('Last attempt', d.lastAttemptAt ? time(d.lastAttemptAt, { short: true }) : h('span', { class: 'muted' }, 'not yet')),
       td('Answer', d.lastStatusCode !== null ? h('code', { class: d.lastStatusCode < 300 ? 'code-ok' : 'code-bad' }, String(d.lastStatusCode)) : h('span', { class: 'muted' }, '—')),
       td('Duration', d.lastDurationMs !== null ? `${Math.round(d.lastDurationMs)} ms` : h('span', { class: 'muted' }, '—')),
       td('Error', d.lastError ? h('span', { class: 'error-text' }, d.lastError) : h('span', { class: 'muted' }, '—')),
-      td('Next', d.nextAttemptAt ? time(d.nextAttemptAt) : h('span', { class: 'muted' }, '—')),
+      td('Next try', d.nextAttemptAt ? time(d.nextAttemptAt, { short: true }) : h('span', { class: 'muted' }, '—')),
       td('Actions', d.status === 'succeeded' || d.status === 'pending' ? null : retry),
     )
     return tr
@@ -280,7 +280,7 @@ function deliveryLog (base, ctx) {
     const body = h('tbody', {}, page.data.map(row))
     area.append(h('div', { class: 'table-wrap' }, h('table', { class: 'table deliveries' },
       h('caption', { class: 'visually-hidden' }, 'Deliveries, newest first'),
-      h('thead', {}, h('tr', {}, ['Event', 'Status', 'Attempts', 'Last attempt', 'Answer', 'Duration', 'Error', 'Next attempt', h('span', { class: 'visually-hidden' }, 'Actions')].map((c) => h('th', { scope: 'col' }, c)))),
+      h('thead', {}, h('tr', {}, ['Event', 'Status', 'Attempts', 'Last attempt', 'Answer', 'Duration', 'Error', 'Next try', h('span', { class: 'visually-hidden' }, 'Actions')].map((c) => h('th', { scope: 'col' }, c)))),
       body)))
     const updateCount = () => { count.textContent = `${shown} deliver${shown === 1 ? 'y' : 'ies'} shown${cursor ? ', more below' : ''}` }
     updateCount()
