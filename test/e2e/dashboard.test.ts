@@ -1,7 +1,7 @@
 // The dashboard in a real browser: Debian's chromium, headless, driven by playwright-core, against a real
 // svc on loopback and a real webhook receiver. One person's whole day: sign up, keys, a webhook, a send,
 // the email's timeline, a failed delivery retried from the UI, suppressions, log out. It also takes the
-// README's screenshots (docs/screenshots/), at 1280 px.
+// README's screenshots (docs/screenshots/, with UPDATE_SCREENSHOTS=1), at 1280 px.
 import assert from 'node:assert/strict'
 import { existsSync, mkdirSync } from 'node:fs'
 import net from 'node:net'
@@ -15,7 +15,11 @@ import { PASSWORD, startServer, uniqueEmail } from '../helpers/server.js'
 import { waitFor } from '../helpers/wait.js'
 
 const CHROMIUM = '/usr/bin/chromium'
-const SCREENSHOTS = fileURLToPath(new URL('../../../docs/screenshots/', import.meta.url))
+// The README's screenshots are rewritten with UPDATE_SCREENSHOTS=1 (npm test leaves the tree clean
+// otherwise: each run's ports and times differ); without it they go to the temp directory.
+const SCREENSHOTS = process.env.UPDATE_SCREENSHOTS === '1'
+  ? fileURLToPath(new URL('../../../docs/screenshots/', import.meta.url))
+  : join(tmpdir(), 'svc-dashboard-screenshots')
 
 /** A port nobody uses now, so that PUBLIC_URL can name the origin the browser will use. */
 async function freePort (): Promise<number> {
