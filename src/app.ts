@@ -18,6 +18,7 @@ import { createSuppressionService } from './domain/suppressions.js'
 import { createWebhookService } from './domain/webhooks.js'
 import { parseCidrList, systemResolver, type Resolver } from './domain/webhook-url.js'
 import { RateLimited, ValidationError } from './errors.js'
+import { registerDashboard } from './http/dashboard.js'
 import { registerErrorHandling } from './http/errors.js'
 import { clientErrorHandler, frameworkErrorHandler } from './http/framework-errors.js'
 import { parseJsonBody } from './http/json.js'
@@ -34,6 +35,8 @@ import suppressionRoutes from './http/routes/suppressions/index.js'
 import trackingRoutes from './http/routes/tracking/index.js'
 import deliveryRoutes from './http/routes/deliveries/index.js'
 import { sharedRateLimitStore } from './http/rate-limit-store.js'
+import emailListRoutes from './http/routes/email-list/index.js'
+import statsRoutes from './http/routes/stats/index.js'
 import { validatorCompiler } from './http/validation.js'
 import type { Store } from './store/types.js'
 
@@ -203,8 +206,12 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
   await app.register(webhookRoutes, context)
   await app.register(deliveryRoutes, context)
   await app.register(emailRoutes, context)
+  await app.register(emailListRoutes, context)
+  await app.register(statsRoutes, context)
   await app.register(suppressionRoutes, context)
   await app.register(trackingRoutes, context)
+  // The dashboard's static files at / (web/), under their own Content-Security-Policy.
+  registerDashboard(app)
 
   app.addHook('onClose', async () => {
     // Best effort, like every usage write: a store that cannot write (disk full) must not fail the stop.

@@ -3,7 +3,7 @@
 //
 // Every event written here is an outbox row for the delivery engine (`routed` left at its default), and
 // it is written in the same atomic write as the change it records.
-import type { EventRecord } from '../domain/events.js'
+import type { EventRecord, EventType } from '../domain/events.js'
 
 /**
  * queued: accepted, not attempted yet. deferred: attempted, some recipients wait for a retry.
@@ -83,6 +83,42 @@ export interface SuppressionCursor {
   email: string
 }
 
+/** An email as a list shows it: no bodies, no headers. */
+export interface EmailSummary {
+  id: string
+  from: string
+  to: string[]
+  subject: string
+  status: EmailStatus
+  createdAt: string
+  updatedAt: string
+}
+
+/** Where an email page starts: after this email in (createdAt, id) descending order. */
+export interface EmailCursor {
+  createdAt: string
+  id: string
+}
+
+export interface EmailListQuery {
+  status?: EmailStatus
+  /** Bare, lower-case: emails that have this recipient (to, cc or bcc). */
+  to?: string
+  /** createdAt >= since (ISO). */
+  since?: string
+  /** createdAt < until (ISO). */
+  until?: string
+  limit: number
+  after?: EmailCursor
+}
+
+/** How many events of one type happened on one UTC day (`YYYY-MM-DD`). */
+export interface DailyEventCount {
+  day: string
+  type: EventType
+  count: number
+}
+
 export type AcceptResult =
   | { outcome: 'accepted' }
   /** The key was taken (by an earlier request, or a concurrent one that won): nothing was written. */
@@ -124,6 +160,18 @@ export interface EmailStore {
 
   /** Null when the account has no such email (another account's email included). */
   findEmail(accountId: string, id: string): Promise<EmailRecord | null>
+  /**
+   * The account's emails that match every given filter, newest first (ties by id, descending), after
+   * `after` when given, at most `limit`. Served by an index on (account, createdAt, id), and with a
+   * status by one on (account, status, createdAt, id).
+   */
+  listEmails(accountId: string, query: EmailListQuery): Promise<EmailSummary[]>
+  /**
+   * The account's events with `since <= occurredAt < until`, counted per UTC day and type, in no
+   * particular order. Test events (POST /api/webhooks/:id/test) are not counted: no email raised them.
+   * Counted by the store (an index on account and time), never by reading the events.
+   */
+  countEvents(accountId: string, window: { since: string; until: string }): Promise<DailyEventCount[]>
 
   /**
    * Leases up to `limit` emails that are due at `now` (nextAttemptAt reached, and no lease or an expired

@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto'
 import { newId, type IdPrefix } from '../../src/domain/ids.js'
 import type { AccountRecord, ApiKeyRecord, SessionRecord, Store, WebhookRecord } from '../../src/store/types.js'
 import { emailStoreCases } from './email-store-cases.js'
+import { emailListCases } from './email-list-cases.js'
 
 export interface MadeStore {
   store: Store
@@ -530,6 +531,8 @@ export function storeContract (name: string, make: MakeStore): void {
 
     // Sending: emails and the mail queue, idempotency keys, suppressions, tracking events.
     emailStoreCases(() => store, make)
+    // The dashboard's reads: the email list and the event counts.
+    emailListCases(() => store)
 
     // Persistence: the suite's own store stays open, so this test makes (and closes) its own.
 

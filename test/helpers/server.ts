@@ -35,7 +35,7 @@ export interface TestServer {
 
 export async function startServer (
   t: Pick<TestContext, 'after'>,
-  opts: { env?: Record<string, string>; config?: Partial<Config>; deps?: Partial<ServiceDeps>; dataDir?: string; beforeListen?: (app: App) => void } = {},
+  opts: { env?: Record<string, string>; config?: Partial<Config>; deps?: Partial<ServiceDeps>; dataDir?: string; beforeListen?: (app: App) => void; port?: number } = {},
 ): Promise<TestServer> {
   const dataDir = opts.dataDir ?? tempDir(t)
   const config = testConfig({ DATA_DIR: dataDir, ...opts.env }, opts.config)
@@ -44,7 +44,7 @@ export async function startServer (
   const { app } = service
   opts.beforeListen?.(app)
   await service.start()
-  await app.listen({ port: 0, host: '127.0.0.1' })
+  await app.listen({ port: opts.port ?? 0, host: '127.0.0.1' })
   const address = app.server.address()
   if (!address || typeof address !== 'object') throw new Error('no address')
   const url = `http://127.0.0.1:${address.port}`

@@ -599,7 +599,7 @@ export abstract class MongoDeliveries implements DeliveryStore {
 
   async insertTestDelivery (e: EventRecord, webhookId: string, id: string, now: number): Promise<DeliveryRecord> {
     const at = Number(now)
-    const event: EventDoc = { ...eventDoc(e), routed: true } // a test event never reaches other webhooks
+    const event: EventDoc = { ...eventDoc(e), routed: true, test: true } // a test event never reaches other webhooks
     await this.eventQueue.insertOne(event)
     const doc: DeliveryDoc = {
       _id: String(id), accountId: event.accountId, webhookId: String(webhookId), eventId: event._id, eventType: event.type,

@@ -163,6 +163,8 @@ export interface EventDoc {
   occurredAt: string
   payload: string
   routed: boolean
+  /** A test event (POST /api/webhooks/:id/test): no email raised it, so the stats leave it out. */
+  test?: boolean
   /** The router's claim while it routes the event (src/store/mongo/deliveries.ts). */
   routingOwner?: string
   routingUntil?: number

@@ -16,12 +16,13 @@
 //
 // Query safety, as in index.ts: every value from a caller goes through String()/Number() and every
 // document is rebuilt field by field, so no request value can become an operator.
-import { MongoBulkWriteError, MongoServerError, type AnyBulkWriteOperation, type Collection, type Db } from 'mongodb'
-import type { EventRecord } from '../../domain/events.js'
+import { MongoBulkWriteError, MongoServerError, type AnyBulkWriteOperation, type Collection, type Db, type Filter } from 'mongodb'
+import type { EventRecord, EventType } from '../../domain/events.js'
 import type {
   AcceptResult, EmailAttempt, EmailRecipient, EmailRecord, EmailStatus, EmailStore, EmailTag, EngagementEvent, IdempotencyRecord,
   RecipientState, SuppressionCursor, SuppressionReason, SuppressionRecord, UnsubscribeResult,
 } from '../emails.js'
+import type { DailyEventCount, EmailListQuery, EmailSummary } from '../emails.js'
 import { eventDoc, nullableString, toDate, type EventDoc } from './documents.js'
 
 interface OutboxSuppression {
@@ -179,6 +180,14 @@ export class MongoEmails implements EmailStore {
         { key: { expiresAtDate: 1 }, name: 'idempotency_keys_ttl', expireAfterSeconds: 0 },
         { key: { createdAt: 1 }, name: 'idempotency_keys_unapplied', partialFilterExpression: { applied: false } },
       ]),
+      // The dashboard's reads: the account's emails newest first (by status, by recipient), and its
+      // events by time for the stats.
+      this.emails.createIndexes([
+        { key: { accountId: 1, createdAt: -1, _id: -1 }, name: 'emails_account_page' },
+        { key: { accountId: 1, status: 1, createdAt: -1, _id: -1 }, name: 'emails_account_status' },
+        { key: { accountId: 1, 'recipients.address': 1, createdAt: -1, _id: -1 }, name: 'emails_account_recipient' },
+      ]),
+      this.events.createIndexes([{ key: { accountId: 1, occurredAt: 1 }, name: 'events_account_time' }]),
       this.suppressions.createIndexes([
         { key: { accountId: 1, email: 1 }, name: 'suppressions_account_email', unique: true },
         { key: { accountId: 1, createdAt: -1, email: -1 }, name: 'suppressions_page' },
@@ -351,6 +360,37 @@ export class MongoEmails implements EmailStore {
   async findEmail (accountId: string, id: string): Promise<EmailRecord | null> {
     const doc = await this.emails.findOne({ _id: String(id), accountId: String(accountId) }, { projection: NO_OUTBOX })
     return doc ? toEmail(doc) : null
+  }
+
+  async listEmails (accountId: string, query: EmailListQuery): Promise<EmailSummary[]> {
+    const filter: Filter<EmailDoc> = { accountId: String(accountId) }
+    if (query.status !== undefined) filter.status = String(query.status)
+    if (query.to !== undefined) filter['recipients.address'] = String(query.to)
+    const createdAt: { $gte?: string; $lt?: string } = {}
+    if (query.since !== undefined) createdAt.$gte = String(query.since)
+    if (query.until !== undefined) createdAt.$lt = String(query.until)
+    if (query.since !== undefined || query.until !== undefined) filter.createdAt = createdAt
+    if (query.after !== undefined) {
+      const at = String(query.after.createdAt)
+      filter.$or = [{ createdAt: { $lt: at } }, { createdAt: at, _id: { $lt: String(query.after.id) } }]
+    }
+    const docs = await this.emails.find(filter, {
+      sort: { createdAt: -1, _id: -1 },
+      limit: Number(query.limit),
+      projection: { _id: 1, from: 1, to: 1, subject: 1, status: 1, createdAt: 1, updatedAt: 1 },
+    }).toArray()
+    return docs.map((d) => ({
+      id: d._id, from: d.from, to: [...d.to], subject: d.subject, status: d.status as EmailStatus, createdAt: d.createdAt, updatedAt: d.updatedAt,
+    }))
+  }
+
+  async countEvents (accountId: string, window: { since: string; until: string }): Promise<DailyEventCount[]> {
+    // Test events carry `test: true` (src/store/mongo/deliveries.ts) and are not counted.
+    const rows = await this.events.aggregate<{ _id: { day: string; type: string }; n: number }>([
+      { $match: { accountId: String(accountId), occurredAt: { $gte: String(window.since), $lt: String(window.until) }, test: { $ne: true } } },
+      { $group: { _id: { day: { $substrBytes: ['$occurredAt', 0, 10] }, type: '$type' }, n: { $sum: 1 } } },
+    ]).toArray()
+    return rows.map((r) => ({ day: r._id.day, type: r._id.type as EventType, count: r.n }))
   }
 
   async claimDueEmails (req: { owner: string; now: string; leaseUntil: string; limit: number }): Promise<EmailRecord[]> {

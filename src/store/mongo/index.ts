@@ -26,6 +26,7 @@ import { StoreHealth } from '../faults.js'
 import type {
   AcceptResult, EmailAttempt, EmailRecord, EngagementEvent, IdempotencyRecord, SuppressionCursor, SuppressionRecord, UnsubscribeResult,
 } from '../emails.js'
+import type { DailyEventCount, EmailListQuery, EmailSummary } from '../emails.js'
 
 export interface MongoOptions {
   uri: string
@@ -405,6 +406,8 @@ export class MongoStore extends MongoDeliveries implements Store {
   findIdempotencyKey (accountId: string, key: string, now: string): Promise<IdempotencyRecord | null> { return this.mail.findIdempotencyKey(accountId, key, now) }
   pruneIdempotencyKeys (now: string): Promise<number> { return this.mail.pruneIdempotencyKeys(now) }
   findEmail (accountId: string, id: string): Promise<EmailRecord | null> { return this.mail.findEmail(accountId, id) }
+  listEmails (accountId: string, query: EmailListQuery): Promise<EmailSummary[]> { return this.mail.listEmails(accountId, query) }
+  countEvents (accountId: string, window: { since: string; until: string }): Promise<DailyEventCount[]> { return this.mail.countEvents(accountId, window) }
   claimDueEmails (req: { owner: string; now: string; leaseUntil: string; limit: number }): Promise<EmailRecord[]> { return this.mail.claimDueEmails(req) }
   recordEmailAttempt (attempt: EmailAttempt): Promise<boolean> { return this.mail.recordEmailAttempt(attempt) }
   releaseEmailLeases (owner: string): Promise<number> { return this.mail.releaseEmailLeases(owner) }

@@ -3,9 +3,10 @@
 // that commit with whatever else concurrent requests write.
 import type Database from 'better-sqlite3'
 import type { EventRecord } from '../../domain/events.js'
+import type { EventType } from '../../domain/events.js'
 import type {
-  AcceptResult, EmailAttempt, EmailRecord, EmailStatus, EmailStore, EngagementEvent, IdempotencyRecord, SuppressionCursor,
-  SuppressionReason, SuppressionRecord, UnsubscribeResult,
+  AcceptResult, DailyEventCount, EmailAttempt, EmailListQuery, EmailRecord, EmailStatus, EmailStore, EmailSummary, EngagementEvent,
+  IdempotencyRecord, SuppressionCursor, SuppressionReason, SuppressionRecord, UnsubscribeResult,
 } from '../emails.js'
 import type { WriteQueue } from './write-queue.js'
 
@@ -58,8 +59,23 @@ function toSuppression (r: Row): SuppressionRecord {
   return { accountId: str(r.account_id), email: str(r.email), reason: r.reason as SuppressionReason, createdAt: str(r.created_at) }
 }
 
+function toSummary (r: Row): EmailSummary {
+  return {
+    id: str(r.id),
+    from: str(r.from_address),
+    to: json(r.to_addresses),
+    subject: str(r.subject),
+    status: r.status as EmailStatus,
+    createdAt: str(r.created_at),
+    updatedAt: str(r.updated_at),
+  }
+}
+
 export class SqliteEmails implements EmailStore {
   private readonly q
+  private readonly db: Database.Database
+  /** listEmails' statements, one per combination of filters (16 at most), prepared on first use. */
+  private readonly listStatements = new Map<string, Database.Statement>()
 
   /** `insertEventRows` writes outbox rows inside the current write (the store's own, shared with the engine). */
   constructor (
@@ -67,6 +83,7 @@ export class SqliteEmails implements EmailStore {
     private readonly writes: WriteQueue,
     private readonly insertEventRows: (events: EventRecord[]) => void,
   ) {
+    this.db = db
     const p = (sql: string) => db.prepare(sql)
     this.q = {
       insertEmail: p(`INSERT INTO emails (id, account_id, from_address, to_addresses, cc_addresses, bcc_addresses, reply_to, subject,
@@ -101,6 +118,10 @@ export class SqliteEmails implements EmailStore {
       firstPage: p('SELECT * FROM suppressions WHERE account_id = ? ORDER BY created_at DESC, email DESC LIMIT ?'),
       nextPage: p(`SELECT * FROM suppressions WHERE account_id = ? AND (created_at < ? OR (created_at = ? AND email < ?))
                    ORDER BY created_at DESC, email DESC LIMIT ?`),
+      // routed = 0 leaves test events out, and lets the partial index events_account_time serve the count.
+      countEvents: p(`SELECT substr(occurred_at, 1, 10) AS day, type, count(*) AS n FROM events
+                      WHERE account_id = ? AND occurred_at >= ? AND occurred_at < ? AND routed = 0
+                      GROUP BY day, type`),
     }
   }
 
@@ -143,6 +164,38 @@ export class SqliteEmails implements EmailStore {
   async findEmail (accountId: string, id: string): Promise<EmailRecord | null> {
     const row = this.q.emailById.get(accountId, id) as Row | undefined
     return row ? toEmail(row) : null
+  }
+
+  async listEmails (accountId: string, query: EmailListQuery): Promise<EmailSummary[]> {
+    // The SQL is chosen from fixed fragments by which filters are present; every value is bound.
+    const where = ['account_id = ?']
+    const args: unknown[] = [accountId]
+    if (query.status !== undefined) { where.push('status = ?'); args.push(query.status) }
+    if (query.since !== undefined) { where.push('created_at >= ?'); args.push(query.since) }
+    if (query.until !== undefined) { where.push('created_at < ?'); args.push(query.until) }
+    if (query.after !== undefined) {
+      where.push('(created_at < ? OR (created_at = ? AND id < ?))')
+      args.push(query.after.createdAt, query.after.createdAt, query.after.id)
+    }
+    // Recipients are a JSON array in the row: the filter reads the account's emails newest first (by the
+    // index) and stops once a page is full.
+    if (query.to !== undefined) {
+      where.push("EXISTS (SELECT 1 FROM json_each(recipients) WHERE json_extract(value, '$.address') = ?)")
+      args.push(query.to)
+    }
+    const sql = `SELECT id, from_address, to_addresses, subject, status, created_at, updated_at FROM emails
+                 WHERE ${where.join(' AND ')} ORDER BY created_at DESC, id DESC LIMIT ?`
+    let statement = this.listStatements.get(sql)
+    if (statement === undefined) {
+      statement = this.db.prepare(sql)
+      this.listStatements.set(sql, statement)
+    }
+    return (statement.all(...args, query.limit) as Row[]).map(toSummary)
+  }
+
+  async countEvents (accountId: string, window: { since: string; until: string }): Promise<DailyEventCount[]> {
+    return (this.q.countEvents.all(accountId, window.since, window.until) as Row[])
+      .map((r) => ({ day: str(r.day), type: r.type as EventType, count: r.n as number }))
   }
 
   async claimDueEmails (req: { owner: string; now: string; leaseUntil: string; limit: number }): Promise<EmailRecord[]> {

@@ -6,7 +6,7 @@ import { apiKeyAuth, requireApiKey } from '../../auth.js'
 import { toAppError } from '../../errors.js'
 import { BODY_LIMITS } from '../../schemas.js'
 import type { RouteContext } from '../context.js'
-import { GetEmailRoute, SendBatchRoute, SendRoute } from './schema.js'
+import { SendBatchRoute, SendRoute } from './schema.js'
 
 // `body.to[2]` → item 0, field `to`; `body[3].subject` → item 3, field `subject`; `body` → the whole body.
 const DETAIL_PATH = /^body(?:\[(\d+)\])?(?:\.([A-Za-z]+))?/
@@ -103,11 +103,6 @@ const emailRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { servi
       batch: true, requestHash: requestHash('POST /api/send/batch', request.body), ...idempotencyKey(request),
     })
     return answer(reply, a)
-  })
-
-  app.get('/api/emails/:id', { schema: GetEmailRoute }, async (request) => {
-    const email = await services.emails.get(requireApiKey(request).accountId, request.params.id)
-    return { success: true as const, data: email, message: `Email ${email.status}` }
   })
 }
 

@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { MAX_BATCH, MAX_HEADERS, MAX_RECIPIENTS, MAX_REPLY_TO } from '../../../domain/emails.js'
+import { EMAIL_STATUSES } from '../../../domain/email-list.js'
 import { EventTypeSchema, IdParams, Success, Timestamp, errors } from '../../schemas.js'
 
 // The schema checks shapes and sizes; what an address or a header may hold (no CR/LF, a real address,
@@ -69,15 +70,11 @@ export const EmailViewSchema = Type.Object({
   bcc: Type.Array(Type.String()),
   replyTo: Type.Array(Type.String()),
   subject: Type.String(),
-  status: Type.Union(['queued', 'deferred', 'delivered', 'bounced', 'partially_delivered', 'failed'].map((s) => Type.Literal(s))),
+  status: Type.Union(EMAIL_STATUSES.map((s) => Type.Literal(s))),
   createdAt: Timestamp,
   suppressed: Type.Array(Type.String()),
   tags: Type.Array(Type.Object({ name: Type.String(), value: Type.String() })),
   events: Type.Array(Type.Object({ id: Type.String(), type: EventTypeSchema, recipient: Type.String(), occurredAt: Timestamp })),
 })
 
-export const GetEmailRoute = {
-  tags, security, summary: 'An email: its status and its event timeline',
-  params: IdParams,
-  response: { 200: Success(EmailViewSchema), ...errors(401, 404, 429) },
-}
+// GET /api/emails/:id is in ../email-list (the session cookie or an API key).

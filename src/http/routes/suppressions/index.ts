@@ -3,7 +3,8 @@ import type { SuppressionRecord } from '../../../store/emails.js'
 import { originGuard, requireAccount, sessionAuth } from '../../auth.js'
 import { BODY_LIMITS } from '../../schemas.js'
 import type { RouteContext } from '../context.js'
-import { AddSuppressionRoute, DeleteSuppressionRoute, ListSuppressionsRoute } from './schema.js'
+import { NotFound } from '../../../errors.js'
+import { AddSuppressionRoute, DeleteSuppressionRoute, GetSuppressionRoute, ListSuppressionsRoute } from './schema.js'
 
 function shown (s: SuppressionRecord) {
   return { email: s.email, reason: s.reason, createdAt: s.createdAt }
@@ -32,6 +33,13 @@ const suppressionRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, {
       data: shown(record),
       message: created ? 'Address suppressed' : `Address already suppressed (${record.reason})`,
     })
+  })
+
+  app.get('/api/suppressions/:email', { schema: GetSuppressionRoute }, async (request) => {
+    const address = request.params.email.trim().toLowerCase()
+    const [found] = await services.store.findSuppressions(requireAccount(request).id, [address])
+    if (found === undefined) throw NotFound('This address is not on the suppression list')
+    return { success: true as const, data: shown(found), message: `Suppressed (${found.reason})` }
   })
 
   app.delete('/api/suppressions/:email', { schema: DeleteSuppressionRoute }, async (request) => {

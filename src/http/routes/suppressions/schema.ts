@@ -45,6 +45,12 @@ export const AddSuppressionRoute = {
   response: { 200: Success(SuppressionSchema), 201: Success(SuppressionSchema), ...errors(400, 401, 403, 413, 415) },
 }
 
+export const GetSuppressionRoute = {
+  tags, security, summary: 'Look an address up: its entry, or 404 when it is not suppressed',
+  params: EmailParams,
+  response: { 200: Success(SuppressionSchema), ...errors(401, 403, 404) },
+}
+
 export const DeleteSuppressionRoute = {
   tags, security, summary: 'Remove an address from the list: later sends reach it again',
   params: EmailParams,

@@ -1,0 +1,46 @@
+// Read routes that both a person in the dashboard (session cookie) and a program (x-api-key) may call:
+// the email list, an email, the stats. An x-api-key header makes it a key request, checked like on the
+// sending routes; otherwise it is a cookie request, under the same Origin rule as every cookie route.
+import type { FastifyInstance, FastifyRequest, onRequestAsyncHookHandler } from 'fastify'
+import type { Config } from '../../config/index.js'
+import { AuthenticationRequired, RateLimited } from '../errors.js'
+import { apiKeyAuth, originGuard, sessionAuth } from './auth.js'
+import type { Services } from './routes/context.js'
+
+export function cookieOrKey (services: Services, config: Config): onRequestAsyncHookHandler {
+  const byKey = apiKeyAuth(services.apiKeys)
+  const sameOrigin = originGuard(config.publicUrl)
+  const bySession = sessionAuth(services.accounts, { production: config.production, sessionTtlMs: config.sessionTtlMs })
+  return async function (request, reply) {
+    if (request.headers['x-api-key'] !== undefined) return await byKey.call(this, request, reply)
+    await sameOrigin.call(this, request, reply)
+    await bySession.call(this, request, reply)
+  }
+}
+
+/** The account a cookie-or-key request acts for. */
+export function accountIdOf (request: FastifyRequest): string {
+  const id = request.account?.id ?? request.apiKey?.accountId
+  if (id === undefined) throw AuthenticationRequired()
+  return id
+}
+
+/**
+ * A per-second limit per caller (the API key, or the account behind the cookie), like the sending routes'
+ * per-key limit; runs after cookieOrKey.
+ */
+export function perCallerLimit (app: FastifyInstance, max: number): onRequestAsyncHookHandler {
+  const limit = app.createRateLimit({
+    max,
+    timeWindow: 1000,
+    keyGenerator: (request: FastifyRequest) => (request.apiKey ? `api-key:${request.apiKey.id}` : `account:${accountIdOf(request)}`),
+  })
+  return async (request, reply) => {
+    const verdict = await limit(request)
+    if (verdict.isAllowed || !verdict.isExceeded) return
+    reply.header('ratelimit-limit', verdict.max)
+    reply.header('ratelimit-remaining', verdict.remaining)
+    reply.header('ratelimit-reset', verdict.ttlInSeconds)
+    throw RateLimited(`Too many requests; retry in ${verdict.ttlInSeconds} s`, undefined, { 'retry-after': String(verdict.ttlInSeconds) })
+  }
+}

@@ -1,0 +1,33 @@
+// Reading emails: the list and one email with its timeline, for the dashboard (cookie) and for
+// programs (x-api-key). Sending stays in ../emails, behind the API key alone.
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { createEmailListService } from '../../../domain/email-list.js'
+import { accountIdOf, cookieOrKey, perCallerLimit } from '../../cookie-or-key.js'
+import type { RouteContext } from '../context.js'
+import { GetEmailRoute, ListEmailsRoute } from './schema.js'
+
+const emailListRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
+  app.addHook('onRequest', cookieOrKey(services, config))
+  app.addHook('onRequest', perCallerLimit(app, config.rateLimits.apiPerSecond))
+  const emails = createEmailListService({ store: services.store })
+
+  app.get('/api/emails', { schema: ListEmailsRoute }, async (request) => {
+    const { status, to, since, until, limit, cursor } = request.query
+    const page = await emails.list(accountIdOf(request), {
+      limit,
+      ...(status !== undefined ? { status } : {}),
+      ...(to !== undefined ? { to } : {}),
+      ...(since !== undefined ? { since } : {}),
+      ...(until !== undefined ? { until } : {}),
+      ...(cursor !== undefined ? { cursor } : {}),
+    })
+    return { success: true as const, data: page.items, nextCursor: page.nextCursor, message: `${page.items.length} email(s)` }
+  })
+
+  app.get('/api/emails/:id', { schema: GetEmailRoute }, async (request) => {
+    const email = await services.emails.get(accountIdOf(request), request.params.id)
+    return { success: true as const, data: email, message: `Email ${email.status}` }
+  })
+}
+
+export default emailListRoutes

@@ -1,0 +1,49 @@
+import { Type } from '@sinclair/typebox'
+import { EMAIL_STATUSES } from '../../../domain/email-list.js'
+import { IdParams, Success, Timestamp, errors } from '../../schemas.js'
+import { EmailViewSchema } from '../emails/schema.js'
+
+export const EmailStatusSchema = Type.Union(EMAIL_STATUSES.map((s) => Type.Literal(s)))
+
+export const EmailSummarySchema = Type.Object({
+  id: Type.String(),
+  from: Type.String(),
+  to: Type.Array(Type.String()),
+  subject: Type.String(),
+  status: EmailStatusSchema,
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+})
+
+export const ListEmailsQuery = Type.Object({
+  status: Type.Optional(EmailStatusSchema),
+  to: Type.Optional(Type.String({ minLength: 1, maxLength: 320, description: 'a recipient address (to, cc or bcc), matched exactly, case-insensitively' })),
+  since: Type.Optional(Type.String({ format: 'date-time', description: 'created at or after this time (ISO 8601)' })),
+  until: Type.Optional(Type.String({ format: 'date-time', description: 'created before this time (ISO 8601)' })),
+  limit: Type.Integer({ minimum: 1, maximum: 100, default: 20 }),
+  cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 1024, description: 'nextCursor of the previous page' })),
+}, { additionalProperties: false })
+
+// Either credential: the session cookie (the dashboard) or an API key (a program).
+const security: Array<Record<string, string[]>> = [{ session: [] }, { apiKey: [] }]
+const tags = ['emails']
+
+export const ListEmailsRoute = {
+  tags, security, summary: 'The account\'s emails, newest first, in pages; filtered by status, recipient and time',
+  querystring: ListEmailsQuery,
+  response: {
+    200: Type.Object({
+      success: Type.Literal(true),
+      data: Type.Array(EmailSummarySchema),
+      nextCursor: Type.Union([Type.String(), Type.Null()]),
+      message: Type.String(),
+    }),
+    ...errors(400, 401, 403, 429),
+  },
+}
+
+export const GetEmailRoute = {
+  tags, security, summary: 'An email: its status and its event timeline',
+  params: IdParams,
+  response: { 200: Success(EmailViewSchema), ...errors(401, 403, 404, 429) },
+}

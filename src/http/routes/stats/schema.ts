@@ -1,0 +1,34 @@
+import { Type, type TSchema } from '@sinclair/typebox'
+import { EVENT_TYPES } from '../../../domain/events.js'
+import { MAX_STATS_DAYS } from '../../../domain/stats.js'
+import { Success, Timestamp, errors } from '../../schemas.js'
+
+const Counts = Type.Object(Object.fromEntries(EVENT_TYPES.map((t) => [t, Type.Integer()])) as Record<string, TSchema>)
+const Rate = Type.Union([Type.Number(), Type.Null()])
+const Threshold = Type.Object({ warn: Type.Number(), limit: Type.Number() })
+
+export const StatsSchema = Type.Object({
+  since: Timestamp,
+  until: Timestamp,
+  totals: Counts,
+  rates: Type.Object({
+    deliveryRate: Rate,
+    bounceRate: Rate,
+    complaintRate: Rate,
+  }, { description: 'fractions (0.02 is 2 %); null when there was nothing to divide by' }),
+  thresholds: Type.Object({ complaintRate: Threshold, bounceRate: Threshold }),
+  daily: Type.Array(Type.Intersect([Type.Object({ day: Type.String({ description: 'YYYY-MM-DD (UTC)' }) }), Counts])),
+})
+
+export const StatsQuery = Type.Object({
+  since: Type.Optional(Type.String({ format: 'date-time', description: 'default: the start of the UTC day 29 days before until' })),
+  until: Type.Optional(Type.String({ format: 'date-time', description: 'default: now' })),
+}, { additionalProperties: false })
+
+export const StatsRoute = {
+  tags: ['emails'],
+  security: [{ session: [] }, { apiKey: [] }] as Array<Record<string, string[]>>,
+  summary: `Events counted over a window of at most ${MAX_STATS_DAYS} days: totals, rates, thresholds, and one entry per day`,
+  querystring: StatsQuery,
+  response: { 200: Success(StatsSchema), ...errors(400, 401, 403, 429) },
+}

@@ -1,0 +1,136 @@
+// Emails: the list (filtered by status, recipient and date, paged) and one email with its timeline.
+import { api, query } from '../api.js'
+import { badge, empty, errorBox, h, label, pageHeader, td, time } from '../dom.js'
+import { field, rules } from '../form.js'
+
+const STATUSES = ['queued', 'deferred', 'delivered', 'bounced', 'partially_delivered', 'failed']
+const PAGE = 25
+
+/** "2026-01-02" (a date input, local) → the ISO start of that local day; until is the next day's start. */
+function dayStart (value, plusDays = 0) {
+  if (!value) return ''
+  const [y, m, d] = value.split('-').map(Number)
+  return new Date(y, m - 1, d + plusDays).toISOString()
+}
+
+export async function list (view, ctx) {
+  const q = ctx.query
+  const status = h('select', { name: 'status' },
+    h('option', { value: '' }, 'Any status'),
+    STATUSES.map((s) => h('option', { value: s }, label(s))))
+  status.value = STATUSES.includes(q.status) ? q.status : ''
+  const fStatus = field({ name: 'status', label: 'Status', control: status })
+  const fTo = field({
+    name: 'to', label: 'Recipient', type: 'email', value: q.to ?? '', placeholder: 'name@example.com', autocomplete: 'off',
+    validate: (v) => (v.trim() === '' ? '' : rules.email(v)),
+  })
+  const fSince = field({ name: 'since', label: 'From', type: 'date', value: q.since ?? '' })
+  const fUntil = field({
+    name: 'until', label: 'To', type: 'date', value: q.until ?? '',
+    validate: (v) => (v && fSince.value() && v < fSince.value() ? 'Pick a day on or after the start' : ''),
+  })
+  const filters = [fStatus, fTo, fSince, fUntil]
+  const apply = h('button', { type: 'submit', class: 'button' }, 'Filter')
+  const reset = h('a', { href: '#/emails', class: 'button secondary' }, 'Clear')
+  const filterForm = h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter emails', novalidate: true },
+    filters.map((f) => f.wrap), h('div', { class: 'actions' }, apply, reset))
+  filterForm.addEventListener('submit', (event) => {
+    event.preventDefault()
+    if (!filters.every((f) => { f.touch(); return f.check() })) return
+    ctx.router.go('/emails', { status: fStatus.value(), to: fTo.value().trim(), since: fSince.value(), until: fUntil.value() })
+  })
+
+  const params = {
+    status: status.value, to: (q.to ?? '').trim(), since: dayStart(q.since), until: dayStart(q.until, 1), limit: PAGE,
+  }
+  const first = await api.get(`/api/emails${query(params)}`)
+  const filtered = Boolean(params.status || params.to || params.since || params.until)
+  const results = h('section', { class: 'card flush', 'aria-label': 'Emails' })
+  const count = h('p', { class: 'muted', role: 'status' })
+  view.append(pageHeader('Emails', h('p', { class: 'muted page-sub' }, 'Newest first. Click an email for its timeline.')), filterForm, count, results)
+
+  if (first.data.length === 0) {
+    count.textContent = ''
+    results.append(filtered
+      ? empty('No email matches these filters', 'Change or clear the filters.')
+      : empty('No emails yet', 'Send one with an API key: POST /api/send.'))
+    return
+  }
+  const body = h('tbody', {})
+  const more = h('button', { type: 'button', class: 'button secondary' }, 'Load more')
+  const addRows = (items) => {
+    for (const e of items) {
+      body.append(h('tr', {},
+        td('Created', time(e.createdAt)),
+        td('To', h('span', { class: 'truncate' }, e.to.join(', '))),
+        td('Subject', h('a', { href: `#/emails/${encodeURIComponent(e.id)}` }, e.subject)),
+        td('Status', badge(e.status)),
+      ))
+    }
+  }
+  addRows(first.data)
+  let cursor = first.nextCursor
+  let shown = first.data.length
+  const updateCount = () => { count.textContent = `${shown} email${shown === 1 ? '' : 's'} shown${cursor ? ', more below' : ''}` }
+  updateCount()
+  results.append(h('div', { class: 'table-wrap' }, h('table', { class: 'table' },
+    h('caption', { class: 'visually-hidden' }, 'Emails, newest first'),
+    h('thead', {}, h('tr', {}, ['Created', 'To', 'Subject', 'Status'].map((c) => h('th', { scope: 'col' }, c)))),
+    body)))
+  const pager = h('div', { class: 'pager' }, more)
+  if (cursor) results.append(pager)
+  more.addEventListener('click', async () => {
+    more.disabled = true
+    more.textContent = 'Loading…'
+    try {
+      const page = await api.get(`/api/emails${query({ ...params, cursor })}`)
+      addRows(page.data)
+      shown += page.data.length
+      cursor = page.nextCursor
+      updateCount()
+      if (!cursor) pager.remove()
+    } catch (err) {
+      pager.append(errorBox(err))
+    } finally {
+      more.disabled = false
+      more.textContent = 'Load more'
+    }
+  })
+}
+
+export async function detail (view, ctx) {
+  const e = (await api.get(`/api/emails/${encodeURIComponent(ctx.params.id)}`)).data
+  const row = (k, v) => [h('dt', {}, k), h('dd', {}, v)]
+  const list = (xs) => (xs.length ? xs.join(', ') : h('span', { class: 'muted' }, '—'))
+  view.append(
+    h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/emails' }, 'Emails'), ' / ', h('span', { class: 'mono' }, e.id)),
+    pageHeader(e.subject, badge(e.status)),
+    h('div', { class: 'grid-2' },
+      h('section', { class: 'card', 'aria-labelledby': 'email-fields' },
+        h('h2', { id: 'email-fields' }, 'Message'),
+        h('dl', { class: 'fields' },
+          row('ID', h('span', { class: 'mono' }, e.id)),
+          row('From', e.from),
+          row('To', list(e.to)),
+          e.cc.length ? row('Cc', list(e.cc)) : null,
+          e.bcc.length ? row('Bcc', list(e.bcc)) : null,
+          e.replyTo.length ? row('Reply-To', list(e.replyTo)) : null,
+          row('Created', time(e.createdAt)),
+          e.tags.length ? row('Tags', h('span', {}, e.tags.map((t) => h('span', { class: 'tag' }, `${t.name}: ${t.value}`)))) : null,
+          e.suppressed.length ? row('Suppressed', list(e.suppressed)) : null,
+        ),
+      ),
+      h('section', { class: 'card', 'aria-labelledby': 'email-timeline' },
+        h('h2', { id: 'email-timeline' }, 'Timeline'),
+        e.events.length === 0
+          ? empty('No events', 'Events are kept for RETENTION_DAYS; older ones are pruned.')
+          : h('ol', { class: 'timeline' }, e.events.map((ev) => h('li', { class: 'timeline-item' },
+            h('span', { class: 'timeline-dot', 'aria-hidden': 'true' }),
+            h('div', {}, badge(ev.type), ' ', h('span', { class: 'recipient' }, ev.recipient)),
+            h('div', { class: 'muted small' }, time(ev.occurredAt)),
+          ))),
+      ),
+    ),
+  )
+}
+

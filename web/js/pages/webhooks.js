@@ -1,0 +1,312 @@
+// Webhooks: the list and the create form (URL and an event picker; the secret shown once), and one
+// webhook: edit, enable or disable, rotate the secret, send a test event, delete, and its delivery log
+// (filtered by status, each attempt's answer, retry one, recover the failed ones since a time).
+import { api, query } from '../api.js'
+import { announce, badge, clear, confirmDialog, empty, errorBox, h, label, newId, pageHeader, secretPanel, td, time } from '../dom.js'
+import { checkboxGroup, field, form, isoToLocal, localToIso, rules } from '../form.js'
+
+export const EVENT_TYPES = ['email.sent', 'email.delivered', 'email.opened', 'email.clicked', 'email.bounced', 'email.complained', 'email.unsubscribed']
+const DELIVERY_STATUSES = ['pending', 'succeeded', 'retrying', 'failed', 'cancelled']
+const PAGE = 20
+
+function eventPicker (checked) {
+  return field({
+    name: 'events', label: 'Events',
+    control: checkboxGroup({ legend: 'Events to send', name: 'events', options: EVENT_TYPES.map((t) => ({ value: t, label: t })), checked }),
+    validate: rules.someChecked('event'),
+  })
+}
+
+export async function list (view) {
+  const secretArea = h('div', {})
+  const listArea = h('section', { class: 'card flush', 'aria-labelledby': 'hooks-title' })
+  const usage = h('p', { class: 'muted page-sub' })
+  const url = field({
+    name: 'url', label: 'Endpoint URL', type: 'url', placeholder: 'https://example.com/webhooks/svc', autocomplete: 'off',
+    hint: 'svc POSTs signed JSON events here. https only in production.', validate: rules.url,
+  })
+  const events = eventPicker(['email.delivered', 'email.bounced', 'email.complained'])
+  const create = form({
+    fields: [url, events],
+    submitLabel: 'Create webhook',
+    busyLabel: 'Creating…',
+    submit: async (values) => {
+      const res = await api.post('/api/webhooks', { url: values.url.trim(), events: values.events })
+      create.reset()
+      clear(secretArea).append(secretPanel({
+        title: 'Your webhook\'s signing secret',
+        value: res.data.secret,
+        what: 'signing secret',
+        warning: 'Copy it now: it verifies our signatures and will not be shown again (you can rotate it later).',
+        onDone: () => listArea.querySelector('a')?.focus(),
+      }))
+      secretArea.querySelector('h2').focus()
+      announce('Webhook created. Copy its secret now.')
+      await refresh()
+    },
+  })
+
+  async function refresh () {
+    let hooks, account
+    try {
+      [hooks, account] = await Promise.all([api.get('/api/webhooks'), api.get('/api/account')])
+    } catch (err) {
+      clear(listArea).append(errorBox(err))
+      return
+    }
+    usage.textContent = `${account.data.usage.webhooks} of ${account.data.limits.webhooks} webhooks on the ${account.data.plan} plan.`
+    clear(listArea).append(h('div', { class: 'card-head' }, h('h2', { id: 'hooks-title' }, 'Your webhooks')))
+    if (hooks.data.length === 0) {
+      listArea.append(empty('No webhooks yet', 'Create one above to receive delivery events.'))
+      return
+    }
+    listArea.append(h('div', { class: 'table-wrap' }, h('table', { class: 'table' },
+      h('caption', { class: 'visually-hidden' }, 'Webhooks, newest first'),
+      h('thead', {}, h('tr', {}, ['Endpoint', 'Events', 'Status', 'Created'].map((c) => h('th', { scope: 'col' }, c)))),
+      h('tbody', {}, hooks.data.map((w) => h('tr', {},
+        td('Endpoint', h('a', { href: `#/webhooks/${encodeURIComponent(w.id)}`, class: 'mono truncate' }, w.url)),
+        td('Events', h('span', { class: 'muted small' }, w.events.map(label).join(', '))),
+        td('Status', badge(w.status)),
+        td('Created', time(w.createdAt)),
+      ))),
+    )))
+  }
+
+  view.append(
+    pageHeader('Webhooks', usage),
+    secretArea,
+    h('section', { class: 'card', 'aria-labelledby': 'new-hook' }, h('h2', { id: 'new-hook' }, 'Add a webhook'), create.el),
+    listArea,
+  )
+  await refresh()
+}
+
+export async function detail (view, ctx) {
+  const id = ctx.params.id
+  const base = `/api/webhooks/${encodeURIComponent(id)}`
+  let w = (await api.get(base)).data
+  const header = h('div', { class: 'stack' })
+  const secretArea = h('div', {})
+
+  function renderHeader () {
+    const toggle = h('button', { type: 'button', class: 'button secondary' }, w.status === 'enabled' ? 'Disable' : 'Enable')
+    toggle.addEventListener('click', async () => {
+      const next = w.status === 'enabled' ? 'disabled' : 'enabled'
+      if (next === 'disabled' && !await confirmDialog({
+        title: 'Disable this webhook?', body: 'No events are sent to it while it is disabled. You can enable it again at any time.',
+        confirmLabel: 'Disable', danger: false,
+      })) return
+      try {
+        w = (await api.patch(base, { status: next })).data
+        renderHeader()
+        announce(`Webhook ${next}`)
+        header.querySelector('button')?.focus()
+      } catch (err) { announce(err.message, 'danger') }
+    })
+    const rotate = h('button', { type: 'button', class: 'button secondary' }, 'Rotate secret')
+    rotate.addEventListener('click', async () => {
+      if (!await confirmDialog({
+        title: 'Rotate the signing secret?',
+        body: 'A new secret signs every delivery from now on; the current one keeps signing beside it for 24 hours, so you can switch your receiver over.',
+        confirmLabel: 'Rotate', danger: false,
+      })) return
+      try {
+        const res = await api.post(`${base}/rotate-secret`)
+        clear(secretArea).append(secretPanel({
+          title: 'The new signing secret',
+          value: res.data.secret,
+          what: 'signing secret',
+          warning: `Copy it now: it will not be shown again. The previous secret keeps signing until ${new Date(res.data.previousSecretExpiresAt).toLocaleString()}.`,
+          onDone: () => rotate.focus(),
+        }))
+        secretArea.querySelector('h2').focus()
+        announce('Secret rotated')
+      } catch (err) { announce(err.message, 'danger') }
+    })
+    const remove = h('button', { type: 'button', class: 'button danger-outline' }, 'Delete')
+    remove.addEventListener('click', async () => {
+      if (!await confirmDialog({
+        title: 'Delete this webhook?', body: `${w.url} gets no more events, and its pending deliveries are cancelled. This cannot be undone.`,
+        confirmLabel: 'Delete webhook',
+      })) return
+      try {
+        await api.del(base)
+        announce('Webhook deleted')
+        ctx.router.go('/webhooks')
+      } catch (err) { announce(err.message, 'danger') }
+    })
+    clear(header).append(...[
+      h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/webhooks' }, 'Webhooks'), ' / ', h('span', { class: 'mono' }, w.id)),
+      pageHeader(w.url, badge(w.status), h('p', { class: 'muted page-sub' }, `Sends ${w.events.join(', ')}`)),
+      w.status === 'auto_disabled'
+        ? h('p', { class: 'alert tone-warn' }, 'svc disabled this webhook after it failed without a single success for days. Fix the endpoint, then enable it.')
+        : null,
+      h('div', { class: 'toolbar', role: 'group', 'aria-label': 'Webhook actions' }, toggle, rotate, remove),
+    ].filter(Boolean))
+  }
+  renderHeader()
+
+  // Edit: URL and events.
+  const url = field({ name: 'url', label: 'Endpoint URL', type: 'url', value: w.url, autocomplete: 'off', validate: rules.url })
+  const events = eventPicker(w.events)
+  const edit = form({
+    fields: [url, events],
+    submitLabel: 'Save changes',
+    busyLabel: 'Saving…',
+    submit: async (values) => {
+      w = (await api.patch(base, { url: values.url.trim(), events: values.events })).data
+      renderHeader()
+      announce('Webhook saved')
+    },
+  })
+
+  // Test event.
+  const testType = h('select', { name: 'event' }, EVENT_TYPES.map((t) => h('option', { value: t }, t)))
+  const testField = field({ name: 'event', label: 'Event type', control: testType })
+  const test = form({
+    fields: [testField],
+    submitLabel: 'Send test event',
+    busyLabel: 'Sending…',
+    className: 'inline',
+    submit: async (values) => {
+      const res = await api.post(`${base}/test`, { event: values.event })
+      announce(res.message)
+      await log.reload()
+    },
+  })
+
+  // Recover: failed deliveries since a time.
+  const since = field({
+    name: 'since', label: 'Failed since', type: 'datetime-local', value: isoToLocal(new Date(Date.now() - 86_400_000).toISOString()),
+    validate: (v) => (!v ? 'Pick a start time' : localToIso(v) >= new Date().toISOString() ? 'Pick a time in the past' : ''),
+  })
+  const recover = form({
+    fields: [since],
+    submitLabel: 'Send them again',
+    busyLabel: 'Queueing…',
+    className: 'inline',
+    submit: async (values) => {
+      const res = await api.post(`${base}/recover`, { since: localToIso(values.since) })
+      announce(res.message)
+      await log.reload()
+    },
+  })
+
+  const log = deliveryLog(base, ctx)
+  view.append(
+    header,
+    secretArea,
+    log.el,
+    h('div', { class: 'grid-2' },
+      h('section', { class: 'card', 'aria-labelledby': 'test-title' },
+        h('h2', { id: 'test-title' }, 'Send a test event'),
+        h('p', { class: 'muted' }, 'A signed delivery of a made-up event, to this webhook only.'),
+        test.el),
+      h('section', { class: 'card', 'aria-labelledby': 'recover-title' },
+        h('h2', { id: 'recover-title' }, 'Recover failed deliveries'),
+        h('p', { class: 'muted' }, 'Back from an outage? Every delivery that failed since then goes out again.'),
+        recover.el),
+    ),
+    h('section', { class: 'card', 'aria-labelledby': 'edit-title' }, h('h2', { id: 'edit-title' }, 'Settings'), edit.el),
+  )
+  await log.reload()
+}
+
+/** The delivery log: a status filter, a paged table, retry per row. */
+function deliveryLog (base, ctx) {
+  const statusId = newId('dl-status')
+  const status = h('select', { id: statusId, name: 'status' },
+    h('option', { value: '' }, 'All'), DELIVERY_STATUSES.map((s) => h('option', { value: s }, label(s))))
+  status.value = DELIVERY_STATUSES.includes(ctx.query.status) ? ctx.query.status : ''
+  const refreshButton = h('button', { type: 'button', class: 'button small secondary' }, 'Refresh')
+  const area = h('div', {})
+  const count = h('p', { class: 'muted small', role: 'status' })
+  const el = h('section', { class: 'card flush', 'aria-labelledby': 'log-title' },
+    h('div', { class: 'card-head' },
+      h('h2', { id: 'log-title' }, 'Delivery log'),
+      h('div', { class: 'head-controls' },
+        h('label', { for: statusId }, 'Status'), status, refreshButton)),
+    count,
+    area,
+  )
+  let cursor = null
+
+  function row (d) {
+    const retry = h('button', { type: 'button', class: 'button small secondary', 'aria-label': `Retry delivery ${d.id}` }, 'Retry')
+    retry.addEventListener('click', async () => {
+      retry.disabled = true
+      try {
+        const res = await api.post(`${base}/deliveries/${encodeURIComponent(d.id)}/retry`)
+        tr.replaceWith(row(res.data))
+        announce('Delivery queued again')
+        setTimeout(() => { if (el.isConnected) reload({ keepFocus: true }) }, 1500)
+      } catch (err) {
+        retry.disabled = false
+        announce(err.message, 'danger')
+      }
+    })
+    const tr = h('tr', { dataset: { delivery: d.id, status: d.status } },
+      td('Event', h('div', {}, badge(d.event)), h('a', { href: `#/emails/${encodeURIComponent(d.emailId)}`, class: 'mono small muted truncate id-link', title: d.emailId }, d.emailId)),
+      td('Status', badge(d.status)),
+      td('Attempts', String(d.attempts)),
+      td('Last attempt', d.lastAttemptAt ? time(d.lastAttemptAt, { short: true }) : h('span', { class: 'muted' }, 'not yet')),
+      td('Answer', d.lastStatusCode !== null ? h('code', { class: d.lastStatusCode < 300 ? 'code-ok' : 'code-bad' }, String(d.lastStatusCode)) : h('span', { class: 'muted' }, '—')),
+      td('Duration', d.lastDurationMs !== null ? `${Math.round(d.lastDurationMs)} ms` : h('span', { class: 'muted' }, '—')),
+      td('Error', d.lastError ? h('span', { class: 'error-text' }, d.lastError) : h('span', { class: 'muted' }, '—')),
+      td('Next try', d.nextAttemptAt ? time(d.nextAttemptAt, { short: true }) : h('span', { class: 'muted' }, '—')),
+      td('Actions', d.status === 'succeeded' || d.status === 'pending' ? null : retry),
+    )
+    return tr
+  }
+
+  let shown = 0
+  async function reload ({ keepFocus = false } = {}) {
+    const active = keepFocus ? document.activeElement : null
+    let page
+    try {
+      page = await api.get(`${base}/deliveries${query({ status: status.value, limit: PAGE })}`)
+    } catch (err) {
+      clear(area).append(errorBox(err))
+      return
+    }
+    cursor = page.nextCursor
+    shown = page.data.length
+    clear(area)
+    if (page.data.length === 0) {
+      count.textContent = ''
+      area.append(status.value ? empty(`No ${label(status.value)} deliveries`) : empty('No deliveries yet', 'Send a test event, or an email with an event this webhook listens to.'))
+      return
+    }
+    const body = h('tbody', {}, page.data.map(row))
+    area.append(h('div', { class: 'table-wrap' }, h('table', { class: 'table deliveries' },
+      h('caption', { class: 'visually-hidden' }, 'Deliveries, newest first'),
+      h('thead', {}, h('tr', {}, ['Event', 'Status', 'Attempts', 'Last attempt', 'Answer', 'Duration', 'Error', 'Next try', h('span', { class: 'visually-hidden' }, 'Actions')].map((c) => h('th', { scope: 'col' }, c)))),
+      body)))
+    const updateCount = () => { count.textContent = `${shown} deliver${shown === 1 ? 'y' : 'ies'} shown${cursor ? ', more below' : ''}` }
+    updateCount()
+    if (cursor) {
+      const more = h('button', { type: 'button', class: 'button secondary' }, 'Load more')
+      const pager = h('div', { class: 'pager' }, more)
+      more.addEventListener('click', async () => {
+        more.disabled = true
+        try {
+          const next = await api.get(`${base}/deliveries${query({ status: status.value, limit: PAGE, cursor })}`)
+          body.append(...next.data.map(row))
+          shown += next.data.length
+          cursor = next.nextCursor
+          updateCount()
+          if (!cursor) pager.remove()
+        } catch (err) { pager.append(errorBox(err)) } finally { more.disabled = false }
+      })
+      area.append(pager)
+    }
+    if (active instanceof HTMLElement && !active.isConnected) el.querySelector('h2')?.focus()
+  }
+
+  status.addEventListener('change', () => {
+    history.replaceState(null, '', `#${ctx.path}${status.value ? `?status=${status.value}` : ''}`)
+    reload()
+  })
+  refreshButton.addEventListener('click', () => reload())
+  return { el, reload }
+}
