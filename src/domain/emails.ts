@@ -303,6 +303,7 @@ export function createEmailService ({ store, clock, mailFrom }: EmailServiceOpti
           nextAttemptAt: at,
           leaseOwner: null,
           leaseExpiresAt: null,
+          leaseToken: 0,
           lastError: null,
           createdAt: at,
           updatedAt: at,
@@ -417,7 +418,7 @@ export function withJitter (delayMs: number, random: () => number): number {
  * faults) → stays pending for a retry after the next delay of the schedule; once the schedule is spent,
  * email.bounced without a suppression (the fault may have been ours or the relay's, not the address's).
  */
-export function planAttempt (email: EmailRecord, results: RecipientOutcome[], now: number, policy: AttemptPolicy): Omit<EmailAttempt, 'owner'> {
+export function planAttempt (email: EmailRecord, results: RecipientOutcome[], now: number, policy: AttemptPolicy): Omit<EmailAttempt, 'owner' | 'leaseToken'> {
   const attempts = email.attempts + 1
   const delay = policy.retryDelaysMs[attempts - 1]
   const byAddress = new Map(results.map((r) => [r.recipient.toLowerCase(), r]))

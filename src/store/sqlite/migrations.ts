@@ -154,4 +154,9 @@ export const migrations: string[] = [
     VALUES (1, coalesce((SELECT min(seq) - 1 FROM events WHERE routed = 0), (SELECT max(seq) FROM events), 0));
   DROP INDEX events_unrouted;
   `,
+  /* 6 (mail lease fencing): each claim of an email sets a fresh lease token, and an attempt's outcome,
+     a renewal or a release applies only under the token it was claimed with. Existing emails start at
+     0; a lease held across the upgrade is simply claimed again when it expires. */ `
+  ALTER TABLE emails ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0;
+  `,
 ]
