@@ -18,6 +18,9 @@ export const EnvSchema = Type.Object({
   SVC_SECRET: Type.Optional(Type.String({ minLength: 32, description: 'a random string of at least 32 characters' })),
   DATA_DIR: Type.String({ minLength: 1, default: './data', description: 'a directory for the embedded store' }),
   MONGODB_URI: Type.Optional(Type.String({ pattern: '^mongodb(\\+srv)?://', description: 'a mongodb:// or mongodb+srv:// connection string' })),
+  MONGODB_WRITE_CONCERN: Type.String({
+    default: 'majority', pattern: '^(majority|[1-9][0-9]?)$', description: 'majority, or a number of replica set members from 1 to 99',
+  }),
   SMTP_URL: Type.Optional(Type.String({ pattern: '^smtps?://', description: 'an smtp:// or smtps:// URL' })),
   // No CR or LF: the value becomes the From header of every email that does not name its own sender.
   MAIL_FROM: Type.String({
@@ -78,6 +81,8 @@ export interface Config {
   secret: string | undefined
   dataDir: string
   mongodbUri: string | undefined
+  /** MongoDB's write concern `w` (writes are always journaled): 'majority' or a number of members. */
+  mongodbWriteConcern: 'majority' | number
   smtpUrl: string | undefined
   /** The From of emails that do not name their own sender. */
   mailFrom: string
@@ -170,6 +175,7 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
     secret: e.SVC_SECRET,
     dataDir: e.DATA_DIR,
     mongodbUri: e.MONGODB_URI,
+    mongodbWriteConcern: e.MONGODB_WRITE_CONCERN === 'majority' ? 'majority' : Number(e.MONGODB_WRITE_CONCERN),
     smtpUrl: e.SMTP_URL,
     mailFrom: e.MAIL_FROM,
     publicUrl: (e.PUBLIC_URL ?? `http://localhost:${e.PORT}`).replace(/\/$/, ''),

@@ -337,6 +337,7 @@ export function createEmailService ({ store, clock, mailFrom }: EmailServiceOpti
           nextAttemptAt: at,
           leaseOwner: null,
           leaseExpiresAt: null,
+          leaseToken: 0,
           lastError: null,
           createdAt: at,
           updatedAt: at,
@@ -451,7 +452,7 @@ export function withJitter (delayMs: number, random: () => number): number {
  * faults) → stays pending for a retry after the next delay of the schedule; once the schedule is spent,
  * email.bounced without a suppression (the fault may have been ours or the relay's, not the address's).
  */
-export function planAttempt (email: EmailRecord, results: RecipientOutcome[], now: number, policy: AttemptPolicy): Omit<EmailAttempt, 'owner'> {
+export function planAttempt (email: EmailRecord, results: RecipientOutcome[], now: number, policy: AttemptPolicy): Omit<EmailAttempt, 'owner' | 'leaseToken'> {
   const attempts = email.attempts + 1
   const delay = policy.retryDelaysMs[attempts - 1]
   const byAddress = new Map(results.map((r) => [r.recipient.toLowerCase(), r]))
@@ -515,7 +516,7 @@ export const MAX_BUILD_BODY_CHARS = 10 * 1024 * 1024
  * subscribers hear of it, and no suppression: the fault is the message's, not the address's. `reason`
  * says what failed and must not quote the content.
  */
-export function planBuildFailure (email: EmailRecord, reason: string, now: number): Omit<EmailAttempt, 'owner'> {
+export function planBuildFailure (email: EmailRecord, reason: string, now: number): Omit<EmailAttempt, 'owner' | 'leaseToken'> {
   const full = `could not be built: ${reason}`
   const text = full.length > MAX_REASON ? full.slice(0, MAX_REASON) + '…' : full
   const events: EventRecord[] = []

@@ -13,7 +13,7 @@ import {
   type EmailService, type RecipientOutcome,
 } from '../domain/emails.js'
 import type { Component } from '../service.js'
-import type { EmailAttempt, EmailRecord } from '../store/emails.js'
+import type { EmailAttempt, EmailLease, EmailRecord } from '../store/emails.js'
 import type { Store } from '../store/types.js'
 import { instrumentHtml, unsubscribeHeaders, type TrackingLinkOptions } from './tracking.js'
 import type { MailTransport, OutgoingMessage } from './transport.js'
@@ -28,7 +28,10 @@ export interface MailerTuning {
   concurrency?: number
   /** Waits before each retry of a deferred recipient; default DEFAULT_RETRY_DELAYS_MS (about 24 h). */
   retryDelaysMs?: number[]
-  /** How long a lease lasts; far above the transport's own timeouts. Default 5 minutes. */
+  /**
+   * How long a lease lasts unless renewed; the mailer renews the leases of the emails it holds every
+   * third of this, so a dead node's emails are taken over this long after it died. Default 30 s.
+   */
   leaseMs?: number
   /** How often the queue is read when nothing wakes the mailer (other nodes' sends, retries). Default 1 s. */
   pollMs?: number
@@ -132,6 +135,9 @@ export class Mailer implements Component {
   /** The earliest retry this node scheduled, so it is not left to the next poll. */
   private nextDue: number | undefined
   private housekeeping: NodeJS.Timeout | undefined
+  /** The emails this node works on (id → the token it claimed them under): exactly what it renews. */
+  private readonly held = new Map<string, number>()
+  private renewing: NodeJS.Timeout | undefined
   private unsubscribe: (() => void) | undefined
 
   constructor (options: MailerOptions) {
@@ -140,7 +146,7 @@ export class Mailer implements Component {
     // Sending is I/O: many attempts in flight at once keep a relay (or the sandbox) busy and let their
     // claims and outcomes share commits.
     this.concurrency = options.concurrency ?? 32
-    this.leaseMs = options.leaseMs ?? 5 * 60_000
+    this.leaseMs = options.leaseMs ?? 30_000
     this.pollMs = options.pollMs ?? 1_000
     this.policy = { retryDelaysMs: options.retryDelaysMs ?? DEFAULT_RETRY_DELAYS_MS, random: options.random ?? Math.random }
     // A bad PUBLIC_URL or secret would make every message fail to build, and each would be failed for it:
@@ -175,6 +181,7 @@ export class Mailer implements Component {
     this.running = true
     this.loop = this.run()
     this.housekeeping = setInterval(() => { void this.housekeep() }, HOUSEKEEPING_MS).unref()
+    this.renewing = setInterval(() => { void this.renewLeases() }, Math.max(1, Math.floor(this.leaseMs / 3))).unref()
   }
 
   async stop (): Promise<void> {
@@ -185,6 +192,7 @@ export class Mailer implements Component {
     await this.loop
     // Sends in flight finish and their outcomes are written; nothing new starts.
     await Promise.allSettled([...this.inFlight])
+    clearInterval(this.renewing)
     await this.o.store.releaseEmailLeases(this.owner).catch(() => 0)
     if (this.o.closeTransport) await this.o.transport.close()
   }
@@ -219,7 +227,10 @@ export class Mailer implements Component {
         if (this.nextDue !== undefined && this.nextDue <= now) this.nextDue = undefined
         try {
           const claimed = await this.o.store.claimDueEmails({ owner: this.owner, now: iso(now), leaseUntil: iso(now + this.leaseMs), limit: free })
-          for (const email of claimed) this.track(this.attempt(email))
+          for (const email of claimed) {
+            this.held.set(email.id, email.leaseToken)
+            this.track(this.attempt(email).finally(() => this.forget(email)))
+          }
         } catch (err) {
           // A store fault (disk full…) is logged once by the store's health, not at every poll.
           if (!this.o.store.health.failed(err)) this.o.logger.error({ err }, 'mailer: could not read the mail queue')
@@ -243,7 +254,7 @@ export class Mailer implements Component {
     const pending = email.recipients.filter((r) => r.state === 'pending').map((r) => r.address)
     let results: RecipientOutcome[] = []
     let msg: OutgoingMessage | undefined
-    let plan: Omit<EmailAttempt, 'owner'> | undefined
+    let plan: Omit<EmailAttempt, 'owner' | 'leaseToken'> | undefined
     if (pending.length > 0) {
       try {
         msg = composeMessage(email, this.o)
@@ -267,7 +278,7 @@ export class Mailer implements Component {
     plan ??= planAttempt(email, results, this.o.clock.now(), this.policy)
     for (let i = 1; ; i++) {
       try {
-        if (!await this.o.store.recordEmailAttempt({ ...plan, owner: this.owner })) {
+        if (!await this.o.store.recordEmailAttempt({ ...plan, owner: this.owner, leaseToken: email.leaseToken })) {
           this.o.logger.warn({ emailId: email.id }, 'mailer: the lease on an email was lost during its attempt; its outcome was not recorded')
           return
         }
@@ -275,6 +286,9 @@ export class Mailer implements Component {
       } catch (err) {
         if (i >= RECORD_TRIES) {
           this.o.logger.error({ err, emailId: email.id }, 'mailer: could not record an attempt; the email is sent again when its lease expires')
+          // Dropped: no longer renewed, and released (if the store answers) so that it is due again at once.
+          this.forget(email)
+          await this.o.store.releaseEmailLeases(this.owner, [{ id: email.id, leaseToken: email.leaseToken }]).catch(() => 0)
           return
         }
         await delay(100 * 2 ** i)
@@ -289,6 +303,24 @@ export class Mailer implements Component {
       emailId: email.id, attempt: plan.attempts, status: plan.status,
       outcomes: results.reduce<Record<string, number>>((n, r) => ({ ...n, [r.outcome]: (n[r.outcome] ?? 0) + 1 }), {}),
     }, 'mailer: attempt recorded')
+  }
+
+  /** Stops renewing this claim of the email (a later claim of it, if any, stays renewed). */
+  private forget (email: EmailRecord): void {
+    if (this.held.get(email.id) === email.leaseToken) this.held.delete(email.id)
+  }
+
+  /** Extends the leases of exactly the emails in flight here; what was dropped is not renewed. */
+  private async renewLeases (): Promise<void> {
+    if (this.held.size === 0) return
+    const leases: EmailLease[] = [...this.held].map(([id, leaseToken]) => ({ id, leaseToken }))
+    try {
+      const held = await this.o.store.renewEmailLeases(this.owner, leases, iso(this.o.clock.now() + this.leaseMs))
+      // Fewer: recorded meanwhile, or lost (expired and taken over); a lost one's outcome is refused as stale.
+      if (held < leases.length) this.o.logger.debug({ notRenewed: leases.length - held }, 'mailer: some leases were no longer held')
+    } catch (err) {
+      this.o.logger.warn({ err }, 'mailer: could not renew the mail leases; trying again shortly')
+    }
   }
 
   /** Drops expired idempotency keys and finishes writes a crash interrupted (MongoDB). */

@@ -3,6 +3,13 @@
 //
 // Every event written here is an outbox row for the delivery engine (`routed` left at its default), and
 // it is written in the same atomic write as the change it records.
+//
+// Mail leases fence. Each claim of an email gives it a fresh `leaseToken` (the previous one plus 1), and a
+// write made under a lease (an attempt's outcome, a renewal, a release of listed leases) applies only
+// while the email still carries that owner AND that token: once the lease was released, or expired and
+// claimed by anyone (the same node included), a write from the old claim changes nothing. An expired
+// lease nobody has claimed again is still held by its claim. Renewal names the leases it extends, so a
+// node extends only what it still works on; what it drops simply runs out.
 import type { EventRecord, EventType } from '../domain/events.js'
 
 /**
@@ -51,6 +58,8 @@ export interface EmailRecord {
   nextAttemptAt: string | null
   leaseOwner: string | null
   leaseExpiresAt: string | null
+  /** The claim that leased it last (0: never claimed); every claim adds 1. */
+  leaseToken: number
   /** What the last failed attempt was told (already free of credentials). */
   lastError: string | null
   createdAt: string
@@ -129,6 +138,8 @@ export interface EmailAttempt {
   emailId: string
   /** The lease holder; the write is refused when someone else holds the lease now. */
   owner: string
+  /** The token of the claim this attempt was made under; the write is refused once that claim is over. */
+  leaseToken: number
   recipients: EmailRecipient[]
   status: EmailStatus
   attempts: number
@@ -138,6 +149,12 @@ export interface EmailAttempt {
   events: EventRecord[]
   /** Added unless the address is already suppressed (the first reason stays). */
   suppressions: SuppressionRecord[]
+}
+
+/** One claim of one email: what renewing or releasing a lease names. */
+export interface EmailLease {
+  id: string
+  leaseToken: number
 }
 
 /** An event raised by a tracking link: the store adds the account, which is the email's own. */
@@ -175,17 +192,27 @@ export interface EmailStore {
 
   /**
    * Leases up to `limit` emails that are due at `now` (nextAttemptAt reached, and no lease or an expired
-   * one) to `owner` until `leaseUntil`, earliest due first; one atomic write, so no email is handed to two
-   * claimers at once.
+   * one) to `owner` until `leaseUntil`, each with a fresh leaseToken, earliest due first. No email is
+   * handed to two claimers at once; a claim racing another may get fewer than `limit` although more
+   * are due (the next claim takes them).
    */
   claimDueEmails(req: { owner: string; now: string; leaseUntil: string; limit: number }): Promise<EmailRecord[]>
   /**
+   * Extends to `leaseUntil` (never shortens) the listed leases that `owner` still holds under their token;
+   * every other lease, this owner's included, is left alone. Returns how many are held (and extended).
+   */
+  renewEmailLeases(owner: string, leases: EmailLease[], leaseUntil: string): Promise<number>
+  /**
    * Applies an attempt (the email's new state, its events, its suppressions) in one atomic write and
-   * clears the lease. False, and nothing written, when the email is not leased to `attempt.owner`.
+   * clears the lease. False, and nothing written, when the email is not leased to `attempt.owner` under
+   * `attempt.leaseToken` (a stale outcome: the lease was released, or taken over after it expired).
    */
   recordEmailAttempt(attempt: EmailAttempt): Promise<boolean>
-  /** Clears every lease `owner` holds (its emails are due again at once); returns how many. */
-  releaseEmailLeases(owner: string): Promise<number>
+  /**
+   * Clears the leases `owner` holds, or only the listed ones (each under its token) when `leases` is
+   * given; those emails are due again at once. Returns how many were cleared.
+   */
+  releaseEmailLeases(owner: string, leases?: EmailLease[]): Promise<number>
 
   /** The account's suppressions among `emails` (bare, lower-case); absent ones are simply not there. */
   findSuppressions(accountId: string, emails: string[]): Promise<SuppressionRecord[]>

@@ -6,7 +6,7 @@ import type { Store } from './types.js'
 export async function openStore (config: Config): Promise<Store> {
   if (config.mongodbUri !== undefined) {
     const { openMongoStore } = await import('./mongo/index.js')
-    return openMongoStore({ uri: config.mongodbUri })
+    return openMongoStore({ uri: config.mongodbUri, writeConcern: config.mongodbWriteConcern })
   }
   return openSqliteStore({ dataDir: config.dataDir })
 }

@@ -19,7 +19,7 @@ function email (accountId: string, at: number, to: string, status: EmailStatus =
     id: newId('em', at), accountId, from: 'Sender <sender@example.test>', to: [`Someone <${to}>`], cc, bcc: [], replyTo: [],
     subject: `Hello ${to}`, html: '<p>Hi</p>', text: null, headers: {}, tags: [], suppressed: [],
     recipients: [to, ...cc].map((address) => ({ address, state: 'pending' as const })),
-    status, attempts: 0, nextAttemptAt: null, leaseOwner: null, leaseExpiresAt: null, lastError: null,
+    status, attempts: 0, nextAttemptAt: null, leaseOwner: null, leaseExpiresAt: null, leaseToken: 0, lastError: null,
     createdAt: iso(at), updatedAt: iso(at),
   }
 }

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { eventPayload, type EventRecord, type EventType } from '../../src/domain/events.js'
 import { newId, type IdPrefix } from '../../src/domain/ids.js'
-import type { EmailRecord, IdempotencyRecord, SuppressionRecord } from '../../src/store/emails.js'
+import type { EmailAttempt, EmailLease, EmailRecord, IdempotencyRecord, SuppressionRecord } from '../../src/store/emails.js'
 import type { AccountRecord, Store } from '../../src/store/types.js'
 import type { MakeStore } from './store-contract.js'
 
@@ -43,6 +43,7 @@ function email (accountId: string, overrides: Partial<EmailRecord> = {}): EmailR
     nextAttemptAt: at,
     leaseOwner: null,
     leaseExpiresAt: null,
+    leaseToken: 0,
     lastError: null,
     createdAt: at,
     updatedAt: at,
@@ -220,13 +221,15 @@ export function emailStoreCases (store: () => Store, make: MakeStore): void {
     })
     await store().addSuppression(suppression(a.id, { email: 'kept@example.test', reason: 'unsubscribed' }))
     const claimed = await store().claimDueEmails({ owner: 'node-a', now: iso(t), leaseUntil: iso(t + MINUTE), limit: 100 })
-    assert.ok(claimed.some((c) => c.id === e.id))
+    const mine = claimed.find((c) => c.id === e.id)
+    assert.equal(mine?.leaseToken, e.leaseToken + 1, 'a claim gives a fresh token')
 
     const at = iso(t + 1000)
     const events = [event(a.id, e.id, 'email.delivered', 'ok@example.test'), event(a.id, e.id, 'email.bounced', 'bad@example.test')]
     const attempt = {
       emailId: e.id,
       owner: 'node-a',
+      leaseToken: mine.leaseToken,
       recipients: [
         { address: 'ok@example.test', state: 'delivered' as const }, { address: 'bad@example.test', state: 'bounced' as const },
         { address: 'later@example.test', state: 'pending' as const }, { address: 'kept@example.test', state: 'bounced' as const },
@@ -251,7 +254,7 @@ export function emailStoreCases (store: () => Store, make: MakeStore): void {
     const after = await store().findEmail(a.id, e.id)
     assert.deepEqual(after, {
       ...e, recipients: attempt.recipients, status: 'deferred', attempts: 1, nextAttemptAt: iso(t + MINUTE),
-      lastError: '451 try later', updatedAt: at, leaseOwner: null, leaseExpiresAt: null,
+      lastError: '451 try later', updatedAt: at, leaseOwner: null, leaseExpiresAt: null, leaseToken: mine.leaseToken,
     })
     const stored = await store().listEmailEvents(a.id, e.id)
     assert.deepEqual(stored.slice(-2), events)
@@ -276,6 +279,94 @@ export function emailStoreCases (store: () => Store, make: MakeStore): void {
     assert.equal((await store().findEmail(a.id, theirs.id))?.leaseOwner, 'live-node')
     const again = await store().claimDueEmails({ owner: 'restarted-node', now: iso(t), leaseUntil: iso(t + MINUTE), limit: 10 })
     assert.deepEqual(again.map((e) => e.id), [mine.id])
+  })
+
+  /** An attempt that delivers every recipient of `e`, made under the claim (`owner`, `leaseToken`). */
+  function deliveredAttempt (e: EmailRecord, owner: string, leaseToken: number, at: number): EmailAttempt {
+    return {
+      emailId: e.id, owner, leaseToken,
+      recipients: e.recipients.map((r) => ({ address: r.address, state: 'delivered' as const })),
+      status: 'delivered', attempts: e.attempts + 1, nextAttemptAt: null, lastError: null, at: iso(at),
+      events: e.recipients.map((r) => event(e.accountId, e.id, 'email.delivered', r.address, at)),
+      suppressions: [],
+    }
+  }
+
+  test('fencing: an expired lease is claimable by another owner, and the stalled claim\'s outcome changes nothing', async () => {
+    const a = await newAccount()
+    const t = Date.now() + 700 * DAY
+    const e = await accepted(a.id, { nextAttemptAt: iso(t - 1) })
+    await sweepBefore(t - 10)
+
+    const first = (await store().claimDueEmails({ owner: 'node-a', now: iso(t), leaseUntil: iso(t + MINUTE), limit: 10 }))
+      .find((c) => c.id === e.id)
+    assert.ok(first, 'claimed by node-a')
+    // node-a stalls past its lease; node-b takes the email over.
+    const second = (await store().claimDueEmails({ owner: 'node-b', now: iso(t + 2 * MINUTE), leaseUntil: iso(t + 3 * MINUTE), limit: 10 }))
+      .find((c) => c.id === e.id)
+    assert.ok(second, 'an expired lease is claimable by another owner')
+    assert.equal(second.leaseOwner, 'node-b')
+    assert.ok(second.leaseToken > first.leaseToken, 'each claim has a fresh token')
+
+    // node-a wakes up and writes its outcome: stale, nothing changes, no event is raised.
+    const held = await store().findEmail(a.id, e.id)
+    assert.equal(await store().recordEmailAttempt(deliveredAttempt(e, 'node-a', first.leaseToken, t + 2 * MINUTE)), false)
+    assert.deepEqual(await store().findEmail(a.id, e.id), held)
+    assert.deepEqual((await store().listEmailEvents(a.id, e.id)).map((x) => x.type), ['email.sent'])
+    // node-a cannot renew or release what it lost either.
+    assert.equal(await store().renewEmailLeases('node-a', [{ id: e.id, leaseToken: first.leaseToken }], iso(t + 9 * MINUTE)), 0)
+    assert.equal(await store().releaseEmailLeases('node-a', [{ id: e.id, leaseToken: first.leaseToken }]), 0)
+    assert.deepEqual(await store().findEmail(a.id, e.id), held)
+
+    // The same owner with an older claim is stale too: node-b releases, claims again, then writes under the old token.
+    assert.equal(await store().releaseEmailLeases('node-b', [{ id: e.id, leaseToken: second.leaseToken }]), 1)
+    const third = (await store().claimDueEmails({ owner: 'node-b', now: iso(t + 2 * MINUTE), leaseUntil: iso(t + 3 * MINUTE), limit: 10 }))
+      .find((c) => c.id === e.id)
+    assert.ok(third)
+    assert.ok(third.leaseToken > second.leaseToken)
+    assert.equal(await store().recordEmailAttempt(deliveredAttempt(e, 'node-b', second.leaseToken, t + 2 * MINUTE)), false)
+    assert.equal(await store().recordEmailAttempt(deliveredAttempt(e, 'node-b', third.leaseToken, t + 2 * MINUTE)), true)
+    const done = await store().findEmail(a.id, e.id)
+    assert.equal(done?.status, 'delivered')
+    assert.equal(done?.leaseOwner, null)
+    assert.deepEqual((await store().listEmailEvents(a.id, e.id)).map((x) => x.type), ['email.sent', 'email.delivered'])
+  })
+
+  test('renewEmailLeases extends only the listed leases still held under their token, and never shortens one', async () => {
+    const a = await newAccount()
+    const t = Date.now() + 800 * DAY
+    const e1 = await accepted(a.id, { nextAttemptAt: iso(t - 3) })
+    const e2 = await accepted(a.id, { nextAttemptAt: iso(t - 2) })
+    const e3 = await accepted(a.id, { nextAttemptAt: iso(t - 1) })
+    await sweepBefore(t - 10)
+    const claimed = await store().claimDueEmails({ owner: 'node-a', now: iso(t), leaseUntil: iso(t + MINUTE), limit: 10 })
+    assert.deepEqual(claimed.map((c) => c.id), [e1.id, e2.id, e3.id])
+    const lease = (e: EmailRecord): EmailLease => ({ id: e.id, leaseToken: claimed.find((c) => c.id === e.id)!.leaseToken })
+    const expiry = async (e: EmailRecord) => (await store().findEmail(a.id, e.id))?.leaseExpiresAt
+
+    assert.equal(await store().renewEmailLeases('node-b', [lease(e1)], iso(t + 5 * MINUTE)), 0, 'another owner')
+    assert.equal(await store().renewEmailLeases('node-a', [{ id: e1.id, leaseToken: lease(e1).leaseToken - 1 }], iso(t + 5 * MINUTE)), 0,
+      'an older token')
+    assert.equal(await expiry(e1), iso(t + MINUTE))
+
+    assert.equal(await store().renewEmailLeases('node-a', [lease(e1), lease(e2)], iso(t + 5 * MINUTE)), 2)
+    assert.deepEqual([await expiry(e1), await expiry(e2), await expiry(e3)], [iso(t + 5 * MINUTE), iso(t + 5 * MINUTE), iso(t + MINUTE)],
+      'the unlisted lease of the same owner is left to run out')
+    assert.equal(await store().renewEmailLeases('node-a', [lease(e1)], iso(t + 2 * MINUTE)), 1)
+    assert.equal(await expiry(e1), iso(t + 5 * MINUTE), 'a late renewal does not shorten the lease')
+
+    // Once the first lease has run out, only the email that was not renewed can be taken over.
+    const taken = await store().claimDueEmails({ owner: 'node-b', now: iso(t + 2 * MINUTE), leaseUntil: iso(t + 3 * MINUTE), limit: 10 })
+    assert.deepEqual(taken.map((c) => c.id).filter((id) => [e1.id, e2.id, e3.id].includes(id)), [e3.id])
+
+    // Releasing listed leases frees only those, under their token.
+    assert.equal(await store().releaseEmailLeases('node-a', [{ id: e1.id, leaseToken: lease(e1).leaseToken + 1 }]), 0)
+    assert.equal(await store().releaseEmailLeases('node-a', [lease(e1)]), 1)
+    assert.equal((await store().findEmail(a.id, e1.id))?.leaseOwner, null)
+    assert.equal((await store().findEmail(a.id, e2.id))?.leaseOwner, 'node-a')
+    assert.equal(await store().renewEmailLeases('node-a', [], iso(t + 9 * MINUTE)), 0)
+    assert.equal(await store().releaseEmailLeases('node-a', []), 0, 'an empty list releases nothing (not everything)')
+    assert.equal((await store().findEmail(a.id, e2.id))?.leaseOwner, 'node-a')
   })
 
   test('suppressions: add keeps the first entry, find and delete are per account', async () => {
@@ -317,6 +408,8 @@ export function emailStoreCases (store: () => Store, make: MakeStore): void {
     }
     assert.deepEqual(seen, expected)
     assert.deepEqual(await store().listSuppressions(nextId('acct'), { limit: 10 }), [])
+    // A page of size 0 is empty (MongoDB's limit(0) would mean "no limit").
+    assert.deepEqual(await store().listSuppressions(a.id, { limit: 0 }), [])
   })
 
   test('recordEngagement appends the event to the email\'s account; null (nothing written) for an unknown email', async () => {

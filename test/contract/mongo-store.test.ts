@@ -58,6 +58,21 @@ if (uri === undefined || uri === '') {
         await made.cleanup()
       }
     })
+
+    test('an index whose definition changed is rebuilt at start instead of failing it', async () => {
+      const made = await makeMongo(mongoUri)
+      try {
+        const emails = (made.store as MongoStore).mail.emails
+        await emails.dropIndex('emails_leases')
+        await emails.createIndex({ leaseOwner: 1 }, { name: 'emails_leases', sparse: true })
+        const again = (await made.reopen!()) as MongoStore
+        const idx = (await again.mail.emails.indexes()).find((i) => i.name === 'emails_leases')
+        assert.deepEqual(idx?.partialFilterExpression, { leaseOwner: { $type: 'string' } })
+        assert.equal(idx?.sparse, undefined)
+      } finally {
+        await made.cleanup()
+      }
+    })
   })
 }
 

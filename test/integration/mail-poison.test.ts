@@ -19,7 +19,7 @@ async function storeEmail (server: TestServer, accountId: string, recipient: str
     id, accountId, from: 'Sender <sender@example.com>', to: [recipient], cc: [], bcc: [], replyTo: [], subject: 'Poison',
     html: body.html ?? null, text: body.text ?? null, headers: {}, tags: [], suppressed: [],
     recipients: [{ address: recipient, state: 'pending' }], status: 'queued', attempts: 0, nextAttemptAt: at,
-    leaseOwner: null, leaseExpiresAt: null, lastError: null, createdAt: at, updatedAt: at,
+    leaseOwner: null, leaseExpiresAt: null, leaseToken: 0, lastError: null, createdAt: at, updatedAt: at,
   }
   const events = [makeEvent({ accountId, emailId: id, type: 'email.sent', recipient, at: now })]
   assert.equal((await server.store.acceptEmails({ emails: [email], events })).outcome, 'accepted')

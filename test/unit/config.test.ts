@@ -69,6 +69,14 @@ describe('loadConfig', () => {
     assert.ok(line?.startsWith('MONGODB_URI must be'))
     assert.equal(line?.includes('s3cret'), false)
   })
+
+  test('MONGODB_WRITE_CONCERN: majority by default, or a number of members; anything else is refused', () => {
+    assert.equal(loadConfig({}).mongodbWriteConcern, 'majority')
+    assert.equal(loadConfig({ MONGODB_WRITE_CONCERN: '2' }).mongodbWriteConcern, 2)
+    for (const bad of ['0', 'all', '1; w=0']) {
+      assert.match(problems({ MONGODB_WRITE_CONCERN: bad })[0] ?? '', /^MONGODB_WRITE_CONCERN must be majority, or a number/)
+    }
+  })
 })
 
 describe('resolveSecret', () => {

@@ -80,6 +80,7 @@ function email (overrides: Partial<EmailRecord> = {}): EmailRecord {
     nextAttemptAt: at,
     leaseOwner: 'node',
     leaseExpiresAt: at,
+    leaseToken: 1,
     lastError: null,
     createdAt: at,
     updatedAt: at,

@@ -3,6 +3,7 @@
 // they compare (and sort) as strings exactly as they do in SQLite. Every value written is rebuilt here
 // from the record's typed fields with String(): an object smuggled into a record can never become
 // query or update syntax, and nothing beyond the listed fields reaches the database.
+import type { ClientSession, MongoClient } from 'mongodb'
 import type { EventRecord, EventType } from '../../domain/events.js'
 import type { Plan } from '../../domain/plans.js'
 import type { AccountRecord, ApiKeyRecord, SessionRecord, WebhookRecord, WebhookStatus } from '../types.js'
@@ -56,6 +57,17 @@ export interface WebhookDoc {
   updatedAt: string
   /** Set by deleteWebhook; a webhook with deletedAt is invisible to every Store method. */
   deletedAt: string | null
+}
+
+/**
+ * Runs `fn` as one multi-document transaction: all of its writes commit, or none. The driver retries it
+ * whole on a transient error (a failover, a write conflict) and retries an unknown commit, so `fn` must
+ * only write through the session it is given and have no other effect. Transactions need a replica set
+ * (or a sharded cluster): a standalone mongod refuses them, which is why svc requires a replica set.
+ * The write concern is the client's (majority, journaled by default: src/store/mongo/index.ts).
+ */
+export async function inTransaction<T> (client: MongoClient, fn: (session: ClientSession) => Promise<T>): Promise<T> {
+  return await client.withSession(async (session) => await session.withTransaction(fn))
 }
 
 export const nullableString = (v: unknown): string | null => (v === null || v === undefined ? null : String(v))

@@ -1,29 +1,41 @@
 // Sending in MongoDB: emails (the mail queue), idempotency keys and suppressions, with the semantics of
-// the SQLite adapter and no multi-document transaction.
+// the SQLite adapter.
 //
-// Atomicity comes from single-document writes plus an outbox kept inside the document that changes:
+// Atomicity comes from a multi-document transaction where one write spans documents and has nothing to
+// resume from (a send without an Idempotency-Key: its emails and their events), and elsewhere from
+// single-document writes plus an outbox kept inside the document that changes:
 //
-// - An email document is inserted WITH its events (`outbox`); an attempt's update sets the email's new
-//   state and pushes its events and suppressions into the same document, in one update. Both are atomic
-//   on any deployment. The outbox is then published (events inserted into `events`, suppressions upserted)
-//   and pulled. Publishing is idempotent (ids are the application's), so a crash in between loses nothing:
-//   repairInterruptedWrites publishes whatever a crash left in an outbox.
+// - An attempt's update sets the email's new state and pushes its events and suppressions into the same
+//   document, in one update (an email that comes through an idempotency key's journal, below, is
+//   inserted WITH its events the same way). The outbox is then published (events inserted into
+//   `events`, suppressions upserted) and pulled. Publishing is idempotent (ids are the application's),
+//   so a crash in between loses nothing: repairInterruptedWrites publishes whatever a crash left in an
+//   outbox.
 // - An idempotency key is claimed by inserting its document (unique index on accountId + key) with the
 //   whole accepted payload in it (`journal`) before the emails are inserted: the claim is the commit
 //   point. A concurrent request that finds the claim answers with its response; a crash after the claim
 //   is finished from the journal by repairInterruptedWrites.
 // - An unsubscribe is one upsert of the suppression carrying its event (`pendingEvent`), published after.
 //
+// Mail leases fence (src/store/emails.ts): a claim adds 1 to `leaseToken` and stamps `leaseClaim` (a
+// random id of that claim, only used to read back what the claim won); outcomes, renewals and releases
+// are conditional on the owner and the token.
+//
 // Query safety, as in index.ts: every value from a caller goes through String()/Number() and every
 // document is rebuilt field by field, so no request value can become an operator.
-import { MongoBulkWriteError, MongoServerError, type AnyBulkWriteOperation, type Collection, type Db, type Filter } from 'mongodb'
+import { randomUUID } from 'node:crypto'
+import {
+  MongoBulkWriteError, MongoServerError, MongoWriteConcernError, type AnyBulkWriteOperation, type Collection, type Db, type Filter,
+  type MongoClient,
+} from 'mongodb'
 import type { EventRecord, EventType } from '../../domain/events.js'
 import type {
-  AcceptResult, EmailAttempt, EmailRecipient, EmailRecord, EmailStatus, EmailStore, EmailTag, EngagementEvent, IdempotencyRecord,
+  AcceptResult, EmailAttempt, EmailLease, EmailRecipient, EmailRecord, EmailStatus, EmailStore, EmailTag, EngagementEvent, IdempotencyRecord,
   RecipientState, SuppressionCursor, SuppressionReason, SuppressionRecord, UnsubscribeResult,
 } from '../emails.js'
 import type { DailyEventCount, EmailListQuery, EmailSummary } from '../emails.js'
-import { eventDoc, nullableString, toDate, type EventDoc } from './documents.js'
+import { eventDoc, inTransaction, nullableString, toDate, type EventDoc } from './documents.js'
+import { syncIndexes } from './indexes.js'
 
 interface OutboxSuppression {
   email: string
@@ -52,6 +64,10 @@ export interface EmailDoc {
   nextAttemptAt: string | null
   leaseOwner: string | null
   leaseExpiresAt: string | null
+  /** The claim that leased it last; absent on documents written before fencing (read as 0). */
+  leaseToken?: number
+  /** A random id of the claim that leased it last, to read back what one claim won. */
+  leaseClaim?: string | null
   lastError: string | null
   createdAt: string
   updatedAt: string
@@ -90,17 +106,30 @@ interface SuppressionDoc {
 const NO_OUTBOX = { outbox: 0, outboxSuppressions: 0 } as const
 // Bounds the work of one repair pass; the next pass takes the rest.
 const REPAIR_BATCH = 500
+// A claim reads the due emails, leases those still free, and reads back what it won; when other nodes
+// won some, it tries again for the rest, at most this many times (3 round trips each).
+const CLAIM_ROUNDS = 3
 
+/**
+ * A single-document write refused as a duplicate key. Not a bulk error (its code is only its first
+ * write error's) and not a write-concern error (the write may not be durable).
+ */
 function isDuplicate (err: unknown): boolean {
-  return err instanceof MongoServerError && err.code === 11000
+  return err instanceof MongoServerError && !(err instanceof MongoBulkWriteError) && !(err instanceof MongoWriteConcernError) &&
+    err.code === 11000
 }
 
-/** True when every failure of a bulk write is a duplicate key (what was there is what we meant to write). */
+/**
+ * True when a write failed only because what it inserts is there already: a single duplicate key, or a
+ * bulk error whose EVERY write error is a duplicate key and that carries no write-concern error. A bulk
+ * error of another kind (a network failure, a write concern not met) has no write errors: false.
+ */
 function onlyDuplicates (err: unknown): boolean {
   if (isDuplicate(err)) return true
   if (!(err instanceof MongoBulkWriteError)) return false
+  if (err.err !== undefined || err.result?.getWriteConcernError() !== undefined) return false
   const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors]
-  return errors.length > 0 && errors.every((e) => e.code === 11000)
+  return errors.length > 0 && errors.every((e) => e?.code === 11000)
 }
 
 function recipientsDoc (list: EmailRecipient[]): EmailRecipient[] {
@@ -128,6 +157,7 @@ function toEmail (d: EmailDoc): EmailRecord {
     nextAttemptAt: d.nextAttemptAt ?? null,
     leaseOwner: d.leaseOwner ?? null,
     leaseExpiresAt: d.leaseExpiresAt ?? null,
+    leaseToken: d.leaseToken ?? 0,
     lastError: d.lastError ?? null,
     createdAt: d.createdAt,
     updatedAt: d.updatedAt,
@@ -160,35 +190,39 @@ export class MongoEmails implements EmailStore {
   readonly suppressions: Collection<SuppressionDoc>
   private readonly events: Collection<EventDoc>
 
-  /** `hint` tells the delivery engine that events were published. */
-  constructor (db: Db, private readonly hint: () => void) {
+  /** `hint` tells the delivery engine that events were published; `client` runs transactions. */
+  constructor (private readonly client: MongoClient, db: Db, private readonly hint: () => void) {
     this.emails = db.collection<EmailDoc>('emails')
     this.idempotencyKeys = db.collection<IdempotencyDoc>('idempotency_keys')
     this.suppressions = db.collection<SuppressionDoc>('suppressions')
     this.events = db.collection<EventDoc>('events')
   }
 
+  /**
+   * A partial index serves a query only when the query states the index's filter itself: each query on
+   * these fields repeats `$type: 'string'` (an equality alone does not let the planner use the index).
+   */
   async ensureIndexes (): Promise<void> {
     await Promise.all([
-      this.emails.createIndexes([
+      syncIndexes(this.emails, [
         { key: { nextAttemptAt: 1 }, name: 'emails_due', partialFilterExpression: { nextAttemptAt: { $type: 'string' } } },
         { key: { leaseOwner: 1 }, name: 'emails_leases', partialFilterExpression: { leaseOwner: { $type: 'string' } } },
         { key: { outboxAt: 1 }, name: 'emails_outbox', partialFilterExpression: { outboxAt: { $type: 'string' } } },
       ]),
-      this.idempotencyKeys.createIndexes([
+      syncIndexes(this.idempotencyKeys, [
         { key: { accountId: 1, key: 1 }, name: 'idempotency_keys_account_key', unique: true },
         { key: { expiresAtDate: 1 }, name: 'idempotency_keys_ttl', expireAfterSeconds: 0 },
         { key: { createdAt: 1 }, name: 'idempotency_keys_unapplied', partialFilterExpression: { applied: false } },
       ]),
       // The dashboard's reads: the account's emails newest first (by status, by recipient), and its
       // events by time for the stats.
-      this.emails.createIndexes([
+      syncIndexes(this.emails, [
         { key: { accountId: 1, createdAt: -1, _id: -1 }, name: 'emails_account_page' },
         { key: { accountId: 1, status: 1, createdAt: -1, _id: -1 }, name: 'emails_account_status' },
         { key: { accountId: 1, 'recipients.address': 1, createdAt: -1, _id: -1 }, name: 'emails_account_recipient' },
       ]),
-      this.events.createIndexes([{ key: { accountId: 1, occurredAt: 1 }, name: 'events_account_time' }]),
-      this.suppressions.createIndexes([
+      syncIndexes(this.events, [{ key: { accountId: 1, occurredAt: 1 }, name: 'events_account_time' }]),
+      syncIndexes(this.suppressions, [
         { key: { accountId: 1, email: 1 }, name: 'suppressions_account_email', unique: true },
         { key: { accountId: 1, createdAt: -1, email: -1 }, name: 'suppressions_page' },
         { key: { pendingEventAt: 1 }, name: 'suppressions_pending', partialFilterExpression: { pendingEventAt: { $type: 'string' } } },
@@ -217,6 +251,7 @@ export class MongoEmails implements EmailStore {
       nextAttemptAt: nullableString(e.nextAttemptAt),
       leaseOwner: nullableString(e.leaseOwner),
       leaseExpiresAt: nullableString(e.leaseExpiresAt),
+      leaseToken: Number(e.leaseToken ?? 0),
       lastError: nullableString(e.lastError),
       createdAt: String(e.createdAt),
       updatedAt: String(e.updatedAt),
@@ -304,45 +339,55 @@ export class MongoEmails implements EmailStore {
       if (list === undefined) throw new Error(`event ${ev.id} is about an email that is not in this write`)
       list.push(ev)
     }
-    const docs = input.emails.map((e) => this.emailDoc(e, eventsOf.get(String(e.id))!))
 
     const k = input.idempotency
-    let claim: IdempotencyDoc | undefined
-    if (k !== undefined) {
-      claim = {
-        accountId: String(k.accountId),
-        key: String(k.key),
-        requestHash: String(k.requestHash),
-        responseStatus: Number(k.responseStatus),
-        responseBody: String(k.responseBody),
-        createdAt: String(k.createdAt),
-        expiresAt: String(k.expiresAt),
-        expiresAtDate: null,
-        journal: docs,
-        applied: false,
+    if (k === undefined) {
+      // One transaction: every email and every event of the send, or none (the client gets an error and
+      // nothing is ever sent). No outbox needed: the events commit with their emails.
+      const docs = input.emails.map((e) => this.emailDoc(e, []))
+      const events = input.events.map((e) => eventDoc(e))
+      if (docs.length === 0 && events.length === 0) return { outcome: 'accepted' }
+      await inTransaction(this.client, async (session) => {
+        if (docs.length > 0) await this.emails.insertMany(docs, { session })
+        if (events.length > 0) await this.events.insertMany(events, { session })
+      })
+      if (events.length > 0) this.hint()
+      return { outcome: 'accepted' }
+    }
+
+    // With a key: the key's document carries the whole send (its journal) and is the commit point.
+    const docs = input.emails.map((e) => this.emailDoc(e, eventsOf.get(String(e.id))!))
+    const claim: IdempotencyDoc = {
+      accountId: String(k.accountId),
+      key: String(k.key),
+      requestHash: String(k.requestHash),
+      responseStatus: Number(k.responseStatus),
+      responseBody: String(k.responseBody),
+      createdAt: String(k.createdAt),
+      expiresAt: String(k.expiresAt),
+      expiresAtDate: null,
+      journal: docs,
+      applied: false,
+    }
+    for (let tries = 0; ; tries++) {
+      try {
+        await this.idempotencyKeys.insertOne({ ...claim })
+        break
+      } catch (err) {
+        if (!isDuplicate(err) || tries >= 3) throw err
       }
-      for (let tries = 0; ; tries++) {
-        try {
-          await this.idempotencyKeys.insertOne({ ...claim })
-          break
-        } catch (err) {
-          if (!isDuplicate(err) || tries >= 3) throw err
-        }
-        const existing = await this.idempotencyKeys.findOne({ accountId: claim.accountId, key: claim.key })
-        if (existing === null) continue // expired and removed meanwhile: claim it again
-        if (existing.expiresAt > claim.createdAt) return { outcome: 'duplicate', existing: toIdempotency(existing) }
-        // Expired: finish what it accepted if a crash left that undone, then take the key over.
-        if (!existing.applied) await this.applyJournal(existing)
-        await this.idempotencyKeys.deleteOne({ accountId: existing.accountId, key: existing.key, createdAt: existing.createdAt })
-      }
+      const existing = await this.idempotencyKeys.findOne({ accountId: claim.accountId, key: claim.key })
+      if (existing === null) continue // expired and removed meanwhile: claim it again
+      if (existing.expiresAt > claim.createdAt) return { outcome: 'duplicate', existing: toIdempotency(existing) }
+      // Expired: finish what it accepted if a crash left that undone, then take the key over.
+      if (!existing.applied) await this.applyJournal(existing)
+      await this.idempotencyKeys.deleteOne({ accountId: existing.accountId, key: existing.key, createdAt: existing.createdAt })
     }
 
     await this.insertEmailDocs(docs)
     await this.publish(docs.filter((d) => d.outbox.length > 0).map((d) => d._id))
-    if (claim !== undefined) {
-      await this.idempotencyKeys.updateOne({ accountId: claim.accountId, key: claim.key, createdAt: claim.createdAt },
-        { $set: { applied: true, journal: null, expiresAtDate: toDate(claim.expiresAt) } })
-    }
+    await this.idempotencyKeys.updateOne({ accountId: claim.accountId, key: claim.key, createdAt: claim.createdAt },
+      { $set: { applied: true, journal: null, expiresAtDate: toDate(claim.expiresAt) } })
     return { outcome: 'accepted' }
   }
 
@@ -394,19 +439,47 @@ export class MongoEmails implements EmailStore {
   }
 
   async claimDueEmails (req: { owner: string; now: string; leaseUntil: string; limit: number }): Promise<EmailRecord[]> {
+    const limit = Math.floor(Number(req.limit))
+    if (!(limit > 0)) return []
     const now = String(req.now)
-    const claimed: EmailRecord[] = []
-    // One conditional update per email: each is atomic, so two nodes never lease the same email.
-    for (let i = 0; i < Number(req.limit); i++) {
-      const doc = await this.emails.findOneAndUpdate(
-        { nextAttemptAt: { $type: 'string', $lte: now }, $or: [{ leaseExpiresAt: null }, { leaseExpiresAt: { $lte: now } }] },
-        { $set: { leaseOwner: String(req.owner), leaseExpiresAt: String(req.leaseUntil) } },
-        { sort: { nextAttemptAt: 1 }, returnDocument: 'after', projection: NO_OUTBOX },
-      )
-      if (doc === null) break
-      claimed.push(toEmail(doc))
+    // Due (the emails_due filter, stated so that index serves it) and not leased, or leased until now at most.
+    const due: Filter<EmailDoc> = {
+      nextAttemptAt: { $type: 'string', $lte: now },
+      $or: [{ leaseExpiresAt: null }, { leaseExpiresAt: { $lte: now } }],
     }
-    return claimed
+    // One id for this claim: the update stamps it on what it wins, so the read-back finds exactly that,
+    // whatever other nodes claim meanwhile.
+    const claim = randomUUID()
+    const lease = { leaseOwner: String(req.owner), leaseExpiresAt: String(req.leaseUntil), leaseClaim: claim }
+    const claimed: EmailRecord[] = []
+    for (let round = 0; round < CLAIM_ROUNDS && claimed.length < limit; round++) {
+      const candidates = await this.emails.find(due, { projection: { _id: 1 }, sort: { nextAttemptAt: 1 }, limit: limit - claimed.length })
+        .toArray()
+      if (candidates.length === 0) break
+      const ids = candidates.map((d) => d._id)
+      // Conditional on still being free: each document is updated atomically, so an email another node
+      // leased since the read is not taken from it (and is not handed out here).
+      const r = await this.emails.updateMany({ ...due, _id: { $in: ids } }, { $set: lease, $inc: { leaseToken: 1 } })
+      if (r.modifiedCount > 0) {
+        const won = await this.emails.find({ _id: { $in: ids }, leaseClaim: claim }, { projection: NO_OUTBOX }).toArray()
+        for (const d of won) claimed.push(toEmail(d))
+      }
+      // Won every candidate: either the limit is reached or nothing more is due.
+      if (r.modifiedCount === candidates.length) break
+    }
+    return claimed.sort((a, b) => (a.nextAttemptAt! < b.nextAttemptAt! ? -1 : a.nextAttemptAt! > b.nextAttemptAt! ? 1 : 0))
+  }
+
+  async renewEmailLeases (owner: string, leases: EmailLease[], leaseUntil: string): Promise<number> {
+    if (leases.length === 0) return 0
+    const until = String(leaseUntil)
+    const r = await this.emails.bulkWrite(leases.map((l) => ({
+      updateOne: {
+        filter: { _id: String(l.id), leaseOwner: String(owner), leaseToken: Number(l.leaseToken) },
+        update: { $max: { leaseExpiresAt: until } }, // never shortens (null sorts below every string)
+      },
+    })), { ordered: false })
+    return r.matchedCount
   }
 
   async recordEmailAttempt (a: EmailAttempt): Promise<boolean> {
@@ -414,7 +487,8 @@ export class MongoEmails implements EmailStore {
     const events = a.events.map((e) => eventDoc(e))
     const suppressions = a.suppressions.map(outboxSuppression)
     const touchesOutbox = events.length > 0 || suppressions.length > 0
-    const r = await this.emails.updateOne({ _id: id, leaseOwner: String(a.owner) }, {
+    // Fenced: only under the claim the attempt was made under (owner and token).
+    const r = await this.emails.updateOne({ _id: id, leaseOwner: String(a.owner), leaseToken: Number(a.leaseToken) }, {
       $set: {
         recipients: recipientsDoc(a.recipients),
         status: String(a.status),
@@ -433,8 +507,17 @@ export class MongoEmails implements EmailStore {
     return true
   }
 
-  async releaseEmailLeases (owner: string): Promise<number> {
-    const r = await this.emails.updateMany({ leaseOwner: String(owner) }, { $set: { leaseOwner: null, leaseExpiresAt: null } })
+  async releaseEmailLeases (owner: string, leases?: EmailLease[]): Promise<number> {
+    const free = { $set: { leaseOwner: null, leaseExpiresAt: null } }
+    if (leases !== undefined) {
+      if (leases.length === 0) return 0
+      const r = await this.emails.bulkWrite(leases.map((l) => ({
+        updateOne: { filter: { _id: String(l.id), leaseOwner: String(owner), leaseToken: Number(l.leaseToken) }, update: free },
+      })), { ordered: false })
+      return r.modifiedCount
+    }
+    // `$type: 'string'` states the emails_leases index's filter, so that index serves this query.
+    const r = await this.emails.updateMany({ leaseOwner: { $type: 'string', $eq: String(owner) } }, free)
     return r.modifiedCount
   }
 
@@ -455,7 +538,10 @@ export class MongoEmails implements EmailStore {
             { createdAt: String(opts.after.createdAt), email: { $lt: String(opts.after.email) } },
           ],
         }
-    const docs = await this.suppressions.find(filter).sort({ createdAt: -1, email: -1 }).limit(Number(opts.limit)).toArray()
+    // limit(0) is no limit at all in MongoDB: a page of nothing is answered here.
+    const limit = Math.floor(Number(opts.limit))
+    if (!(limit > 0)) return []
+    const docs = await this.suppressions.find(filter).sort({ createdAt: -1, email: -1 }).limit(limit).toArray()
     return docs.map(toSuppression)
   }
 

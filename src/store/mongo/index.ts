@@ -1,15 +1,22 @@
-// The MongoDB store, through the official driver, chosen by MONGODB_URI. Works on a standalone mongod, a
-// replica set or a sharded cluster: nothing here needs a multi-document transaction.
+// The MongoDB store, through the official driver, chosen by MONGODB_URI.
 //
-// Durability: every write uses the write concern of the URI (the driver's default is w=1: acknowledged
-// by the primary). Put `w=majority` (and `journal=true` if wanted) in MONGODB_URI to make a resolved
-// write survive a failover; with w=1 a write acknowledged just before the primary dies can be rolled back.
+// Topology: a replica set (a single-node one will do) or a sharded cluster, never a standalone mongod.
+// The writes of a batch that spans documents and has nothing to resume from (a send without an
+// Idempotency-Key, insertEvents) are one multi-document transaction, and MongoDB runs transactions only
+// on a replica set or through mongos. openMongoStore checks this at start and says so.
+//
+// Durability: every write, transactions included, uses the client's write concern: `{ w: 'majority',
+// journal: true }` by default (MONGODB_WRITE_CONCERN sets `w`; it wins over a `w` in the URI), so a
+// resolved write is on disk on a majority of the members and survives a failover.
+//
+// Indexes are synchronised at start (syncIndexes, indexes.ts): missing ones are created, and one whose
+// definition changed between releases is dropped and recreated, so a changed index never stops a start.
 //
 // Query safety: every filter and update below is built here from typed parameters, each value passed
 // through String() (or Number()) where a caller could hand in an object; no request object is ever used
 // as a filter, and inserted documents are rebuilt field by field (documents.ts). `$ne`, `{"$gt":""}` and
 // the like are therefore plain strings to MongoDB.
-import { MongoClient, MongoServerError, type Collection, type Db, type Filter, type UpdateFilter } from 'mongodb'
+import { MongoClient, MongoServerError, type Collection, type Db, type Filter, type UpdateFilter, type W } from 'mongodb'
 import type { EventRecord } from '../../domain/events.js'
 import type { Plan } from '../../domain/plans.js'
 import { CANCEL_REASONS, cancelOnEdit } from '../../domain/webhook-health.js'
@@ -17,14 +24,15 @@ import type {
   AccountRecord, ApiKeyRecord, LimitedInsert, SessionRecord, Store, WebhookPatch, WebhookRecord,
 } from '../types.js'
 import {
-  accountDoc, apiKeyDoc, eventDoc, nullableString, sessionDoc, toAccount, toApiKey, toDate, toEvent, toSession, toWebhook, webhookDoc,
+  accountDoc, apiKeyDoc, eventDoc, inTransaction, nullableString, sessionDoc, toAccount, toApiKey, toDate, toEvent, toSession, toWebhook, webhookDoc,
   type AccountDoc, type ApiKeyDoc, type EventDoc, type SessionDoc, type WebhookDoc,
 } from './documents.js'
 import { MongoDeliveries } from './deliveries.js'
 import { MongoEmails } from './emails.js'
 import { StoreHealth } from '../faults.js'
+import { syncIndexes } from './indexes.js'
 import type {
-  AcceptResult, EmailAttempt, EmailRecord, EngagementEvent, IdempotencyRecord, SuppressionCursor, SuppressionRecord, UnsubscribeResult,
+  AcceptResult, EmailAttempt, EmailLease, EmailRecord, EngagementEvent, IdempotencyRecord, SuppressionCursor, SuppressionRecord, UnsubscribeResult,
 } from '../emails.js'
 import type { DailyEventCount, EmailListQuery, EmailSummary } from '../emails.js'
 
@@ -32,6 +40,8 @@ export interface MongoOptions {
   uri: string
   /** Database name; default: the one in the URI's path, else 'svc'. */
   dbName?: string
+  /** The write concern's `w` (writes are always journaled); default 'majority'. */
+  writeConcern?: W
 }
 
 /** The database named in a MongoDB connection string (`mongodb[+srv]://auth@hosts/<db>?options`), if any. */
@@ -46,9 +56,11 @@ export function dbNameFromUri (uri: string): string | undefined {
 }
 
 export async function openMongoStore (options: MongoOptions): Promise<MongoStore> {
-  const client = new MongoClient(options.uri, { appName: 'svc' })
+  // Set here, it wins over a `w` or `journal` in the URI.
+  const client = new MongoClient(options.uri, { appName: 'svc', writeConcern: { w: options.writeConcern ?? 'majority', journal: true } })
   try {
     await client.connect()
+    await requireTransactions(client)
     const store = new MongoStore(client, client.db(options.dbName ?? dbNameFromUri(options.uri) ?? 'svc'))
     await store.ensureIndexes()
     await store.ensureRateLimitIndexes()
@@ -57,6 +69,15 @@ export async function openMongoStore (options: MongoOptions): Promise<MongoStore
     await client.close().catch(() => {})
     throw err
   }
+}
+
+/** Fails the start with a clear message on a standalone server, where every transaction would fail. */
+async function requireTransactions (client: MongoClient): Promise<void> {
+  const hello = await client.db('admin').command({ hello: 1 })
+  if (typeof hello.setName === 'string' || hello.msg === 'isdbgrid') return
+  throw new Error('MongoDB: svc needs a replica set or a sharded cluster (it writes batches in transactions), and this server ' +
+    'is a standalone mongod. A single-node replica set will do: start mongod with --replSet rs0, run rs.initiate() once, ' +
+    'and add ?replicaSet=rs0 to MONGODB_URI.')
 }
 
 type SlotField = 'activeApiKeyIds' | 'webhookIds'
@@ -109,28 +130,31 @@ export class MongoStore extends MongoDeliveries implements Store {
     this.apiKeys = db.collection<ApiKeyDoc>('api_keys')
     this.webhooks = db.collection<WebhookDoc>('webhooks')
     this.events = db.collection<EventDoc>('events')
-    this.mail = new MongoEmails(db, () => this.hintWork())
+    this.mail = new MongoEmails(client, db, () => this.hintWork())
   }
 
   /** Sending: emails, idempotency keys, suppressions (src/store/mongo/emails.ts). */
   readonly mail: MongoEmails
 
-  /** Creates the indexes; idempotent (an index that exists with the same definition is left alone). */
+  /**
+   * Synchronises the indexes (syncIndexes): creates the missing ones, rebuilds one whose definition
+   * changed; idempotent (an index that exists with the same definition is left alone).
+   */
   async ensureIndexes (): Promise<void> {
     await Promise.all([
-      this.accounts.createIndexes([{ key: { email: 1 }, name: ACCOUNT_EMAIL_INDEX, unique: true }]),
-      this.sessions.createIndexes([
+      syncIndexes(this.accounts, [{ key: { email: 1 }, name: ACCOUNT_EMAIL_INDEX, unique: true }]),
+      syncIndexes(this.sessions, [
         { key: { expiresAt: 1 }, name: 'sessions_expiry' },
         // Expired sessions also disappear on their own (the TTL monitor runs about once a minute);
         // deleteExpiredSessions stays the contract, this only keeps the collection small.
         { key: { expiresAtDate: 1 }, name: 'sessions_ttl', expireAfterSeconds: 0 },
       ]),
-      this.apiKeys.createIndexes([
+      syncIndexes(this.apiKeys, [
         { key: { keyHash: 1 }, name: 'api_keys_hash', unique: true },
         { key: { accountId: 1, _id: -1 }, name: 'api_keys_account' },
       ]),
-      this.webhooks.createIndexes([{ key: { accountId: 1, _id: -1 }, name: 'webhooks_account' }]),
-      this.events.createIndexes([
+      syncIndexes(this.webhooks, [{ key: { accountId: 1, _id: -1 }, name: 'webhooks_account' }]),
+      syncIndexes(this.events, [
         { key: { accountId: 1, emailId: 1, _id: 1 }, name: 'events_email' },
         { key: { routed: 1, _id: 1 }, name: 'events_unrouted', partialFilterExpression: { routed: false } },
       ]),
@@ -391,7 +415,9 @@ export class MongoStore extends MongoDeliveries implements Store {
 
   async insertEvents (events: EventRecord[]): Promise<void> {
     if (events.length === 0) return
-    await this.events.insertMany(events.map(eventDoc), { ordered: true })
+    const docs = events.map(eventDoc)
+    // One transaction: all of them or none (an insertMany that fails half way keeps what it inserted).
+    await inTransaction(this.client, async (session) => { await this.events.insertMany(docs, { session }) })
     this.hintWork()
   }
 
@@ -410,7 +436,8 @@ export class MongoStore extends MongoDeliveries implements Store {
   countEvents (accountId: string, window: { since: string; until: string }): Promise<DailyEventCount[]> { return this.mail.countEvents(accountId, window) }
   claimDueEmails (req: { owner: string; now: string; leaseUntil: string; limit: number }): Promise<EmailRecord[]> { return this.mail.claimDueEmails(req) }
   recordEmailAttempt (attempt: EmailAttempt): Promise<boolean> { return this.mail.recordEmailAttempt(attempt) }
-  releaseEmailLeases (owner: string): Promise<number> { return this.mail.releaseEmailLeases(owner) }
+  renewEmailLeases (owner: string, leases: EmailLease[], leaseUntil: string): Promise<number> { return this.mail.renewEmailLeases(owner, leases, leaseUntil) }
+  releaseEmailLeases (owner: string, leases?: EmailLease[]): Promise<number> { return this.mail.releaseEmailLeases(owner, leases) }
   findSuppressions (accountId: string, emails: string[]): Promise<SuppressionRecord[]> { return this.mail.findSuppressions(accountId, emails) }
   listSuppressions (accountId: string, opts: { limit: number; after?: SuppressionCursor }): Promise<SuppressionRecord[]> { return this.mail.listSuppressions(accountId, opts) }
   addSuppression (s: SuppressionRecord): Promise<{ created: boolean; record: SuppressionRecord }> { return this.mail.addSuppression(s) }

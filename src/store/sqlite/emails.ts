@@ -5,8 +5,8 @@ import type Database from 'better-sqlite3'
 import type { EventRecord } from '../../domain/events.js'
 import type { EventType } from '../../domain/events.js'
 import type {
-  AcceptResult, DailyEventCount, EmailAttempt, EmailListQuery, EmailRecord, EmailStatus, EmailStore, EmailSummary, EngagementEvent,
-  IdempotencyRecord, SuppressionCursor, SuppressionReason, SuppressionRecord, UnsubscribeResult,
+  AcceptResult, DailyEventCount, EmailAttempt, EmailLease, EmailListQuery, EmailRecord, EmailStatus, EmailStore, EmailSummary,
+  EngagementEvent, IdempotencyRecord, SuppressionCursor, SuppressionReason, SuppressionRecord, UnsubscribeResult,
 } from '../emails.js'
 import type { WriteQueue } from './write-queue.js'
 
@@ -37,6 +37,7 @@ function toEmail (r: Row): EmailRecord {
     nextAttemptAt: strOrNull(r.next_attempt_at),
     leaseOwner: strOrNull(r.lease_owner),
     leaseExpiresAt: strOrNull(r.lease_expires_at),
+    leaseToken: r.lease_token as number,
     lastError: strOrNull(r.last_error),
     createdAt: str(r.created_at),
     updatedAt: str(r.updated_at),
@@ -88,18 +89,21 @@ export class SqliteEmails implements EmailStore {
     this.q = {
       insertEmail: p(`INSERT INTO emails (id, account_id, from_address, to_addresses, cc_addresses, bcc_addresses, reply_to, subject,
                         html, text, headers, tags, suppressed, recipients, status, attempts, next_attempt_at, lease_owner,
-                        lease_expires_at, last_error, created_at, updated_at)
-                      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+                        lease_expires_at, lease_token, last_error, created_at, updated_at)
+                      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
       emailById: p('SELECT * FROM emails WHERE account_id = ? AND id = ?'),
       emailAccount: p('SELECT account_id FROM emails WHERE id = ?'),
-      claim: p(`UPDATE emails SET lease_owner = ?, lease_expires_at = ?
+      claim: p(`UPDATE emails SET lease_owner = ?, lease_expires_at = ?, lease_token = lease_token + 1
                 WHERE id IN (SELECT id FROM emails WHERE next_attempt_at <= ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?)
                              ORDER BY next_attempt_at LIMIT ?)
                 RETURNING *`),
       attempt: p(`UPDATE emails SET recipients = ?, status = ?, attempts = ?, next_attempt_at = ?, last_error = ?, updated_at = ?,
                     lease_owner = NULL, lease_expires_at = NULL
-                  WHERE id = ? AND lease_owner = ?`),
+                  WHERE id = ? AND lease_owner = ? AND lease_token = ?`),
+      renew: p(`UPDATE emails SET lease_expires_at = max(coalesce(lease_expires_at, ''), ?)
+                WHERE id = ? AND lease_owner = ? AND lease_token = ?`),
       release: p('UPDATE emails SET lease_owner = NULL, lease_expires_at = NULL WHERE lease_owner = ?'),
+      releaseOne: p('UPDATE emails SET lease_owner = NULL, lease_expires_at = NULL WHERE id = ? AND lease_owner = ? AND lease_token = ?'),
       anyDue: p('SELECT 1 FROM emails WHERE next_attempt_at <= ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?) LIMIT 1'),
       anyLeased: p('SELECT 1 FROM emails WHERE lease_owner = ? LIMIT 1'),
       anyExpiredKey: p('SELECT 1 FROM idempotency_keys WHERE expires_at <= ? LIMIT 1'),
@@ -129,7 +133,7 @@ export class SqliteEmails implements EmailStore {
     this.q.insertEmail.run(e.id, e.accountId, e.from, JSON.stringify(e.to), JSON.stringify(e.cc), JSON.stringify(e.bcc),
       JSON.stringify(e.replyTo), e.subject, e.html, e.text, JSON.stringify(e.headers), JSON.stringify(e.tags),
       JSON.stringify(e.suppressed), JSON.stringify(e.recipients), e.status, e.attempts, e.nextAttemptAt, e.leaseOwner,
-      e.leaseExpiresAt, e.lastError, e.createdAt, e.updatedAt)
+      e.leaseExpiresAt, e.leaseToken, e.lastError, e.createdAt, e.updatedAt)
   }
 
   acceptEmails (input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord }): Promise<AcceptResult> {
@@ -212,7 +216,7 @@ export class SqliteEmails implements EmailStore {
     // the same events raised again: at least once, never lost. (The send itself was durable at the 202.)
     return this.writes.run(() => {
       const changed = this.q.attempt.run(JSON.stringify(a.recipients), a.status, a.attempts, a.nextAttemptAt, a.lastError, a.at,
-        a.emailId, a.owner).changes
+        a.emailId, a.owner, a.leaseToken).changes
       if (changed === 0) return false
       this.insertEventRows(a.events)
       for (const s of a.suppressions) this.q.insertSuppression.run(s.accountId, s.email, s.reason, s.createdAt)
@@ -220,7 +224,25 @@ export class SqliteEmails implements EmailStore {
     }, { durable: false })
   }
 
-  async releaseEmailLeases (owner: string): Promise<number> {
+  async renewEmailLeases (owner: string, leases: EmailLease[], leaseUntil: string): Promise<number> {
+    if (leases.length === 0) return 0
+    // Not fsynced: a renewal lost to a power cut only lets the lease run out sooner.
+    return await this.writes.run(() => {
+      let held = 0
+      for (const l of leases) held += this.q.renew.run(leaseUntil, l.id, owner, l.leaseToken).changes
+      return held
+    }, { durable: false })
+  }
+
+  async releaseEmailLeases (owner: string, leases?: EmailLease[]): Promise<number> {
+    if (leases !== undefined) {
+      if (leases.length === 0) return 0
+      return await this.writes.run(() => {
+        let released = 0
+        for (const l of leases) released += this.q.releaseOne.run(l.id, owner, l.leaseToken).changes
+        return released
+      }, { durable: false })
+    }
     if (this.q.anyLeased.get(owner) === undefined) return 0
     return await this.writes.run(() => this.q.release.run(owner).changes, { durable: false })
   }

@@ -14,7 +14,7 @@ import { CANCEL_REASONS, cancelOnEdit } from '../../domain/webhook-health.js'
 import { SqliteDeliveries } from './deliveries.js'
 import { SqliteEmails } from './emails.js'
 import type {
-  AcceptResult, EmailAttempt, EmailRecord, EngagementEvent, IdempotencyRecord, SuppressionCursor, SuppressionRecord, UnsubscribeResult,
+  AcceptResult, EmailAttempt, EmailLease, EmailRecord, EngagementEvent, IdempotencyRecord, SuppressionCursor, SuppressionRecord, UnsubscribeResult,
 } from '../emails.js'
 import type { DailyEventCount, EmailListQuery, EmailSummary } from '../emails.js'
 import { WriteQueue } from './write-queue.js'
@@ -348,7 +348,8 @@ export class SqliteStore extends SqliteDeliveries implements Store {
   countEvents (accountId: string, window: { since: string; until: string }): Promise<DailyEventCount[]> { return this.mail.countEvents(accountId, window) }
   claimDueEmails (req: { owner: string; now: string; leaseUntil: string; limit: number }): Promise<EmailRecord[]> { return this.mail.claimDueEmails(req) }
   recordEmailAttempt (attempt: EmailAttempt): Promise<boolean> { return this.mail.recordEmailAttempt(attempt) }
-  releaseEmailLeases (owner: string): Promise<number> { return this.mail.releaseEmailLeases(owner) }
+  renewEmailLeases (owner: string, leases: EmailLease[], leaseUntil: string): Promise<number> { return this.mail.renewEmailLeases(owner, leases, leaseUntil) }
+  releaseEmailLeases (owner: string, leases?: EmailLease[]): Promise<number> { return this.mail.releaseEmailLeases(owner, leases) }
   findSuppressions (accountId: string, emails: string[]): Promise<SuppressionRecord[]> { return this.mail.findSuppressions(accountId, emails) }
   listSuppressions (accountId: string, opts: { limit: number; after?: SuppressionCursor }): Promise<SuppressionRecord[]> { return this.mail.listSuppressions(accountId, opts) }
   addSuppression (s: SuppressionRecord): Promise<{ created: boolean; record: SuppressionRecord }> { return this.mail.addSuppression(s) }

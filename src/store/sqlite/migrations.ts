@@ -178,4 +178,9 @@ export const migrations: string[] = [
   CREATE INDEX emails_account_status ON emails (account_id, status, created_at, id);
   CREATE INDEX events_account_time ON events (account_id, occurred_at, type) WHERE routed = 0;
   `,
+  /* 9: mail lease fencing: each claim of an email sets a fresh lease token, and an attempt's outcome,
+     a renewal or a release applies only under the token it was claimed with. Existing emails start at
+     0; a lease held across the upgrade is simply claimed again when it expires. */ `
+  ALTER TABLE emails ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0;
+  `,
 ]

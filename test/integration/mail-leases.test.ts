@@ -1,0 +1,114 @@
+// Mail leases, as a node sees them: the mailer renews the lease of an email it is still sending (so a
+// slow send is not sent a second time when the lease's first term runs out), and an outcome written
+// after another node took the email over changes nothing (fencing). Real app, real SQLite file.
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import type { MailTransport, OutgoingMessage, RecipientResult } from '../../src/mail/transport.js'
+import type { EmailAttempt } from '../../src/store/emails.js'
+import { openSqliteStore } from '../../src/store/sqlite/index.js'
+import type { Store } from '../../src/store/types.js'
+import { sender } from '../helpers/sending.js'
+import { startServer, tempDir } from '../helpers/server.js'
+import { waitFor } from '../helpers/wait.js'
+
+/** A transport whose sends wait until `release()`, then deliver every recipient. */
+function heldTransport () {
+  const sent: OutgoingMessage[] = []
+  let open: () => void = () => {}
+  const gate = new Promise<void>((resolve) => { open = resolve })
+  const transport: MailTransport = {
+    name: 'held',
+    async send (msg: OutgoingMessage): Promise<RecipientResult[]> {
+      sent.push(msg)
+      await gate
+      return [...msg.to, ...msg.cc, ...msg.bcc].map((r) => ({ recipient: r, outcome: 'delivered' as const }))
+    },
+    async close () {},
+  }
+  return {
+    transport,
+    sent,
+    release: () => { open() },
+  }
+}
+
+const LEASE_MS = 1500
+
+test('a send that outlasts its lease keeps its lease (renewed) and goes out once', async (t) => {
+  const held = heldTransport()
+  // Registered before startServer's hook (they run in order): the send is let go before the service stops.
+  t.after(() => held.release())
+  const server = await startServer(t, { deps: { transport: held.transport, mailer: { leaseMs: LEASE_MS, pollMs: 50 } } })
+  const s = await sender(server)
+  const res = await s.send({ from: 'me@example.com', to: 'reader@example.net', subject: 'Slow', text: 'hi' })
+  assert.equal(res.status, 202)
+  const id: string = res.body.data.id
+
+  await waitFor('the send to start', () => held.sent.length === 1)
+  const first = (await server.store.findEmail(s.accountId, id))!
+  assert.ok(first.leaseOwner !== null && first.leaseExpiresAt !== null)
+  // Wait until the lease was extended well past its first term: the mailer, polling every 50 ms, would
+  // have claimed the email again (and sent it twice) had the lease run out.
+  await waitFor('the lease to be renewed past its first term', async () => {
+    const now = await server.store.findEmail(s.accountId, id)
+    return now !== null && now.leaseExpiresAt !== null && Date.parse(now.leaseExpiresAt) >= Date.parse(first.leaseExpiresAt!) + LEASE_MS
+  })
+  const renewed = (await server.store.findEmail(s.accountId, id))!
+  assert.equal(renewed.leaseOwner, first.leaseOwner)
+  assert.equal(renewed.leaseToken, first.leaseToken, 'renewed, not claimed again')
+  assert.equal(held.sent.length, 1, 'not sent a second time while the first send is in flight')
+
+  held.release()
+  await s.settled(id, 'delivered')
+  assert.equal(held.sent.length, 1)
+  const done = (await server.store.findEmail(s.accountId, id))!
+  assert.equal(done.leaseOwner, null)
+})
+
+test('a stalled node whose email was taken over cannot overwrite it: its outcome is refused as stale', async (t) => {
+  const held = heldTransport()
+  // Registered before startServer's hook (they run in order): the send is let go before the service stops.
+  t.after(() => held.release())
+  // The real store, with the answers of recordEmailAttempt written down.
+  const dataDir = tempDir(t)
+  const base = openSqliteStore({ dataDir })
+  const recorded: boolean[] = []
+  const store = new Proxy(base, {
+    get (target, prop) {
+      if (prop === 'recordEmailAttempt') {
+        return async (a: EmailAttempt) => {
+          const applied = await target.recordEmailAttempt(a)
+          recorded.push(applied)
+          return applied
+        }
+      }
+      const value: unknown = Reflect.get(target, prop, target)
+      return typeof value === 'function' ? value.bind(target) : value
+    },
+  }) as Store
+  const server = await startServer(t, { dataDir, deps: { store, transport: held.transport, mailer: { leaseMs: LEASE_MS, pollMs: 50 } } })
+  const s = await sender(server)
+  const res = await s.send({ from: 'me@example.com', to: 'reader@example.net', subject: 'Stalled', text: 'hi' })
+  assert.equal(res.status, 202)
+  const id: string = res.body.data.id
+  await waitFor('the send to start', () => held.sent.length === 1)
+
+  // Another node, whose clock is past this lease, takes the email over (as it does once a stalled
+  // node's lease has run out) and holds it for an hour.
+  const far = Date.now() + 3_600_000
+  const taken = await store.claimDueEmails({ owner: 'node-b', now: new Date(far).toISOString(), leaseUntil: new Date(far + 3_600_000).toISOString(), limit: 10 })
+  const theirs = taken.find((e) => e.id === id)
+  assert.ok(theirs, 'node-b took the email over')
+
+  // The stalled send finishes: its outcome is refused, and node-b's claim stands as it was.
+  held.release()
+  await waitFor('the stalled attempt to write its outcome', () => recorded.length === 1)
+  assert.deepEqual(recorded, [false], 'refused as stale')
+  const after = (await store.findEmail(s.accountId, id))!
+  assert.equal(after.leaseOwner, 'node-b')
+  assert.equal(after.leaseToken, theirs.leaseToken)
+  assert.equal(after.status, 'queued')
+  assert.equal(after.attempts, 0)
+  assert.deepEqual((await store.listEmailEvents(s.accountId, id)).map((e) => e.type), ['email.sent'], 'no email.delivered from the stale attempt')
+  assert.equal(held.sent.length, 1)
+})
