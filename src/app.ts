@@ -6,7 +6,6 @@ import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type preValidationAsyncHookHandler } from 'fastify'
-import { randomBytes } from 'node:crypto'
 import { Registry } from 'prom-client'
 import type { Config } from '../config/index.js'
 import { createAccountService } from './domain/accounts.js'
@@ -23,6 +22,7 @@ import { registerErrorHandling } from './http/errors.js'
 import { clientErrorHandler, frameworkErrorHandler } from './http/framework-errors.js'
 import { parseJsonBody } from './http/json.js'
 import { loggedPath } from './http/logging.js'
+import { newRequestId } from './http/request-id.js'
 import { BODY_LIMITS } from './http/schemas.js'
 import { registerHttpMetrics } from './http/metrics.js'
 import accountRoutes from './http/routes/auth/index.js'
@@ -54,8 +54,6 @@ export interface AppDeps {
 export type App = FastifyInstance & { services: Services; registry: Registry }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
-const requestPrefix = randomBytes(6).toString('hex')
-let requestCount = 0
 
 // Routes without a body schema take no body: none, or an empty JSON object (what many clients send).
 const refuseBody: preValidationAsyncHookHandler = async (request) => {
@@ -119,10 +117,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
     genReqId: (req) => {
       const given = req.headers['x-request-id']
       if (typeof given === 'string' && REQUEST_ID.test(given)) return given
-      // A request id has to be unique, not unguessable: a per-process random prefix and a counter, so
-      // that no request pays for a call into the CSPRNG.
-      requestCount = (requestCount + 1) % 0x1000000000000
-      return `req_${requestPrefix}${requestCount.toString(16).padStart(12, '0')}`
+      return newRequestId()
     },
     // Tracking tokens travel in the path (/t/c/<token>), and a click token carries its whole link.
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 8192 },

@@ -8,6 +8,7 @@ import type { Socket } from 'node:net'
 import { HeadersTooLarge, RequestTimeout, ValidationError, type AppError } from '../errors.js'
 import { envelope } from './errors.js'
 import { unroutedPath } from './logging.js'
+import { newRequestId } from './request-id.js'
 
 export function frameworkErrorHandler (error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   const err = error.code === 'FST_ERR_MAX_PARAM_LENGTH'
@@ -35,11 +36,13 @@ function clientErrorOf (code: string | undefined): AppError {
 export function clientErrorHandler (this: { log: { debug: (obj: object, msg: string) => void } }, err: NodeJS.ErrnoException, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return
   const appErr = clientErrorOf(err.code)
-  this.log.debug({ code: err.code, status: appErr.statusCode }, 'client error')
+  const id = newRequestId()
+  this.log.debug({ reqId: id, code: err.code, status: appErr.statusCode }, 'client error')
   if (socket.writable) {
     const body = JSON.stringify(envelope(appErr))
     socket.write(`HTTP/1.1 ${appErr.statusCode} ${STATUS_CODES[appErr.statusCode]}\r\n` +
       'Content-Type: application/json; charset=utf-8\r\n' +
+      `x-request-id: ${id}\r\n` +
       `Content-Length: ${Buffer.byteLength(body)}\r\n` +
       'Connection: close\r\n\r\n' + body)
   }

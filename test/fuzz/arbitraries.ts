@@ -226,9 +226,10 @@ export function deepJson (depth: number, shape: 'array' | 'object', closed = tru
   return open.repeat(depth) + '1' + (closed ? close.repeat(depth) : '')
 }
 
+// A byte-order mark before JSON is not here: RFC 8259 lets a parser ignore one, and svc's does.
 const INVALID_JSON = [
   '{', '}', '[', '{"a":}', "{'a':1}", '{"a":1,}', '{a:1}', 'NaN', 'undefined', '{"a":1}garbage', '{"a":1}{"b":2}',
-  '\uFEFF{}', '/* c */{}', '{"a":"\\ud800"}', '{"a":"\\x41"}', '{"a":"\u0000"}', '{"a":1e999999}', '"unterminated',
+  '/* c */{}', '{"a":"\\ud800"}', '{"a":"\\x41"}', '{"a":"\u0000"}', '{"a":1e999999}', '"unterminated',
   '{"a":01}', '\u0000', 'ÿþ{}', '{"a":-}', '[1,2', 'null null', '{"__proto__":1}',
 ]
 
