@@ -31,6 +31,7 @@ async function main (): Promise<void> {
       censor: '[redacted]',
     },
   })
+  for (const warning of config.warnings) logger.warn(warning)
   const registry = new Registry()
   collectDefaultMetrics({ register: registry })
 

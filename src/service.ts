@@ -1,6 +1,7 @@
 // The whole service: the HTTP app plus the background workers (the mail queue, the delivery engine),
 // built around one store. server.ts and the tests both start svc through here, so what is tested is
 // what runs.
+import path from 'node:path'
 import Fastify from 'fastify'
 import { Registry } from 'prom-client'
 import type { Config } from '../config/index.js'
@@ -114,6 +115,18 @@ class ExternalWrites implements Component {
   }
 }
 
+/** The transport without SMTP_URL: nothing leaves the machine; in development each email is written to DATA_DIR/sandbox. */
+function sandbox (config: Config, app: App): MailTransport {
+  if (config.sandboxKeep === 0) return createSandboxTransport({ keep: 0 })
+  const logger = app.log.child({ component: 'mailer' })
+  return createSandboxTransport({
+    keep: 0,
+    dir: path.join(config.dataDir, 'sandbox'),
+    keepFiles: config.sandboxKeep,
+    logger: { info: (msg) => logger.info(msg), warn: (msg) => logger.warn(msg) },
+  })
+}
+
 export async function createService (config: Config, deps: ServiceDeps): Promise<Service> {
   const { roles } = config
   const app = roles.api ? await buildApp(config, deps) : await buildOperationsApp(config, deps)
@@ -142,7 +155,7 @@ export async function createService (config: Config, deps: ServiceDeps): Promise
   const mailer = roles.mailer
     ? new Mailer({
       store: deps.store,
-      transport: deps.transport ?? (config.smtpUrl !== undefined ? createSmtpTransport(config.smtpUrl) : createSandboxTransport({ keep: 0 })),
+      transport: deps.transport ?? (config.smtpUrl !== undefined ? createSmtpTransport(config.smtpUrl) : sandbox(config, app)),
       closeTransport: deps.transport === undefined,
       emails: {
         onAccepted: (listener) => {
