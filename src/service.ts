@@ -13,6 +13,7 @@ import { registerErrorHandling } from './http/errors.js'
 import { registerHttpMetrics } from './http/metrics.js'
 import healthRoutes from './http/routes/health.js'
 import { Mailer, type MailerTuning } from './mail/mailer.js'
+import { instrumentStore } from './metrics.js'
 import { createSandboxTransport } from './mail/sandbox-transport.js'
 import { createSmtpTransport } from './mail/smtp-transport.js'
 import type { MailTransport } from './mail/transport.js'
@@ -127,8 +128,12 @@ function sandbox (config: Config, app: App): MailTransport {
   })
 }
 
-export async function createService (config: Config, deps: ServiceDeps): Promise<Service> {
+export async function createService (config: Config, given: ServiceDeps): Promise<Service> {
   const { roles } = config
+  // Everything the service does with the store is measured (src/metrics.ts); the watcher of other
+  // processes' writes, which reads a version number every 10 ms, uses the store as given.
+  const registry = given.registry ?? new Registry()
+  const deps: ServiceDeps = { ...given, registry, store: instrumentStore(given.store, registry) }
   const app = roles.api ? await buildApp(config, deps) : await buildOperationsApp(config, deps)
   const engine = roles.delivery
     ? new DeliveryEngine({
@@ -190,7 +195,7 @@ export async function createService (config: Config, deps: ServiceDeps): Promise
     const wake: Array<() => void> = []
     if (engine) wake.push(() => engine.wake())
     if (mailer) wake.push(() => { for (const remote of remoteSends) remote() })
-    components.push(new ExternalWrites(deps.store, wake, EXTERNAL_WRITES_POLL_MS))
+    components.push(new ExternalWrites(given.store, wake, EXTERNAL_WRITES_POLL_MS))
   }
   let started: Component[] = []
   return {
