@@ -178,7 +178,14 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
   if (problems.length > 0) throw new ConfigError(problems)
 
   const publicUrl = (e.PUBLIC_URL ?? `http://${urlHost(e.HOST)}:${e.PORT}`).replace(/\/$/, '')
-  const own = new URL(publicUrl).origin
+  let own: string
+  try {
+    own = new URL(publicUrl).origin
+  } catch {
+    throw new ConfigError([e.PUBLIC_URL !== undefined
+      ? `PUBLIC_URL must be ${describe(EnvSchema.properties.PUBLIC_URL)} (got ${JSON.stringify(e.PUBLIC_URL)})`
+      : `HOST must be ${describe(EnvSchema.properties.HOST)} (got ${JSON.stringify(e.HOST)}), or set PUBLIC_URL`])
+  }
   const allowedOrigins = production
     ? [own]
     : [...new Set([own, ...['localhost', '127.0.0.1', '[::1]'].map((h) => `http://${h}:${e.PORT}`)])]

@@ -1,10 +1,11 @@
 // Compiles with tsc only when dist/ is older than the sources: `npm run cli` and `npm start` then cost
-// no build (tsc needs seconds even when incremental finds nothing to do). Stale means: no build info yet,
-// the last build had errors, or a file under tsconfig's "include" (or tsconfig.json, package.json) is
-// newer than the last build (tsc's build info, or our stamp: tsc leaves its build info alone when a
-// touched file did not change).
+// no build (tsc needs seconds even when incremental finds nothing to do). Stale means: no build by this
+// script yet, the last build had errors, or a file under tsconfig's "include" (or tsconfig.json,
+// package.json) changed since the last build by this script began (dist/.built-at carries that start
+// time, so a file saved while tsc ran counts as newer; a bare `npm run build` leaves no stamp, and the
+// next run compiles once more).
 import { spawnSync } from 'node:child_process'
-import { readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs'
+import { readFileSync, readdirSync, statSync, utimesSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 
@@ -35,15 +36,20 @@ function stale () {
   } catch {
     return true
   }
-  const built = Math.max(mtime(buildInfo), mtime(stamp))
+  const built = mtime(stamp)
+  if (built === 0) return true
   let newest = Math.max(statSync(path.join(root, 'tsconfig.json')).mtimeMs, statSync(path.join(root, 'package.json')).mtimeMs)
   for (const dir of tsconfig.include ?? []) newest = newestUnder(path.join(root, dir), newest)
   return newest > built
 }
 
 if (stale()) {
+  const began = new Date()
   const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc')
   const r = spawnSync(process.execPath, [tsc, '-p', 'tsconfig.json'], { cwd: root, stdio: 'inherit' })
-  if (r.status === 0) writeFileSync(stamp, `${new Date().toISOString()}\n`)
+  if (r.status === 0) {
+    writeFileSync(stamp, `${began.toISOString()}\n`)
+    utimesSync(stamp, began, began)
+  }
   process.exit(r.status ?? 1)
 }

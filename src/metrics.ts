@@ -63,14 +63,12 @@ export function instrumentStore (store: Store, registry: Registry): Store {
     labelNames: ['type'] as const,
     registers,
   })
-  // eslint-disable-next-line no-new
   new Gauge({
     name: 'svc_store_writable',
     help: '1 while the store takes writes, 0 while it cannot (disk full, read-only, no writable primary: see /readyz)',
     registers,
     collect () { this.set(store.health.current().state === 'ok' ? 1 : 0) },
   })
-  // eslint-disable-next-line no-new
   new Gauge({
     name: 'svc_webhooks',
     help: 'Webhooks of every account by status (enabled, disabled, auto_disabled); the same on every node',
