@@ -27,6 +27,11 @@ export const EnvSchema = Type.Object({
     default: 'svc <no-reply@localhost>', pattern: '^[^\\u0000-\\u001F\\u007F]*@[^\\u0000-\\u001F\\u007F]*$',
     description: 'a sender address like "Example <no-reply@example.com>" or no-reply@example.com',
   }),
+  // No default here: unset means 200 in development and test, 0 in production.
+  SANDBOX_KEEP: Type.Optional(Type.Integer({
+    minimum: 0, maximum: 100_000,
+    description: 'how many emails the sandbox transport keeps as files in DATA_DIR/sandbox, a whole number from 0 (none) to 100000',
+  })),
   PUBLIC_URL: Type.Optional(Type.String({ pattern: '^https?://[^/]+/?$', description: 'an origin like https://mail.example.com (scheme and host, no path)' })),
   // No default here: unset means this machine's host name, known only at start.
   NODE_ID: Type.Optional(Type.String({
@@ -86,7 +91,17 @@ export interface Config {
   smtpUrl: string | undefined
   /** The From of emails that do not name their own sender. */
   mailFrom: string
+  /** Without SMTP_URL: how many emails are written to DATA_DIR/sandbox (.eml and .html) for a look; 0: none. */
+  sandboxKeep: number
   publicUrl: string
+  /**
+   * The browser origins whose cookie requests are accepted (the Origin check): PUBLIC_URL's, and in
+   * development also http://localhost:PORT, http://127.0.0.1:PORT and http://[::1]:PORT, so a browser
+   * on either name of this machine works.
+   */
+  allowedOrigins: string[]
+  /** Things worth telling the operator at start (server.ts logs them): a setting that works but will surprise. */
+  warnings: string[]
   /**
    * This process's name in the store's leases (the mail queue's, and the prefix of the delivery
    * engine's). Leases under it are taken back at start, so two live processes must not share it.
@@ -167,6 +182,25 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
   }
   if (problems.length > 0) throw new ConfigError(problems)
 
+  const publicUrl = (e.PUBLIC_URL ?? `http://${urlHost(e.HOST)}:${e.PORT}`).replace(/\/$/, '')
+  let own: string
+  try {
+    own = new URL(publicUrl).origin
+  } catch {
+    throw new ConfigError([e.PUBLIC_URL !== undefined
+      ? `PUBLIC_URL must be ${describe(EnvSchema.properties.PUBLIC_URL)} (got ${JSON.stringify(e.PUBLIC_URL)})`
+      : `HOST must be ${describe(EnvSchema.properties.HOST)} (got ${JSON.stringify(e.HOST)}), or set PUBLIC_URL`])
+  }
+  const allowedOrigins = production
+    ? [own]
+    : [...new Set([own, ...['localhost', '127.0.0.1', '[::1]'].map((h) => `http://${h}:${e.PORT}`)])]
+  const warnings: string[] = []
+  if (production && (e.PUBLIC_URL === undefined || isLoopbackUrl(publicUrl))) {
+    warnings.push(`PUBLIC_URL is ${e.PUBLIC_URL === undefined ? 'not set' : 'a loopback address'}: tracking and unsubscribe links in ` +
+      `emails point to ${publicUrl}, which recipients cannot reach, and browsers are accepted only from that origin; ` +
+      'set PUBLIC_URL to the address users reach svc at, like https://mail.example.com')
+  }
+
   return {
     port: e.PORT,
     host: e.HOST,
@@ -178,7 +212,10 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
     mongodbWriteConcern: e.MONGODB_WRITE_CONCERN === 'majority' ? 'majority' : Number(e.MONGODB_WRITE_CONCERN),
     smtpUrl: e.SMTP_URL,
     mailFrom: e.MAIL_FROM,
-    publicUrl: (e.PUBLIC_URL ?? `http://localhost:${e.PORT}`).replace(/\/$/, ''),
+    sandboxKeep: e.SANDBOX_KEEP ?? (production ? 0 : 200),
+    publicUrl,
+    allowedOrigins,
+    warnings,
     nodeId: e.NODE_ID ?? (defaults.hostname ?? 'svc').replace(/[^A-Za-z0-9._:-]/g, '-').slice(0, 100),
     deliveryThreads: e.DELIVERY_THREADS ?? Math.max(1, defaults.cores ?? 2),
     webhookAllowedCidrs: e.WEBHOOK_ALLOWED_CIDRS,
@@ -203,6 +240,21 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
     roles: parseRoles(e.SVC_ROLES),
     rateLimitStore: e.RATE_LIMIT_STORE === 'auto' ? (e.MONGODB_URI !== undefined ? 'store' : 'memory') : e.RATE_LIMIT_STORE,
   }
+}
+
+/**
+ * The host part of the URL the server prints for HOST: the address itself, or 127.0.0.1 when HOST is every
+ * interface (0.0.0.0, ::), which is what a browser on this machine uses.
+ */
+function urlHost (host: string): string {
+  if (host === '0.0.0.0' || host === '::' || host === '[::]') return '127.0.0.1'
+  return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host
+}
+
+/** localhost, *.localhost, 127.0.0.0/8, ::1: nobody but this machine reaches them. */
+function isLoopbackUrl (url: string): boolean {
+  const host = new URL(url).hostname.toLowerCase().replace(/\.+$/, '')
+  return host === 'localhost' || host.endsWith('.localhost') || /^127\.\d+\.\d+\.\d+$/.test(host) || host === '[::1]' || host === '0.0.0.0'
 }
 
 /** "api, mailer" → { api: true, mailer: true, delivery: false }; the schema has already checked the names. */

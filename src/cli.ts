@@ -1,7 +1,9 @@
 // Operator commands. They act on the same store as the server (DATA_DIR or MONGODB_URI, read from the
 // environment exactly as the server reads it), so they can run beside a live server.
+import { existsSync } from 'node:fs'
+import path from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { ConfigError, loadConfig } from '../config/index.js'
+import { ConfigError, loadConfig, type Config } from '../config/index.js'
 import { resolveSecret } from '../config/secret.js'
 import { createAccountService, normaliseEmail } from './domain/accounts.js'
 import { systemClock } from './domain/clock.js'
@@ -36,9 +38,26 @@ function option (args: string[], name: string): string | undefined {
   return value
 }
 
-async function findAccount (store: Store, email: string) {
+/**
+ * Which store a command acts on, in words an operator can check against the server's: the SQLite
+ * directory as an absolute path, or the MongoDB URI without its credentials and options.
+ */
+export function describeStore (config: Pick<Config, 'dataDir' | 'mongodbUri'>): string {
+  if (config.mongodbUri !== undefined) {
+    // The last @: whatever comes before it (user, password, even an unencoded @ in it) is never printed.
+    const at = config.mongodbUri.lastIndexOf('@')
+    const scheme = config.mongodbUri.indexOf('://') + 3
+    const rest = at === -1 ? config.mongodbUri.slice(scheme) : config.mongodbUri.slice(at + 1)
+    return `the MongoDB store at ${config.mongodbUri.slice(0, scheme)}${rest.split('?')[0]} (MONGODB_URI)`
+  }
+  return `the SQLite store in ${path.resolve(config.dataDir)} (DATA_DIR)`
+}
+
+async function findAccount (store: Store, email: string, where: string) {
   const account = await store.findAccountByEmail(normaliseEmail(email))
-  if (!account) throw new CommandError(`no account with email ${normaliseEmail(email)}`)
+  if (!account) {
+    throw new CommandError(`no account with email ${normaliseEmail(email)} in ${where}; the CLI must see the server's DATA_DIR or MONGODB_URI`)
+  }
   return account
 }
 
@@ -58,6 +77,13 @@ export async function runCli (argv: string[], env: Record<string, string | undef
   if (!known.includes(command)) throw new UsageError(`unknown command: ${command}`)
 
   const config = loadConfig(env)
+  const where = describeStore(config)
+  // Commands that read accounts never create an empty store (and a secret) where there was none: that
+  // is a CLI run in another directory than the server, or without its DATA_DIR.
+  if (config.mongodbUri === undefined && command !== 'account create' && command !== 'migrate' &&
+      !existsSync(path.join(config.dataDir, 'svc.db'))) {
+    throw new CommandError(`no svc store in ${path.resolve(config.dataDir)} (DATA_DIR): run the CLI with the server's DATA_DIR, or from the directory the server runs in`)
+  }
   const secret = resolveSecret(config)
   const store = await openStore(config)
   try {
@@ -89,7 +115,7 @@ export async function runCli (argv: string[], env: Record<string, string | undef
       case 'account show': {
         const email = args[2]
         if (!email) throw new UsageError('account show takes an email')
-        const account = await findAccount(store, email)
+        const account = await findAccount(store, email, where)
         const limits = limitsOf(account.plan)
         const [keys, hooks] = await Promise.all([store.countActiveApiKeys(account.id), store.countWebhooks(account.id)])
         io.out(`${account.id} ${account.email} plan=${account.plan} apiKeys=${keys}/${limits.apiKeys} webhooks=${hooks}/${limits.webhooks}`)
@@ -99,7 +125,7 @@ export async function runCli (argv: string[], env: Record<string, string | undef
         const [, , email, plan, ...extra] = args
         if (!email || !plan || extra.length > 0) throw new UsageError('plan set takes an email and a plan')
         if (!isPlan(plan)) throw new UsageError(`unknown plan "${plan}" (plans: ${PLAN_NAMES.join(', ')})`)
-        const account = await findAccount(store, email)
+        const account = await findAccount(store, email, where)
         await store.setAccountPlan(account.id, plan)
         const limits = limitsOf(plan)
         io.out(`${account.email} is now on the ${PLANS[plan].name} plan (${limits.apiKeys} API keys, ${limits.webhooks} webhooks)`)

@@ -1,9 +1,10 @@
 // The entry point: read the environment once, open the store, serve HTTP, and stop cleanly on SIGTERM.
 import os from 'node:os'
 import pino from 'pino'
-import { collectDefaultMetrics, Registry } from 'prom-client'
+import { Registry } from 'prom-client'
 import { ConfigError, loadConfig, type Config } from '../config/index.js'
 import { resolveSecret } from '../config/secret.js'
+import { registerProcessMetrics } from './metrics.js'
 import { createService } from './service.js'
 import { openStore } from './store/open.js'
 
@@ -31,8 +32,9 @@ async function main (): Promise<void> {
       censor: '[redacted]',
     },
   })
+  for (const warning of config.warnings) logger.warn(warning)
   const registry = new Registry()
-  collectDefaultMetrics({ register: registry })
+  registerProcessMetrics(registry)
 
   const store = await openStore(config)
   const service = await createService(config, { store, logger, registry })

@@ -1,6 +1,7 @@
 // The whole service: the HTTP app plus the background workers (the mail queue, the delivery engine),
 // built around one store. server.ts and the tests both start svc through here, so what is tested is
 // what runs.
+import path from 'node:path'
 import Fastify from 'fastify'
 import { Registry } from 'prom-client'
 import type { Config } from '../config/index.js'
@@ -12,6 +13,7 @@ import { registerErrorHandling } from './http/errors.js'
 import { registerHttpMetrics } from './http/metrics.js'
 import healthRoutes from './http/routes/health.js'
 import { Mailer, type MailerTuning } from './mail/mailer.js'
+import { instrumentStore } from './metrics.js'
 import { createSandboxTransport } from './mail/sandbox-transport.js'
 import { createSmtpTransport } from './mail/smtp-transport.js'
 import type { MailTransport } from './mail/transport.js'
@@ -114,8 +116,24 @@ class ExternalWrites implements Component {
   }
 }
 
-export async function createService (config: Config, deps: ServiceDeps): Promise<Service> {
+/** The transport without SMTP_URL: nothing leaves the machine; in development each email is written to DATA_DIR/sandbox. */
+function sandbox (config: Config, app: App): MailTransport {
+  if (config.sandboxKeep === 0) return createSandboxTransport({ keep: 0 })
+  const logger = app.log.child({ component: 'mailer' })
+  return createSandboxTransport({
+    keep: 0,
+    dir: path.join(config.dataDir, 'sandbox'),
+    keepFiles: config.sandboxKeep,
+    logger: { info: (msg) => logger.info(msg), warn: (msg) => logger.warn(msg) },
+  })
+}
+
+export async function createService (config: Config, given: ServiceDeps): Promise<Service> {
   const { roles } = config
+  // Everything the service does with the store is measured (src/metrics.ts); the watcher of other
+  // processes' writes, which reads a version number every 10 ms, uses the store as given.
+  const registry = given.registry ?? new Registry()
+  const deps: ServiceDeps = { ...given, registry, store: instrumentStore(given.store, registry) }
   const app = roles.api ? await buildApp(config, deps) : await buildOperationsApp(config, deps)
   const engine = roles.delivery
     ? new DeliveryEngine({
@@ -142,7 +160,7 @@ export async function createService (config: Config, deps: ServiceDeps): Promise
   const mailer = roles.mailer
     ? new Mailer({
       store: deps.store,
-      transport: deps.transport ?? (config.smtpUrl !== undefined ? createSmtpTransport(config.smtpUrl) : createSandboxTransport({ keep: 0 })),
+      transport: deps.transport ?? (config.smtpUrl !== undefined ? createSmtpTransport(config.smtpUrl) : sandbox(config, app)),
       closeTransport: deps.transport === undefined,
       emails: {
         onAccepted: (listener) => {
@@ -177,7 +195,7 @@ export async function createService (config: Config, deps: ServiceDeps): Promise
     const wake: Array<() => void> = []
     if (engine) wake.push(() => engine.wake())
     if (mailer) wake.push(() => { for (const remote of remoteSends) remote() })
-    components.push(new ExternalWrites(deps.store, wake, EXTERNAL_WRITES_POLL_MS))
+    components.push(new ExternalWrites(given.store, wake, EXTERNAL_WRITES_POLL_MS))
   }
   let started: Component[] = []
   return {

@@ -171,6 +171,8 @@ export async function startSvc (dataDir: string, env: Record<string, string> = {
       DELIVERY_WINDOW: String(WINDOW),
       // The API benchmark is one key at full speed; the per-key limit (1000/s by default) would cap it.
       RATE_LIMIT_API_PER_SECOND: '100000000',
+      // No .eml copies of the sandbox's emails: figures stay comparable with runs before they existed.
+      SANDBOX_KEEP: '0',
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],

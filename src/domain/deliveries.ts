@@ -1,6 +1,6 @@
 import { NotFound, ValidationError } from '../errors.js'
 import type { Clock } from './clock.js'
-import { eventPayload, type EventRecord, type EventType } from './events.js'
+import { eventPayload, TEST_EVENT_DATA, type EventRecord, type EventType } from './events.js'
 import { deliveryId, newId } from './ids.js'
 import type { WebhookService } from './webhooks.js'
 import type { DeliveryPage, DeliveryRecord, DeliveryStatus } from '../store/deliveries.js'
@@ -38,7 +38,7 @@ export function createDeliveryService ({ store, clock, webhooks, onBackgroundErr
       await webhooks.get(accountId, webhookId)
       const now = clock.now()
       const base = { id: newId('evt', now), emailId: newId('em', now), type, recipient: TEST_RECIPIENT, occurredAt: new Date(now).toISOString() }
-      const event: EventRecord = { ...base, accountId, payload: eventPayload(base) }
+      const event: EventRecord = { ...base, accountId, payload: eventPayload(base, TEST_EVENT_DATA[type]) }
       return store.insertTestDelivery(event, webhookId, deliveryId(event.id, webhookId), now)
     },
 

@@ -40,6 +40,16 @@ export interface EventData {
 }
 
 /**
+ * What a test event (POST /api/webhooks/:id/test) carries beside the five fields, so that a receiver sees
+ * the shape a real event of that type has: a click names a link, a bounce or complaint a reason.
+ */
+export const TEST_EVENT_DATA: Partial<Record<EventType, EventData>> = {
+  'email.clicked': { url: 'https://example.com/?utm_source=svc-test' },
+  'email.bounced': { reason: '550 5.1.1 test event: the mailbox does not exist' },
+  'email.complained': { reason: 'test event: the recipient reported the email as spam' },
+}
+
+/**
  * The webhook body: the seed's `emailId`, `to` and `timestamp` first, then `type` and `eventId`
  * (API.md), then `data` when the event has any.
  */

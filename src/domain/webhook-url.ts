@@ -4,6 +4,7 @@
 // DNS answers can change between the two (the sender calls these functions from its connect-time lookup).
 import { lookup } from 'node:dns/promises'
 import { isIP } from 'node:net'
+import ipaddr from 'ipaddr.js'
 
 export interface ResolvedAddress { address: string; family: 4 | 6 }
 export type Resolver = (hostname: string) => Promise<ResolvedAddress[]>
@@ -14,9 +15,10 @@ export const systemResolver: Resolver = async (hostname) => {
   return found.map((a) => ({ address: a.address, family: a.family === 6 ? 6 : 4 }))
 }
 
+type Address = ipaddr.IPv4 | ipaddr.IPv6
+
 interface Range {
-  readonly family: 4 | 6
-  readonly bytes: Uint8Array
+  readonly address: Address
   readonly prefix: number
 }
 
@@ -30,99 +32,48 @@ export interface UrlPolicy { production: boolean; allowedCidrs: CidrList }
 export type UrlVerdict = { ok: true; url: URL } | { ok: false; reason: string }
 
 export const MAX_URL_LENGTH = 2048
+/** WEBHOOK_ALLOWED_CIDRS is bounded before it is split: every delivery's connect compares against it. */
+export const MAX_CIDR_LIST_LENGTH = 16_384
+export const MAX_CIDR_ENTRIES = 512
+/** Longer than any textual IPv6 address with a zone index an interface name allows. */
+const MAX_ADDRESS_LENGTH = 64
 
 // ---------------------------------------------------------------------------------------------------
-// Address parsing. Only canonical textual forms are accepted here: the WHATWG URL parser has already
-// turned `127.1`, `0x7f000001` and friends into dotted quads, and resolvers return canonical text.
-// Anything else is treated as unrecognised and refused, so the guard fails closed.
+// Addresses are parsed and matched by ipaddr.js. Only canonical textual forms are accepted (node:net's
+// isIP decides, before ipaddr.js sees the text): the WHATWG URL parser has already turned `127.1`,
+// `0x7f000001` and friends into dotted quads, and resolvers return canonical text, so anything else is
+// unrecognised and refused, and the guard fails closed. (ipaddr.js alone would read `127.1` as an
+// address.)
 
-function parseIPv4 (text: string): Uint8Array | null {
-  if (isIP(text) !== 4) return null
-  return Uint8Array.from(text.split('.').map(Number))
-}
-
-function parseIPv6 (text: string): Uint8Array | null {
-  // A zone index (fe80::1%eth0) says which interface to use, not which address; drop it.
-  const zone = text.indexOf('%')
-  const bare = zone === -1 ? text : text.slice(0, zone)
-  if (isIP(bare) !== 6) return null
-
-  const words: number[] = []
-  const pushGroups = (part: string, into: number[]): void => {
-    if (part === '') return
-    for (const group of part.split(':')) {
-      if (group.includes('.')) {
-        const v4 = parseIPv4(group)
-        if (!v4) throw new Error('bad embedded IPv4')
-        into.push((v4[0]! << 8) | v4[1]!, (v4[2]! << 8) | v4[3]!)
-      } else {
-        into.push(parseInt(group, 16))
-      }
-    }
-  }
+function parseAddress (text: string): Address | null {
+  if (text.length > MAX_ADDRESS_LENGTH || isIP(text) === 0) return null
   try {
-    const gap = bare.indexOf('::')
-    if (gap === -1) {
-      pushGroups(bare, words)
-    } else {
-      const head: number[] = []
-      const tail: number[] = []
-      pushGroups(bare.slice(0, gap), head)
-      pushGroups(bare.slice(gap + 2), tail)
-      words.push(...head, ...new Array<number>(8 - head.length - tail.length).fill(0), ...tail)
-    }
+    return ipaddr.parse(text)
   } catch {
     return null
   }
-  if (words.length !== 8) return null
-  const bytes = new Uint8Array(16)
-  words.forEach((w, i) => { bytes[2 * i] = w >> 8; bytes[2 * i + 1] = w & 0xff })
-  return bytes
 }
 
-function parseAddress (text: string): { family: 4 | 6; bytes: Uint8Array } | null {
-  const v4 = parseIPv4(text)
-  if (v4) return { family: 4, bytes: v4 }
-  const v6 = parseIPv6(text)
-  return v6 ? { family: 6, bytes: v6 } : null
+function inRange (address: Address, range: Range): boolean {
+  return address.kind() === range.address.kind() && address.match(range.address, range.prefix)
 }
 
-function formatRange (family: 4 | 6, bytes: Uint8Array, prefix: number): string {
-  if (family === 4) return `${Array.from(bytes).join('.')}/${prefix}`
-  const words: string[] = []
-  for (let i = 0; i < 16; i += 2) words.push(((bytes[i]! << 8) | bytes[i + 1]!).toString(16))
-  // Compress the longest run of zero words, as RFC 5952 does.
-  let best = -1
-  let bestLen = 1
-  for (let i = 0; i < 8;) {
-    if (words[i] !== '0') { i++; continue }
-    let j = i
-    while (j < 8 && words[j] === '0') j++
-    if (j - i > bestLen) { best = i; bestLen = j - i }
-    i = j
-  }
-  const text = best === -1
-    ? words.join(':')
-    : `${words.slice(0, best).join(':')}::${words.slice(best + bestLen).join(':')}`
-  return `${text}/${prefix}`
+function formatRange (range: Range): string {
+  // ipaddr.js prints IPv6 as RFC 5952 text (lower case, the longest zero run compressed).
+  return `${range.address.toString()}/${range.prefix}`
 }
 
-function inRange (family: 4 | 6, bytes: Uint8Array, range: Range): boolean {
-  if (range.family !== family) return false
-  const whole = range.prefix >> 3
-  for (let i = 0; i < whole; i++) if (bytes[i] !== range.bytes[i]) return false
-  const rest = range.prefix & 7
-  if (rest === 0) return true
-  const mask = (0xff << (8 - rest)) & 0xff
-  return ((bytes[whole]! ^ range.bytes[whole]!) & mask) === 0
+/** Text from the configuration, quoted for an error message and cut short when it is long. */
+function quote (text: string): string {
+  return JSON.stringify(text.length > 60 ? `${text.slice(0, 60)}…` : text)
 }
 
 function parseRange (entry: string): Range | string {
   const slash = entry.indexOf('/')
   const addrText = slash === -1 ? entry : entry.slice(0, slash)
-  const parsed = parseAddress(addrText)
-  if (!parsed) return `"${addrText}" is not an IPv4 or IPv6 address`
-  const max = parsed.family === 4 ? 32 : 128
+  const address = parseAddress(addrText)
+  if (!address) return `${quote(addrText)} is not an IPv4 or IPv6 address`
+  const max = address.kind() === 'ipv4' ? 32 : 128
   let prefix = max
   if (slash !== -1) {
     const prefixText = entry.slice(slash + 1)
@@ -131,19 +82,16 @@ function parseRange (entry: string): Range | string {
     }
     prefix = Number(prefixText)
   }
-  const range: Range = { family: parsed.family, bytes: parsed.bytes, prefix }
   // `10.1.2.3/8` is ambiguous (a typo for /32, or for 10.0.0.0/8?); asking is cheaper than guessing
   // wrong about what the internet may reach.
-  const masked = parsed.bytes.map((b, i) => {
-    const bitsBefore = i * 8
-    if (bitsBefore >= prefix) return 0
-    if (bitsBefore + 8 <= prefix) return b
-    return b & ((0xff << (8 - (prefix - bitsBefore))) & 0xff)
-  })
-  if (masked.some((b, i) => b !== parsed.bytes[i])) {
-    return `it has bits set after the prefix; did you mean ${formatRange(parsed.family, masked, prefix)}?`
+  const cidr = `${address.toString()}/${prefix}`
+  const network = address.kind() === 'ipv4'
+    ? ipaddr.IPv4.networkAddressFromCIDR(cidr)
+    : ipaddr.IPv6.networkAddressFromCIDR(cidr)
+  if (network.toString() !== address.toString()) {
+    return `it has bits set after the prefix; did you mean ${network.toString()}/${prefix}?`
   }
-  return range
+  return { address, prefix }
 }
 
 /**
@@ -151,17 +99,23 @@ function parseRange (entry: string): Range | string {
  * one address. Empty text (or empty entries, as in a trailing comma) contributes nothing.
  */
 export function parseCidrList (text: string): CidrList {
+  if (text.length > MAX_CIDR_LIST_LENGTH) {
+    throw new Error(`the CIDR list is ${text.length} characters long; at most ${MAX_CIDR_LIST_LENGTH} are accepted`)
+  }
   const ranges: Range[] = []
   for (const raw of text.split(',')) {
     const entry = raw.trim()
     if (entry === '') continue
+    if (ranges.length === MAX_CIDR_ENTRIES) {
+      throw new Error(`the CIDR list has more than ${MAX_CIDR_ENTRIES} ranges; merge them into wider ones`)
+    }
     const result = parseRange(entry)
     if (typeof result === 'string') {
-      throw new Error(`invalid CIDR range "${entry}": ${result} (expected a list like "10.0.0.0/8, fd00::/8")`)
+      throw new Error(`invalid CIDR range ${quote(entry)}: ${result} (expected a list like "10.0.0.0/8, fd00::/8")`)
     }
     ranges.push(result)
   }
-  return { entries: ranges.map((r) => formatRange(r.family, r.bytes, r.prefix)), ranges }
+  return { entries: ranges.map(formatRange), ranges }
 }
 
 function rangeOf (cidr: string): Range {
@@ -213,40 +167,48 @@ const IPV6_BLOCKED: ReadonlyArray<[Range, string]> = ([
   ['3fff::/20', RESERVED], // documentation (RFC 9637)
 ] as const).map(([cidr, reason]) => [rangeOf(cidr), reason])
 
-/** The IPv4 address an IPv6 address stands for, when the network would deliver it to that IPv4. */
-function embeddedIPv4 (b: Uint8Array): Uint8Array | null {
-  const zeros = (from: number, to: number): boolean => b.subarray(from, to).every((x) => x === 0)
-  // ::ffff:a.b.c.d (mapped) and ::ffff:0:a.b.c.d (translated, RFC 2765)
-  if (zeros(0, 10) && b[10] === 0xff && b[11] === 0xff) return b.slice(12, 16)
-  if (zeros(0, 8) && b[8] === 0xff && b[9] === 0xff && zeros(10, 12)) return b.slice(12, 16)
-  // ::a.b.c.d (compatible, deprecated); :: and ::1 are judged as themselves
-  if (zeros(0, 12) && !(zeros(12, 15) && (b[15] === 0 || b[15] === 1))) return b.slice(12, 16)
-  // 64:ff9b::/96 (NAT64 well-known prefix)
-  if (b[0] === 0x00 && b[1] === 0x64 && b[2] === 0xff && b[3] === 0x9b && zeros(4, 12)) return b.slice(12, 16)
-  // 2002:AABB:CCDD::/48 (6to4)
-  if (b[0] === 0x20 && b[1] === 0x02) return b.slice(2, 6)
-  return null
+/**
+ * The IPv4 address an IPv6 address stands for, when the network would deliver it to that IPv4. Each
+ * form is one range (ipaddr.js matches it); where the IPv4 sits inside it is the form's own rule.
+ */
+const EMBEDDING: ReadonlyArray<[Range, number]> = ([
+  ['::ffff:0:0/96', 12], // mapped: ::ffff:a.b.c.d
+  ['::ffff:0:0:0/96', 12], // translated (RFC 2765): ::ffff:0:a.b.c.d
+  ['::/96', 12], // compatible (deprecated): ::a.b.c.d; :: and ::1 are judged as themselves
+  ['64:ff9b::/96', 12], // NAT64 well-known prefix
+  ['2002::/16', 2], // 6to4: 2002:AABB:CCDD::/48
+] as const).map(([cidr, offset]) => [rangeOf(cidr), offset])
+
+const UNSPECIFIED6 = ipaddr.parse('::')
+const LOOPBACK6 = ipaddr.parse('::1')
+
+function embeddedIPv4 (address: ipaddr.IPv6): ipaddr.IPv4 | null {
+  if (address.match(UNSPECIFIED6, 128) || address.match(LOOPBACK6, 128)) return null
+  const form = EMBEDDING.find(([range]) => inRange(address, range))
+  if (!form) return null
+  const bytes = address.toByteArray()
+  return new ipaddr.IPv4(bytes.slice(form[1], form[1] + 4))
 }
 
-function allowedBy (family: 4 | 6, bytes: Uint8Array, allowed: CidrList, reason: string): boolean {
+function allowedBy (address: Address, allowed: CidrList, reason: string): boolean {
   // Metadata endpoints hand out cloud credentials. Allowing a broad range (100.64.0.0/10 for a
   // Tailscale network, 169.254.0.0/16) must not open them by accident: only a range of that one
   // address does.
-  const single = family === 4 ? 32 : 128
-  return allowed.ranges.some((r) => inRange(family, bytes, r) && (reason !== METADATA || r.prefix === single))
+  const single = address.kind() === 'ipv4' ? 32 : 128
+  return allowed.ranges.some((r) => inRange(address, r) && (reason !== METADATA || r.prefix === single))
 }
 
-function judge (family: 4 | 6, bytes: Uint8Array, allowed: CidrList): string | null {
-  if (family === 6) {
-    const v4 = embeddedIPv4(bytes)
+function judge (address: Address, allowed: CidrList): string | null {
+  if (address.kind() === 'ipv6') {
+    const v4 = embeddedIPv4(address as ipaddr.IPv6)
     if (v4) {
-      const inner = judge(4, v4, allowed)
-      return inner === null || allowedBy(6, bytes, allowed, inner) ? null : inner
+      const inner = judge(v4, allowed)
+      return inner === null || allowedBy(address, allowed, inner) ? null : inner
     }
   }
-  const table = family === 4 ? IPV4_BLOCKED : IPV6_BLOCKED
-  const hit = table.find(([range]) => inRange(family, bytes, range))
-  if (!hit || allowedBy(family, bytes, allowed, hit[1])) return null
+  const table = address.kind() === 'ipv4' ? IPV4_BLOCKED : IPV6_BLOCKED
+  const hit = table.find(([range]) => inRange(address, range))
+  if (!hit || allowedBy(address, allowed, hit[1])) return null
   return hit[1]
 }
 
@@ -258,7 +220,7 @@ function judge (family: 4 | 6, bytes: Uint8Array, allowed: CidrList): string | n
 export function blockedReason (address: string, allowed: CidrList): string | null {
   const parsed = parseAddress(address)
   if (!parsed) return 'unrecognised address'
-  return judge(parsed.family, parsed.bytes, allowed)
+  return judge(parsed, allowed)
 }
 
 // ---------------------------------------------------------------------------------------------------

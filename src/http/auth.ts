@@ -40,11 +40,13 @@ export function clearSessionCookie (reply: FastifyReply, opts: CookieOptions): v
  * tell them apart. A request that names an origin other than ours is refused before any cookie is read.
  * Clients that send no Origin (curl, servers) are not browsers and carry no ambient credentials.
  */
-export function originGuard (publicUrl: string): onRequestAsyncHookHandler {
-  const own = new URL(publicUrl).origin
+export function originGuard (allowedOrigins: readonly string[]): onRequestAsyncHookHandler {
+  const allowed = new Set(allowedOrigins.map((o) => new URL(o).origin))
+  // Names what is allowed (public: it is where svc is served), never echoes what the request sent.
+  const message = `Requests from this origin are not allowed: cookie requests must come from ${[...allowed].join(' or ')} (PUBLIC_URL)`
   return async (request) => {
     const origin = request.headers.origin
-    if (origin !== undefined && origin !== own) throw ForbiddenOrigin()
+    if (origin !== undefined && !allowed.has(origin)) throw ForbiddenOrigin(message)
   }
 }
 

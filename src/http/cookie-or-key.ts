@@ -9,7 +9,7 @@ import type { Services } from './routes/context.js'
 
 export function cookieOrKey (services: Services, config: Config): onRequestAsyncHookHandler {
   const byKey = apiKeyAuth(services.apiKeys)
-  const sameOrigin = originGuard(config.publicUrl)
+  const sameOrigin = originGuard(config.allowedOrigins)
   const bySession = sessionAuth(services.accounts, { production: config.production, sessionTtlMs: config.sessionTtlMs })
   return async function (request, reply) {
     if (request.headers['x-api-key'] !== undefined) return await byKey.call(this, request, reply)

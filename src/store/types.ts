@@ -127,6 +127,8 @@ export interface Store extends DeliveryStore, EmailStore {
   /** false when the account has no such webhook. */
   deleteWebhook(accountId: string, id: string, deletedAt: string): Promise<boolean>
   countWebhooks(accountId: string): Promise<number>
+  /** Every account's webhooks by status, deleted ones left out (operators' svc_webhooks gauge). */
+  countWebhooksByStatus(): Promise<Record<WebhookStatus, number>>
 
   // Events (the outbox read by the delivery engine)
   /** Appends events in one atomic write. Events are never changed afterwards except for routing. */

@@ -417,6 +417,19 @@ export function storeContract (name: string, make: MakeStore): void {
       assert.equal(await store.deleteWebhook(account.id, nextId('wh'), iso()), false)
     })
 
+    test('countWebhooksByStatus counts every account\'s webhooks by status, deleted ones left out', async () => {
+      const before = await store.countWebhooksByStatus()
+      const [a, b] = [await newAccount(), await newAccount()]
+      const hooks = [makeWebhook(a.id), makeWebhook(a.id), makeWebhook(b.id), makeWebhook(b.id), makeWebhook(b.id)]
+      for (const w of hooks) assert.equal(await store.insertWebhook(w, 10), 'created')
+      await store.updateWebhook(a.id, hooks[1]!.id, { status: 'disabled' }, iso())
+      await store.updateWebhook(b.id, hooks[2]!.id, { status: 'auto_disabled' }, iso())
+      assert.equal(await store.deleteWebhook(b.id, hooks[3]!.id, iso()), true)
+      assert.deepEqual(await store.countWebhooksByStatus(), {
+        enabled: before.enabled + 2, disabled: before.disabled + 1, auto_disabled: before.auto_disabled + 1,
+      })
+    })
+
     test('a second delete does not free a second slot', async () => {
       const account = await newAccount()
       const w = makeWebhook(account.id)

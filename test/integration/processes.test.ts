@@ -3,8 +3,11 @@
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { once } from 'node:events'
+import { existsSync } from 'node:fs'
+import path from 'node:path'
 import { describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
+import { describeStore } from '../../src/cli.js'
 import { SERVER_FILE, startServerProcess } from '../helpers/process.js'
 import { PASSWORD, startServer, tempDir, TEST_SECRET, uniqueEmail } from '../helpers/server.js'
 
@@ -70,11 +73,32 @@ describe('cli', () => {
     assert.match(again.err, /already exists/)
   })
 
+  test('a CLI run without the server\'s DATA_DIR names the directory it looked in and creates nothing there', (t) => {
+    const parent = tempDir(t)
+    const dataDir = path.join(parent, 'data')
+    for (const args of [['plan', 'set', 'you@example.test', 'pro'], ['account', 'show', 'you@example.test']]) {
+      const r = cli(args, { DATA_DIR: dataDir })
+      assert.equal(r.code, 1)
+      assert.equal(r.err.trim(), `svc: no svc store in ${dataDir} (DATA_DIR): run the CLI with the server's DATA_DIR, or from the directory the server runs in`)
+    }
+    assert.equal(existsSync(dataDir), false, 'no empty store and no secret were made')
+  })
+
+  test('a MongoDB store is named without its credentials', () => {
+    assert.equal(describeStore({ dataDir: './data', mongodbUri: 'mongodb://svc:s3cr%40t@db1:27017,db2:27017/svc?authSource=admin&tls=true' }),
+      'the MongoDB store at mongodb://db1:27017,db2:27017/svc (MONGODB_URI)')
+    assert.equal(describeStore({ dataDir: './data', mongodbUri: 'mongodb+srv://svc:p@ss@cluster0.example.net/' }),
+      'the MongoDB store at mongodb+srv://cluster0.example.net/ (MONGODB_URI)')
+    assert.equal(describeStore({ dataDir: '/var/lib/svc', mongodbUri: undefined }), 'the SQLite store in /var/lib/svc (DATA_DIR)')
+  })
+
   test('clear errors: unknown account (exit 1), unknown plan and unknown command (exit 2)', (t) => {
     const env = { DATA_DIR: tempDir(t), SVC_SECRET: TEST_SECRET }
+    assert.equal(cli(['migrate'], env).code, 0)
     const missing = cli(['plan', 'set', 'nobody@example.test', 'pro'], env)
     assert.equal(missing.code, 1)
-    assert.equal(missing.err.trim(), 'svc: no account with email nobody@example.test')
+    assert.equal(missing.err.trim(), `svc: no account with email nobody@example.test in the SQLite store in ${env.DATA_DIR} (DATA_DIR); ` +
+      "the CLI must see the server's DATA_DIR or MONGODB_URI")
     const plan = cli(['plan', 'set', 'nobody@example.test', 'gold'], env)
     assert.equal(plan.code, 2)
     assert.match(plan.err, /unknown plan "gold" \(plans: free, pro\)/)

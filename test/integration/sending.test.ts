@@ -45,9 +45,9 @@ describe('POST /api/send', () => {
     assert.ok(copy, 'the transport got the email')
     assert.equal(copy.subject, 'Hello')
     assert.equal(copy.text, 'Hi')
-    assert.match(copy.headers['List-Unsubscribe'] ?? '', /^<http:\/\/localhost:3000\/t\/u\/[\w-]+>$/)
+    assert.match(copy.headers['List-Unsubscribe'] ?? '', /^<http:\/\/127\.0\.0\.1:3000\/t\/u\/[\w-]+>$/)
     assert.equal(copy.headers['List-Unsubscribe-Post'], 'List-Unsubscribe=One-Click')
-    assert.match(copy.html ?? '', /<img src="http:\/\/localhost:3000\/t\/o\/[\w.-]+" width="1" height="1"/)
+    assert.match(copy.html ?? '', /<img src="http:\/\/127\.0\.0\.1:3000\/t\/o\/[\w.-]+" width="1" height="1"/)
 
     const metrics = await server.client().get('/metrics')
     assert.match(metrics.text, /svc_emails_accepted_total 1\b/)

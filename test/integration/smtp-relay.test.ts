@@ -48,7 +48,7 @@ describe('the SMTP relay', () => {
     assert.equal(header(got.raw, 'To'), 'Alice <alice@example.net>')
     assert.equal(header(got.raw, 'Subject'), 'Your order')
     assert.equal(header(got.raw, 'X-Campaign'), 'spring-2026')
-    assert.match(header(got.raw, 'List-Unsubscribe') ?? '', /^<http:\/\/localhost:3000\/t\/u\/[\w-]+>$/)
+    assert.match(header(got.raw, 'List-Unsubscribe') ?? '', /^<http:\/\/127\.0\.0\.1:3000\/t\/u\/[\w-]+>$/)
     assert.equal(header(got.raw, 'List-Unsubscribe-Post'), 'List-Unsubscribe=One-Click')
     assert.equal(header(got.raw, 'Bcc'), undefined)
     assert.doesNotMatch(got.raw.split('\r\n\r\n')[0]!, /hidden@example\.net/)

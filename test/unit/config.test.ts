@@ -23,7 +23,7 @@ describe('loadConfig', () => {
     assert.equal(c.host, '127.0.0.1')
     assert.equal(c.production, false)
     assert.equal(c.dataDir, './data')
-    assert.equal(c.publicUrl, 'http://localhost:3000')
+    assert.equal(c.publicUrl, 'http://127.0.0.1:3000', 'what the server prints when it listens')
     assert.equal(c.deliveryThreads, 4)
     assert.equal(c.bodyLimit, 1024 * 1024)
     assert.equal(c.sessionTtlMs, 7 * 24 * 3_600_000)
@@ -46,6 +46,35 @@ describe('loadConfig', () => {
     assert.equal(c.publicUrl, 'https://mail.example.com')
     assert.equal(c.deliveryThreads, 3)
     assert.equal(c.trustProxy, true)
+  })
+
+  test('development: PUBLIC_URL follows HOST and PORT, and a browser on localhost or 127.0.0.1 is accepted', () => {
+    assert.equal(loadConfig({ PORT: '4000' }).publicUrl, 'http://127.0.0.1:4000')
+    assert.equal(loadConfig({ HOST: '0.0.0.0' }).publicUrl, 'http://127.0.0.1:3000')
+    assert.equal(loadConfig({ HOST: '::1' }).publicUrl, 'http://[::1]:3000')
+    assert.equal(loadConfig({ HOST: '192.168.1.20' }).publicUrl, 'http://192.168.1.20:3000')
+    assert.deepEqual(loadConfig({ PORT: '4000' }).allowedOrigins, ['http://127.0.0.1:4000', 'http://localhost:4000', 'http://[::1]:4000'])
+    assert.deepEqual(loadConfig({ PUBLIC_URL: 'http://dev.example.test:8080/' }).allowedOrigins,
+      ['http://dev.example.test:8080', 'http://localhost:3000', 'http://127.0.0.1:3000', 'http://[::1]:3000'])
+    assert.deepEqual(loadConfig({}).warnings, [])
+    assert.deepEqual(problems({ HOST: 'not a host' }), ['HOST must be an interface address to listen on, like 127.0.0.1 or 0.0.0.0 (got "not a host"), or set PUBLIC_URL'])
+    assert.deepEqual(problems({ PUBLIC_URL: 'http://a b' }), ['PUBLIC_URL must be an origin like https://mail.example.com (scheme and host, no path) (got "http://a b")'])
+  })
+
+  test('production: only PUBLIC_URL is an allowed origin, and a missing or loopback PUBLIC_URL is warned about', () => {
+    const secret = { NODE_ENV: 'production', SVC_SECRET: 's'.repeat(40) }
+    const set = loadConfig({ ...secret, PUBLIC_URL: 'https://mail.example.com' })
+    assert.deepEqual(set.allowedOrigins, ['https://mail.example.com'])
+    assert.deepEqual(set.warnings, [])
+    const unset = loadConfig(secret)
+    assert.equal(unset.warnings.length, 1)
+    assert.match(unset.warnings[0]!, /^PUBLIC_URL is not set: .*http:\/\/127\.0\.0\.1:3000.*set PUBLIC_URL/)
+    for (const url of ['http://localhost:3000', 'https://LOCALHOST.', 'http://127.0.0.2:80', 'http://[::1]:3000', 'https://app.localhost']) {
+      const c = loadConfig({ ...secret, PUBLIC_URL: url })
+      assert.equal(c.warnings.length, 1, url)
+      assert.match(c.warnings[0]!, /^PUBLIC_URL is a loopback address/, url)
+      assert.deepEqual(c.allowedOrigins, [new URL(url).origin], 'no other origin in production')
+    }
   })
 
   test('each bad variable gets one line naming it and what it expects', () => {

@@ -1,5 +1,8 @@
 import { describe, test } from 'node:test'
 import assert from 'node:assert/strict'
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import path from 'node:path'
 import { createSandboxTransport } from '../../src/mail/sandbox-transport.js'
 import {
   SIMULATOR,
@@ -63,6 +66,65 @@ describe('sandbox transport', () => {
     )
     kept[0]?.to.push('mallory@example.net')
     assert.deepEqual(t.sent()[0]?.to, ['alice@example.net'])
+  })
+})
+
+describe('sandbox transport writing to a directory', () => {
+  const scratch = (t: { after(fn: () => void): void }) => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'svc-sandbox-'))
+    t.after(() => rmSync(dir, { recursive: true, force: true }))
+    return dir
+  }
+  const logger = () => {
+    const lines: string[] = []
+    return { lines, info: (m: string) => { lines.push(`info ${m}`) }, warn: (m: string) => { lines.push(`warn ${m}`) } }
+  }
+
+  test('writes <id>.eml, and <id>.html when there is HTML, readable by the owner only; says where once', async (t) => {
+    const dir = path.join(scratch(t), 'sandbox')
+    const log = logger()
+    const tr = createSandboxTransport({ dir, logger: log })
+    await tr.send(message({
+      messageId: 'em_1', html: '<p>Hi <a href="http://127.0.0.1:3000/t/c/x.y">there</a></p>',
+      headers: { 'List-Unsubscribe': '<http://127.0.0.1:3000/t/u/a.b>', 'X-Campaign': 'spring' },
+    }))
+    await tr.send(message({ messageId: 'em_2' }))
+    assert.deepEqual(readdirSync(dir).sort(), ['em_1.eml', 'em_1.html', 'em_2.eml'])
+    const eml = readFileSync(path.join(dir, 'em_1.eml'), 'utf8')
+    assert.match(eml, /^Message-ID: <em_1@mail\.example\.com>$/m)
+    assert.match(eml, /^X-Campaign: spring$/m)
+    assert.match(eml, /^List-Unsubscribe: <http:\/\/127\.0\.0\.1:3000\/t\/u\/a\.b>$/m)
+    const html = readFileSync(path.join(dir, 'em_1.html'), 'utf8')
+    assert.ok(html.endsWith('<p>Hi <a href="http://127.0.0.1:3000/t/c/x.y">there</a></p>'), 'the HTML as sent, links unchanged')
+    assert.match(html, /<a href="http:\/\/127\.0\.0\.1:3000\/t\/u\/a\.b">its unsubscribe link<\/a>/)
+    assert.equal(statSync(path.join(dir, 'em_1.eml')).mode & 0o777, 0o600)
+    assert.equal(log.lines.length, 1)
+    assert.match(log.lines[0]!, new RegExp(`^info sandbox: every email is written to ${dir.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} `))
+  })
+
+  test('keeps the newest N messages, counting what an earlier run left', async (t) => {
+    const dir = scratch(t)
+    writeFileSync(path.join(dir, 'em_0.eml'), 'left by an earlier run')
+    writeFileSync(path.join(dir, 'em_0.html'), 'left by an earlier run')
+    writeFileSync(path.join(dir, 'notes.txt'), 'not ours')
+    const tr = createSandboxTransport({ dir, keepFiles: 3 })
+    // Concurrent sends, as the mailer makes them.
+    await Promise.all([1, 2, 3, 4, 5].map((i) => tr.send(message({ messageId: `em_${i}`, html: `<p>${i}</p>` }))))
+    assert.deepEqual(readdirSync(dir).sort(), ['em_3.eml', 'em_3.html', 'em_4.eml', 'em_4.html', 'em_5.eml', 'em_5.html', 'notes.txt'])
+    assert.throws(() => createSandboxTransport({ dir, keepFiles: 0 }), /keepFiles/)
+  })
+
+  test('a directory it cannot write to fails no send; it says so once', async (t) => {
+    const file = path.join(scratch(t), 'a-file')
+    writeFileSync(file, '')
+    const log = logger()
+    const tr = createSandboxTransport({ dir: file, logger: log })
+    for (let i = 0; i < 3; i++) {
+      const [r] = await tr.send(message({ messageId: `em_${i}` }))
+      assert.equal(r?.outcome, 'delivered')
+    }
+    assert.equal(log.lines.length, 1)
+    assert.match(log.lines[0]!, /^warn sandbox: could not write the email to /)
   })
 })
 

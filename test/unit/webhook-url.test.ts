@@ -357,3 +357,39 @@ describe('checkWebhookUrl in development', () => {
     assert.match(refusal(await checkWebhookUrl('http://u:p@localhost/', development, resolver)), /username or password/)
   })
 })
+
+describe('hostile input', () => {
+  const megabyte = 1024 * 1024
+
+  test('a megabyte-long host is refused quickly by its length, and a megabyte "address" is unrecognised', async () => {
+    const resolver = fixedResolver({})
+    const host = 'a'.repeat(megabyte)
+    assert.match(refusal(await checkWebhookUrl(`https://${host}/`, production, resolver)), /at most 2048 characters/)
+    assert.deepEqual(resolver.asked, [])
+    for (const text of ['1'.repeat(megabyte), ':'.repeat(megabyte), `::ffff:${'1.'.repeat(megabyte / 2)}1`, `fe80::1%${'e'.repeat(megabyte)}`]) {
+      assert.equal(blockedReason(text, none), 'unrecognised address')
+    }
+    // A resolver that answers with a megabyte of text gets the same refusal, not a crash.
+    const odd: Resolver = async () => [{ address: `1${'0'.repeat(megabyte)}`, family: 4 }]
+    assert.equal(refusal(await checkWebhookUrl('https://odd.example.com/', production, odd)), 'webhook URL resolves to an unrecognised address')
+  })
+
+  test('a megabyte-long CIDR list is refused by its length before it is split, naming the limit', () => {
+    const list = Array.from({ length: megabyte / 12 }, (_, i) => `10.${(i >> 8) & 255}.${i & 255}.0/24`).join(',')
+    assert.ok(list.length > megabyte / 2)
+    assert.throws(() => parseCidrList(list), /at most 16384 are accepted/)
+    assert.throws(() => parseCidrList(' '.repeat(megabyte)), /at most 16384/)
+    assert.throws(() => parseCidrList(`${'9'.repeat(megabyte)}/8`), /at most 16384/)
+  })
+
+  test('a list within the length limit but with too many ranges is refused; the largest allowed list works', () => {
+    const ranges = (n: number) => Array.from({ length: n }, (_, i) => `10.${(i >> 8) & 255}.${i & 255}.0/24`).join(',')
+    assert.throws(() => parseCidrList(ranges(513)), /more than 512 ranges/)
+    const allowed = parseCidrList(ranges(512))
+    assert.equal(allowed.entries.length, 512)
+    assert.equal(blockedReason('10.1.255.9', allowed), null)
+    assert.equal(blockedReason('10.2.0.9', allowed), 'private address')
+    // An entry whose text is long is refused as not an address (it is never handed to the parser).
+    assert.throws(() => parseCidrList(`${'1'.repeat(10_000)}/8`), (err: Error) => /is not an IPv4 or IPv6 address/.test(err.message) && err.message.length < 300)
+  })
+})

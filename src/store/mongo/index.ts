@@ -21,7 +21,7 @@ import type { EventRecord } from '../../domain/events.js'
 import type { Plan } from '../../domain/plans.js'
 import { CANCEL_REASONS, cancelOnEdit } from '../../domain/webhook-health.js'
 import type {
-  AccountRecord, ApiKeyRecord, LimitedInsert, SessionRecord, Store, WebhookPatch, WebhookRecord,
+  AccountRecord, ApiKeyRecord, LimitedInsert, SessionRecord, Store, WebhookPatch, WebhookRecord, WebhookStatus,
 } from '../types.js'
 import {
   accountDoc, apiKeyDoc, eventDoc, inTransaction, nullableString, sessionDoc, toAccount, toApiKey, toDate, toEvent, toSession, toWebhook, webhookDoc,
@@ -409,6 +409,16 @@ export class MongoStore extends MongoDeliveries implements Store {
 
   async countWebhooks (accountId: string): Promise<number> {
     return await this.webhooks.countDocuments({ accountId: String(accountId), deletedAt: null })
+  }
+
+  async countWebhooksByStatus (): Promise<Record<WebhookStatus, number>> {
+    const counts: Record<WebhookStatus, number> = { enabled: 0, disabled: 0, auto_disabled: 0 }
+    const groups = await this.webhooks.aggregate<{ _id: string; n: number }>([
+      { $match: { deletedAt: null } },
+      { $group: { _id: '$status', n: { $sum: 1 } } },
+    ]).toArray()
+    for (const g of groups) if (g._id in counts) counts[g._id as WebhookStatus] = g.n
+    return counts
   }
 
   // Events. Event ids sort by time (src/domain/ids.ts), so `_id` order is the order they were made.

@@ -146,6 +146,7 @@ export class SqliteStore extends SqliteDeliveries implements Store {
       touchKey: p('UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)'),
 
       countWebhooks: p('SELECT count(*) AS n FROM webhooks WHERE account_id = ? AND deleted_at IS NULL'),
+      webhooksByStatus: p('SELECT status, count(*) AS n FROM webhooks WHERE deleted_at IS NULL GROUP BY status'),
       insertWebhook: p(`INSERT INTO webhooks (id, account_id, url, events, secret, previous_secret, previous_secret_expires_at,
                           status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
       listWebhooks: p('SELECT * FROM webhooks WHERE account_id = ? AND deleted_at IS NULL ORDER BY id DESC'),
@@ -319,6 +320,12 @@ export class SqliteStore extends SqliteDeliveries implements Store {
 
   async countWebhooks (accountId: string): Promise<number> {
     return (this.q.countWebhooks.get(accountId) as { n: number }).n
+  }
+
+  async countWebhooksByStatus (): Promise<Record<WebhookStatus, number>> {
+    const counts: Record<WebhookStatus, number> = { enabled: 0, disabled: 0, auto_disabled: 0 }
+    for (const r of this.q.webhooksByStatus.all() as Array<{ status: WebhookStatus; n: number }>) counts[r.status] = r.n
+    return counts
   }
 
   // Events

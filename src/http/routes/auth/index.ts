@@ -15,7 +15,7 @@ function publicAccount (a: AccountRecord) {
 
 const accountRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
   const cookieOpts = { production: config.production, sessionTtlMs: config.sessionTtlMs }
-  const sameOrigin = originGuard(config.publicUrl)
+  const sameOrigin = originGuard(config.allowedOrigins)
   const session = sessionAuth(services.accounts, cookieOpts)
 
   // Two limits on the credential routes: per client address, and per email across all addresses, so

@@ -21,7 +21,7 @@ function shown (d: DeliveryRecord) {
 
 const deliveryRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
   const cookieOpts = { production: config.production, sessionTtlMs: config.sessionTtlMs }
-  app.addHook('onRequest', originGuard(config.publicUrl))
+  app.addHook('onRequest', originGuard(config.allowedOrigins))
   app.addHook('onRequest', sessionAuth(services.accounts, cookieOpts))
   const deliveries = services.deliveries
 

@@ -21,7 +21,7 @@ function listed (k: ApiKeyRecord) {
 const keyRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
   const cookieOpts = { production: config.production, sessionTtlMs: config.sessionTtlMs }
   // Who is asking is settled before the body is even read: a stranger learns nothing from validation.
-  app.addHook('onRequest', originGuard(config.publicUrl))
+  app.addHook('onRequest', originGuard(config.allowedOrigins))
   app.addHook('onRequest', sessionAuth(services.accounts, cookieOpts))
 
   const trimName: preValidationAsyncHookHandler = async (request) => {

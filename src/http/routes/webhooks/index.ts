@@ -12,7 +12,7 @@ function shown (w: WebhookRecord) {
 
 const webhookRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
   const cookieOpts = { production: config.production, sessionTtlMs: config.sessionTtlMs }
-  app.addHook('onRequest', originGuard(config.publicUrl))
+  app.addHook('onRequest', originGuard(config.allowedOrigins))
   app.addHook('onRequest', sessionAuth(services.accounts, cookieOpts))
   const hooks = services.webhooks
 

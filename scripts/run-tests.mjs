@@ -1,0 +1,41 @@
+// `npm test`: runs the compiled test files, and only them. `node --test dist/test/` would also run every
+// helper module under test/ as an empty test file (Node 20 takes every .js under a `test` directory),
+// and a test deleted from test/ would keep running from its stale copy in dist/. So the list comes from
+// the sources: each test/**/*.test.ts runs as its compiled dist/test/**/*.test.js. Arguments are passed
+// on to `node --test` (e.g. `npm test -- --test-name-pattern=webhook`); `--list` prints the files instead.
+import { spawn } from 'node:child_process'
+import { existsSync, readdirSync } from 'node:fs'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
+
+/** test/**\/*.test.ts, relative to the root, in a stable order. */
+function testSources (dir) {
+  const found = []
+  for (const entry of readdirSync(path.join(root, dir), { withFileTypes: true })) {
+    const rel = path.join(dir, entry.name)
+    if (entry.isDirectory()) found.push(...testSources(rel))
+    else if (entry.isFile() && entry.name.endsWith('.test.ts')) found.push(rel)
+  }
+  return found.sort()
+}
+
+const files = testSources('test').map((src) => path.join('dist', src.replace(/\.ts$/, '.js')))
+const missing = files.filter((f) => !existsSync(path.join(root, f)))
+if (missing.length > 0) {
+  process.stderr.write(`run-tests: not compiled (run npm run build): ${missing.join(', ')}\n`)
+  process.exit(1)
+}
+
+if (process.argv.includes('--list')) {
+  process.stdout.write(files.map((f) => `${f}\n`).join(''))
+  process.exit(0)
+}
+
+const args = ['--enable-source-maps', '--test', '--test-concurrency=2', ...process.argv.slice(2), ...files]
+const child = spawn(process.execPath, args, { cwd: root, stdio: 'inherit' })
+for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => child.kill(signal))
+child.on('exit', (code, signal) => {
+  process.exitCode = code ?? (signal ? 1 : 0)
+})

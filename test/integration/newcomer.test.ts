@@ -1,0 +1,96 @@
+// The traps a newcomer following the README fell into (issue 15), each tried the way they met it.
+import assert from 'node:assert/strict'
+import { once } from 'node:events'
+import { readdirSync, readFileSync } from 'node:fs'
+import { createServer } from 'node:net'
+import path from 'node:path'
+import { describe, test } from 'node:test'
+import { startServerProcess } from '../helpers/process.js'
+import { sender, timeline } from '../helpers/sending.js'
+import { errorOf, PASSWORD, startServer, tempDir, uniqueEmail } from '../helpers/server.js'
+import { waitFor } from '../helpers/wait.js'
+
+async function freePort (): Promise<number> {
+  const s = createServer().listen(0, '127.0.0.1')
+  await once(s, 'listening')
+  const { port } = s.address() as { port: number }
+  s.close()
+  await once(s, 'close')
+  return port
+}
+
+describe('the browser origin in development', () => {
+  test('a browser on http://127.0.0.1:PORT, as the server prints, or on localhost:PORT is accepted; another origin is told which are', async (t) => {
+    const server = await startServer(t, { env: { PORT: '3000' } })
+    const client = server.client()
+    for (const origin of ['http://127.0.0.1:3000', 'http://localhost:3000']) {
+      const signup = await client.post('/api/auth/signup', { email: uniqueEmail('origin'), password: PASSWORD }, { origin })
+      assert.equal(signup.status, 201, `${origin}: ${signup.text}`)
+      const key = await client.post('/api/keys', { name: 'from the browser' }, { origin })
+      assert.equal(key.status, 201, `${origin}: ${key.text}`)
+    }
+    const evil = await client.post('/api/keys', { name: 'csrf' }, { origin: 'https://evil.example' })
+    assert.equal(evil.status, 403)
+    assert.equal(errorOf(evil).code, 'forbidden_origin')
+    assert.match(errorOf(evil).message, /must come from http:\/\/127\.0\.0\.1:3000 or http:\/\/localhost:3000 or http:\/\/\[::1\]:3000 \(PUBLIC_URL\)/)
+    assert.doesNotMatch(errorOf(evil).message, /evil/, 'what the request sent is not echoed')
+  })
+
+  test('the server process prints the URL that PUBLIC_URL defaults to, and a browser there can sign up', async (t) => {
+    const port = await freePort()
+    const { url, output } = await startServerProcess(t, { DATA_DIR: tempDir(t), PORT: String(port) })
+    assert.equal(url, `http://127.0.0.1:${port}`)
+    const ready = await waitFor('the ready line', () => output().split('\n').find((l) => l.includes('svc is ready')))
+    assert.equal(JSON.parse(ready).publicUrl, url)
+    const res = await fetch(`${url}/api/auth/signup`, {
+      method: 'POST', headers: { 'content-type': 'application/json', origin: url }, body: JSON.stringify({ email: uniqueEmail('b'), password: PASSWORD }),
+    })
+    assert.equal(res.status, 201)
+    assert.doesNotMatch(output(), /PUBLIC_URL is/, 'no warning in development')
+  })
+
+  test('production without PUBLIC_URL starts, with one warning naming the variable', async (t) => {
+    const { output } = await startServerProcess(t, { DATA_DIR: tempDir(t), NODE_ENV: 'production' })
+    const warnings = output().trim().split('\n').map((l) => JSON.parse(l) as { level: number; msg: string }).filter((l) => l.msg.startsWith('PUBLIC_URL'))
+    assert.equal(warnings.length, 1)
+    assert.equal(warnings[0]!.level, 40)
+    assert.match(warnings[0]!.msg, /^PUBLIC_URL is not set: tracking and unsubscribe links .* set PUBLIC_URL to the address users reach svc at/)
+  })
+})
+
+describe('the sandbox transport in development', () => {
+  test('writes each email to DATA_DIR/sandbox, whose tracked link and unsubscribe link work in a browser', async (t) => {
+    const server = await startServer(t)
+    const s = await sender(server)
+    const sent = await s.send({ to: 'alice@example.test', subject: 'Try me', html: '<p>Read <a href="https://example.com/post">the post</a></p>' })
+    assert.equal(sent.status, 202, sent.text)
+    const id: string = sent.body.data.id
+    await s.settled(id)
+    const dir = path.join(server.dataDir, 'sandbox')
+    assert.deepEqual(readdirSync(dir).sort(), [`${id}.eml`, `${id}.html`])
+    const eml = readFileSync(path.join(dir, `${id}.eml`), 'utf8')
+    assert.match(eml, /^Subject: Try me$/m)
+    assert.match(eml, /^To: alice@example\.test$/m)
+    assert.match(eml, /^List-Unsubscribe:\s+<http:\/\/127\.0\.0\.1:3000\/t\/u\/[\w.-]+>/m)
+
+    // What a developer does: open the .html in a browser (PUBLIC_URL is this server), click the link,
+    // then follow the banner's unsubscribe link and press its button.
+    const html = readFileSync(path.join(dir, `${id}.html`), 'utf8')
+    const here = (u: string) => server.url + new URL(u).pathname
+    const click = /<a href="(http:\/\/127\.0\.0\.1:3000\/t\/c\/[^"]+)">the post<\/a>/.exec(html)?.[1]
+    assert.ok(click, html)
+    const clicked = await fetch(here(click), { redirect: 'manual' })
+    assert.equal(clicked.status, 302)
+    assert.equal(clicked.headers.get('location'), 'https://example.com/post')
+    const unsubscribe = /<a href="(http:\/\/127\.0\.0\.1:3000\/t\/u\/[^"]+)">its unsubscribe link<\/a>/.exec(html)?.[1]
+    assert.ok(unsubscribe, html)
+    assert.equal((await fetch(here(unsubscribe))).status, 200)
+    const done = await fetch(here(unsubscribe), { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'List-Unsubscribe=One-Click' })
+    assert.equal(done.status, 200)
+    const events = await waitFor('the click and the unsubscribe', async () => {
+      const list = timeline((await s.email(id)).body.data)
+      return list.includes('email.clicked alice@example.test') && list.includes('email.unsubscribed alice@example.test') ? list : false
+    })
+    assert.ok(events.includes('email.sent alice@example.test'))
+  })
+})
