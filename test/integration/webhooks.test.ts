@@ -85,7 +85,7 @@ test('creating a webhook answers 201 with exactly { id, url, events, secret, sta
   assert.match(data.id, /^wh_/)
   assert.equal(data.url, RECEIVER)
   assert.deepEqual(data.events, ['email.delivered', 'email.bounced'])
-  assert.match(data.secret, /^whsec_[A-Za-z0-9_-]{32,}$/)
+  assert.match(data.secret, /^whsec_[A-Za-z0-9+/]{43}=$/)
   assert.equal(data.status, 'enabled')
   assert.match(data.createdAt, ISO_MS)
 })
@@ -348,7 +348,7 @@ test('rotate-secret answers a new whsec_ secret and keeps the old one for about 
   assert.equal(res.body.success, true)
   assert.deepEqual(Object.keys(res.body.data).sort(), ['previousSecretExpiresAt', 'secret'])
   const { secret, previousSecretExpiresAt } = res.body.data
-  assert.match(secret, /^whsec_[A-Za-z0-9_-]{32,}$/)
+  assert.match(secret, /^whsec_[A-Za-z0-9+/]{43}=$/)
   assert.notEqual(secret, hook.secret)
   assert.match(previousSecretExpiresAt, ISO_MS)
   const expires = Date.parse(previousSecretExpiresAt)
