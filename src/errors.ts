@@ -48,6 +48,7 @@ export const InvalidSession = defineError('invalid_session', 401, 'The session i
 export const InvalidCredentials = defineError('invalid_credentials', 401, 'Email or password is wrong')
 export const PlanLimitReached = defineError('plan_limit_reached', 403, 'The plan limit is reached')
 export const ForbiddenOrigin = defineError('forbidden_origin', 403, 'Requests from this origin are not allowed')
+export const InsufficientPermission = defineError('insufficient_permission', 403, 'This API key does not have the permission this request needs')
 export const NotFound = defineError('not_found', 404, 'No such resource')
 export const EmailTaken = defineError('email_taken', 409, 'An account with this email already exists')
 export const IdempotencyConflict = defineError('idempotency_conflict', 409, 'This Idempotency-Key was used with a different request')

@@ -368,6 +368,27 @@ describe('delivery', () => {
     assert.equal(verify(header, got.raw, 'whsec_not-the-secret'), false)
   })
 
+  test('the README\'s Standard Webhooks receiver, as printed, accepts a real delivery and rejects an altered one', async (t) => {
+    const { readFileSync } = await import('node:fs')
+    const { Webhook } = await import('standardwebhooks')
+    const readme = readFileSync(new URL('../../../README.md', import.meta.url), 'utf8')
+    const section = readme.slice(readme.indexOf('## Verifying webhook signatures'), readme.indexOf('## Webhook deliveries'))
+    const code = [...section.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]!).find((c) => c.includes('standardwebhooks'))!
+    // eslint-disable-next-line no-new-func
+    const receive = new Function('Webhook', 'process', 'rawBody', 'headers', `${code.replace(/^import .*$/m, '')}; return event`) as
+      (W: typeof Webhook, p: { env: Record<string, string> }, raw: string, h: unknown) => unknown
+    const receiver = await startReceiver(t)
+    const server = await startServer(t, { env: FAST })
+    const { client, id } = await signedUp(server)
+    const hook = await webhook(client, receiver, '/readme-standard')
+    const [event] = await emit(server, id, 'email.delivered')
+    await receiver.until(() => receiver.received.length === 1, 'the delivery')
+    const got = receiver.received[0]!
+    const env = { env: { SVC_WEBHOOK_SECRET: hook.secret } }
+    assert.deepEqual((receive(Webhook, env, got.raw, got.headers) as any).eventId, event!.id)
+    assert.throws(() => receive(Webhook, env, got.raw.replace('someone', 'someone-else'), got.headers))
+  })
+
   test('/readyz reports the store, the delivery engine and the mail queue: 503 once the engine has stopped', async (t) => {
     const server = await startServer(t, { env: FAST })
     const ready = await server.client().get('/readyz')

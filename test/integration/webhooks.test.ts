@@ -16,7 +16,7 @@ const DAY_MS = 24 * 3_600_000
 /** Every code API.md lists; a refusal must use one of them. */
 const API_CODES = new Set([
   'validation_error', 'authentication_required', 'invalid_api_key', 'invalid_session', 'invalid_credentials',
-  'plan_limit_reached', 'forbidden_origin', 'not_found', 'email_taken', 'idempotency_conflict', 'payload_too_large',
+  'plan_limit_reached', 'forbidden_origin', 'insufficient_permission', 'not_found', 'email_taken', 'idempotency_conflict', 'payload_too_large',
   'unsupported_media_type', 'webhook_url_not_allowed', 'recipient_suppressed', 'rate_limited', 'internal_error', 'unavailable',
 ])
 
@@ -394,11 +394,11 @@ test("another account's webhook is 404 for GET, PATCH, DELETE and rotate-secret,
   assert.deepEqual((await listWebhooks(other.client)).items, [])
 })
 
-test('the webhook routes need the session cookie and the own origin; x-api-key is no substitute', async (t) => {
+test('the webhook routes need the session cookie and the own origin, or a full_access key; a sending key is no substitute', async (t) => {
   const server = await startServer(t)
   const { client, id: accountId } = await signedUp(server)
   const hook = await createWebhook(client)
-  const keyRes = await client.post('/api/keys', { name: 'sender' })
+  const keyRes = await client.post('/api/keys', { name: 'sender', permission: 'sending_access' })
   assert.equal(keyRes.status, 201, keyRes.text)
   const anonymous = server.client()
   const body = { url: 'https://sneaky.example.com/hook', events: ['email.sent'] }
@@ -408,10 +408,10 @@ test('the webhook routes need the session cookie and the own origin; x-api-key i
   refusedAs(await anonymous.delete(`/api/webhooks/${hook.id}`), 401, 'authentication_required', 'delete without cookie')
   const withKey = { 'x-api-key': keyRes.body.data.key as string }
   const listByKey = await anonymous.get('/api/webhooks', withKey)
-  assert.equal(listByKey.status, 401, listByKey.text)
+  refusedAs(listByKey, 403, 'insufficient_permission', 'list with a sending key')
   assert.ok(!listByKey.text.includes(hook.url))
-  assert.equal((await anonymous.post('/api/webhooks', body, withKey)).status, 401)
-  assert.equal((await anonymous.post(`/api/webhooks/${hook.id}/rotate-secret`, {}, withKey)).status, 401)
+  assert.equal((await anonymous.post('/api/webhooks', body, withKey)).status, 403)
+  assert.equal((await anonymous.post(`/api/webhooks/${hook.id}/rotate-secret`, {}, withKey)).status, 403)
 
   const evil = { origin: 'https://evil.example' }
   refusedAs(await client.post('/api/webhooks', body, evil), 403, 'forbidden_origin', 'create from a foreign origin')

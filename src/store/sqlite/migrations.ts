@@ -164,4 +164,9 @@ export const migrations: string[] = [
   ) STRICT, WITHOUT ROWID;
   CREATE INDEX rate_limits_end ON rate_limits (window_end);
   `,
+  /* api key permissions: what each key may do (src/domain/api-keys.ts). Every key made before this was
+     accepted on the sending routes only, in an account whose owner could do everything; it becomes
+     full_access, the default for a new key. */ `
+  ALTER TABLE api_keys ADD COLUMN permission TEXT NOT NULL DEFAULT 'full_access';
+  `,
 ]

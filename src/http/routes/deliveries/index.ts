@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { EventType } from '../../../domain/events.js'
 import type { DeliveryRecord } from '../../../store/deliveries.js'
-import { originGuard, requireAccount, sessionAuth } from '../../auth.js'
+import { accountAuth, requireAccount } from '../../auth.js'
 import type { RouteContext } from '../context.js'
 import { ListDeliveriesRoute, RecoverRoute, RetryDeliveryRoute, TestDeliveryRoute } from './schema.js'
 
@@ -12,8 +12,8 @@ function shown (d: DeliveryRecord) {
 
 const deliveryRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
   const cookieOpts = { production: config.production, sessionTtlMs: config.sessionTtlMs }
-  app.addHook('onRequest', originGuard(config.publicUrl))
-  app.addHook('onRequest', sessionAuth(services.accounts, cookieOpts))
+  // The session cookie (Origin checked) or a full_access API key.
+  app.addHook('onRequest', accountAuth(services.accounts, services.apiKeys, config.publicUrl, cookieOpts))
   const deliveries = services.deliveries
 
   app.get('/api/webhooks/:id/deliveries', { schema: ListDeliveriesRoute }, async (request) => {

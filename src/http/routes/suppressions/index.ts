@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { SuppressionRecord } from '../../../store/emails.js'
-import { originGuard, requireAccount, sessionAuth } from '../../auth.js'
+import { accountAuth, requireAccount } from '../../auth.js'
 import type { RouteContext } from '../context.js'
 import { AddSuppressionRoute, DeleteSuppressionRoute, ListSuppressionsRoute } from './schema.js'
 
@@ -10,8 +10,8 @@ function shown (s: SuppressionRecord) {
 
 const suppressionRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
   const cookieOpts = { production: config.production, sessionTtlMs: config.sessionTtlMs }
-  app.addHook('onRequest', originGuard(config.publicUrl))
-  app.addHook('onRequest', sessionAuth(services.accounts, cookieOpts))
+  // The session cookie (Origin checked) or a full_access API key.
+  app.addHook('onRequest', accountAuth(services.accounts, services.apiKeys, config.publicUrl, cookieOpts))
 
   app.get('/api/suppressions', { schema: ListSuppressionsRoute }, async (request) => {
     const { limit, cursor } = request.query
