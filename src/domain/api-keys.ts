@@ -26,11 +26,11 @@ export function isApiKeyPermission (value: unknown): value is ApiKeyPermission {
   return typeof value === 'string' && (API_KEY_PERMISSIONS as readonly string[]).includes(value)
 }
 
-/** The one rule: whether a key with `permission` may make a request that needs `need`. */
 function rankOf (permission: string): number {
   return Object.hasOwn(RANK, permission) ? RANK[permission]! : 0
 }
 
+/** The one rule: whether a key with `permission` may make a request that needs `need`. */
 export function permissionAllows (permission: string, need: ApiKeyNeed): boolean {
   return rankOf(permission) >= NEED_RANK[need]
 }
@@ -47,7 +47,7 @@ export function mayCreateKey (creator: string, wanted: ApiKeyPermission): boolea
 export function requirePermission (permission: string, need: ApiKeyNeed): void {
   if (!permissionAllows(permission, need)) {
     throw InsufficientPermission(need === 'manage'
-      ? 'This API key has sending_access: it may send and read emails only; this route needs a full_access key'
+      ? 'This route needs a full_access API key (a sending_access key may only send and read emails)'
       : 'This API key may not send')
   }
 }
