@@ -48,6 +48,7 @@ export const InvalidSession = defineError('invalid_session', 401, 'The session i
 export const InvalidCredentials = defineError('invalid_credentials', 401, 'Email or password is wrong')
 export const PlanLimitReached = defineError('plan_limit_reached', 403, 'The plan limit is reached')
 export const ForbiddenOrigin = defineError('forbidden_origin', 403, 'Requests from this origin are not allowed')
+export const InsufficientPermission = defineError('insufficient_permission', 403, 'This API key does not have the permission this request needs')
 export const NotFound = defineError('not_found', 404, 'No such resource')
 export const MethodNotAllowed = defineError('method_not_allowed', 405, 'This route does not take this method')
 export const RequestTimeout = defineError('request_timeout', 408, 'The request did not arrive in time')

@@ -70,7 +70,7 @@ export class Seeder {
     const { key, keyPrefix } = newApiKey()
     const r = await this.store.insertApiKey({
       id: newId('key'), accountId, name: 'bench', keyHash: hashToken(SVC_SECRET, key, 'api-key'), keyPrefix,
-      createdAt: iso(Date.now()), lastUsedAt: null, revokedAt: null,
+      createdAt: iso(Date.now()), lastUsedAt: null, revokedAt: null, permission: 'full_access',
     }, limitsOf('pro').apiKeys)
     if (r !== 'created') throw new Error('seeding: API key refused')
     return key

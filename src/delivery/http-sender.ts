@@ -18,7 +18,7 @@ import {
   type UrlPolicy,
   type UrlVerdict,
 } from '../domain/webhook-url.js'
-import { signatureHeader } from './signature.js'
+import { signDelivery, signingKeys, type SigningKeys } from './signature.js'
 
 export interface DeliveryTask { deliveryId: string; webhookId: string; url: string; event: string; body: string; secrets: string[] }
 
@@ -424,6 +424,15 @@ export function createHttpSender (options: SenderOptions): HttpSender {
     return verdict
   }
 
+  // Each webhook's HMAC keys are made once per batch: the deliveries of one webhook in a batch share one
+  // secrets array (see wire.ts), so it is the cache key, and the keys go when the batch does.
+  const keyCache = new WeakMap<readonly string[], SigningKeys>()
+  function keysFor (secrets: readonly string[]): SigningKeys {
+    let keys = keyCache.get(secrets)
+    if (!keys) keyCache.set(secrets, keys = signingKeys(secrets))
+    return keys
+  }
+
   function sendOne (task: DeliveryTask): Promise<DeliveryResult> {
     const started = performance.now()
 
@@ -435,7 +444,17 @@ export function createHttpSender (options: SenderOptions): HttpSender {
     }
     const timestamp = Math.floor(Date.now() / 1000)
     // Throws for a task without a secret: settle() turns that into the attempt's error.
-    const signature = signatureHeader(task.secrets, timestamp, task.body)
+    const signatures = signDelivery(keysFor(task.secrets), task.deliveryId, timestamp, task.body)
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      'user-agent': userAgent,
+      'x-svc-event': task.event,
+      'x-svc-delivery': task.deliveryId,
+      'x-svc-signature': signatures.svc,
+      'webhook-id': task.deliveryId,
+      'webhook-timestamp': String(timestamp),
+    }
+    if (signatures.standard !== undefined) headers['webhook-signature'] = signatures.standard
     return new Promise((resolve) => {
       // One deadline for the whole attempt, from here (DNS and connect included) to the last body byte.
       const attempt = new Attempt(ctx, task.deliveryId, started, resolve)
@@ -443,13 +462,7 @@ export function createHttpSender (options: SenderOptions): HttpSender {
       poolFor(shape.origin!).dispatch({
         path: shape.path!,
         method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          'user-agent': userAgent,
-          'x-svc-event': task.event,
-          'x-svc-delivery': task.deliveryId,
-          'x-svc-signature': signature,
-        },
+        headers,
         body: task.body,
       }, attempt)
     })

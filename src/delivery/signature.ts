@@ -3,7 +3,13 @@
 // included), over `<t>.<body>`. The timestamp is inside the signed bytes so a captured delivery cannot
 // be replayed later with a fresh `t`. During a secret rotation there is one v1 per live secret, so a
 // receiver holding either secret can verify.
+//
+// Beside it, every delivery carries the Standard Webhooks headers (https://www.standardwebhooks.com):
+// `webhook-id` (the delivery id), `webhook-timestamp` (the same `t`) and
+// `webhook-signature: v1,<base64>[ v1,<base64>…]`, HMAC-SHA256 over `<webhook-id>.<t>.<body>` keyed with
+// the bytes the secret's base64 part encodes (standardWebhookKey), one entry per live secret.
 import { createHmac, timingSafeEqual } from 'node:crypto'
+import { standardWebhookKey } from '../domain/secrets.js'
 
 export const SIGNATURE_HEADER = 'x-svc-signature'
 export const DEFAULT_TOLERANCE_SECONDS = 300
@@ -19,6 +25,62 @@ export function signatureHeader (secrets: string[], timestamp: number, body: str
   if (secrets.length === 0) throw new Error('a webhook delivery needs at least one signing secret')
   if (!Number.isSafeInteger(timestamp) || timestamp < 0) throw new Error('signature timestamp must be whole unix seconds')
   return [`t=${timestamp}`, ...secrets.map((s) => `v1=${sign(s, timestamp, body)}`)].join(',')
+}
+
+/** Standard Webhooks `v1` value (base64, no `v1,`) of one delivery, keyed with the decoded secret bytes. */
+export function standardSign (key: Buffer, deliveryId: string, timestamp: number, body: string): string {
+  return createHmac('sha256', key).update(`${deliveryId}.${timestamp}.`, 'utf8').update(body, 'utf8').digest('base64')
+}
+
+/**
+ * The HMAC keys of one webhook's live secrets, made once and used for each of its deliveries (a
+ * webhook's deliveries travel together and share their secrets).
+ */
+export interface SigningKeys {
+  /** The seed's scheme: the UTF-8 bytes of each whole secret, in order. Empty: nothing may be signed. */
+  svc: Buffer[]
+  /** Standard Webhooks: each secret's decoded bytes, in order; a secret that is not base64 has none. */
+  standard: Buffer[]
+}
+
+export function signingKeys (secrets: readonly string[]): SigningKeys {
+  const standard: Buffer[] = []
+  for (const secret of secrets) {
+    const key = standardWebhookKey(secret)
+    if (key) standard.push(key)
+  }
+  return { svc: secrets.map((s) => Buffer.from(s, 'utf8')), standard }
+}
+
+export interface DeliverySignatures {
+  /** `X-Svc-Signature`. */
+  svc: string
+  /** `webhook-signature`; undefined when no live secret has a Standard Webhooks key. */
+  standard: string | undefined
+}
+
+/**
+ * Both signature headers of one delivery, at one timestamp. The body is fed to each HMAC as it is
+ * (no concatenated copy of it is made). Throws without a secret: a delivery is never sent unsigned.
+ */
+export function signDelivery (keys: SigningKeys, deliveryId: string, timestamp: number, body: string): DeliverySignatures {
+  if (keys.svc.length === 0) throw new Error('a webhook delivery needs at least one signing secret')
+  if (!Number.isSafeInteger(timestamp) || timestamp < 0) throw new Error('signature timestamp must be whole unix seconds')
+  const t = String(timestamp)
+  const seedPrefix = `${t}.`
+  let svc = `t=${t}`
+  for (const key of keys.svc) {
+    svc += `,v1=${createHmac('sha256', key).update(seedPrefix, 'utf8').update(body, 'utf8').digest('hex')}`
+  }
+  let standard: string | undefined
+  if (keys.standard.length > 0) {
+    const prefix = `${deliveryId}.${t}.`
+    for (const key of keys.standard) {
+      const entry = `v1,${createHmac('sha256', key).update(prefix, 'utf8').update(body, 'utf8').digest('base64')}`
+      standard = standard === undefined ? entry : `${standard} ${entry}`
+    }
+  }
+  return { svc, standard }
 }
 
 /**

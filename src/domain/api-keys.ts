@@ -1,9 +1,56 @@
-import { InvalidApiKey, NotFound, PlanLimitReached } from '../errors.js'
+import { InsufficientPermission, InvalidApiKey, NotFound, PlanLimitReached } from '../errors.js'
 import { iso, type Clock } from './clock.js'
 import { newId } from './ids.js'
 import { PLANS, limitsOf } from './plans.js'
 import { API_KEY_PREFIX, hashToken, newApiKey } from './secrets.js'
 import type { AccountRecord, ApiKeyRecord, Store } from '../store/types.js'
+
+/**
+ * What an API key may do. `full_access`: everything the session cookie may do, for its own account
+ * (keys, webhooks, deliveries, suppressions, emails, …). `sending_access`: send and read emails only.
+ */
+export const API_KEY_PERMISSIONS = ['full_access', 'sending_access'] as const
+export type ApiKeyPermission = (typeof API_KEY_PERMISSIONS)[number]
+/** A key created without a permission, and every key made before permissions existed. */
+export const DEFAULT_API_KEY_PERMISSION: ApiKeyPermission = 'full_access'
+
+/** What a route needs of the key presented: `send` (sending and reading emails) or `manage` (the rest). */
+export type ApiKeyNeed = 'send' | 'manage'
+
+// Each permission's rank; a key may do what its rank reaches. Anything else (a value this version does
+// not know, read from a store) reaches nothing.
+const RANK: Readonly<Record<string, number>> = { sending_access: 1, full_access: 2 }
+const NEED_RANK: Readonly<Record<ApiKeyNeed, number>> = { send: 1, manage: 2 }
+
+export function isApiKeyPermission (value: unknown): value is ApiKeyPermission {
+  return typeof value === 'string' && (API_KEY_PERMISSIONS as readonly string[]).includes(value)
+}
+
+function rankOf (permission: string): number {
+  return Object.hasOwn(RANK, permission) ? RANK[permission]! : 0
+}
+
+/** The one rule: whether a key with `permission` may make a request that needs `need`. */
+export function permissionAllows (permission: string, need: ApiKeyNeed): boolean {
+  return rankOf(permission) >= NEED_RANK[need]
+}
+
+/**
+ * Whether a key with `creator`'s permission may create a key with `wanted`: creating keys is management,
+ * and never beyond the creator's own permission. (A session may create either.)
+ */
+export function mayCreateKey (creator: string, wanted: ApiKeyPermission): boolean {
+  return permissionAllows(creator, 'manage') && isApiKeyPermission(wanted) && rankOf(creator) >= rankOf(wanted)
+}
+
+/** Throws insufficient_permission unless a key with `permission` may do what `need` asks. */
+export function requirePermission (permission: string, need: ApiKeyNeed): void {
+  if (!permissionAllows(permission, need)) {
+    throw InsufficientPermission(need === 'manage'
+      ? 'This route needs a full_access API key (a sending_access key may only send and read emails)'
+      : 'This API key may not send')
+  }
+}
 
 export interface ApiKeyServiceOptions {
   store: Store
@@ -38,8 +85,34 @@ export function createApiKeyService ({ store, secret, clock }: ApiKeyServiceOpti
     flushTimer ??= setTimeout(() => { flushUsage().catch(() => {}) }, USAGE_FLUSH_MS).unref()
   }
 
+  /**
+   * The key's record when `presented` is an active key whose permission allows `need` (401 for unknown
+   * and revoked keys alike, 403 insufficient_permission for a key that may not). No cache: the lookup
+   * goes to the store every time, so a revocation holds from the next request on, on every node.
+   */
+  async function authenticate (presented: string, need: ApiKeyNeed = 'send'): Promise<ApiKeyRecord> {
+    if (!presented.startsWith(API_KEY_PREFIX) || presented.length > MAX_KEY_LENGTH) throw InvalidApiKey()
+    const key = await store.findApiKeyByHash(hashToken(secret, presented, 'api-key'))
+    if (!key || key.revokedAt !== null) throw InvalidApiKey()
+    requirePermission(key.permission, need)
+    noteUse(key, clock.now())
+    return key
+  }
+
   return {
-    async create (account: AccountRecord, name: string): Promise<{ record: ApiKeyRecord; key: string }> {
+    /**
+     * A new key with `permission` (default full_access). `creator`: the key the request came with, if it
+     * came with one (a session may create either permission).
+     */
+    async create (
+      account: AccountRecord,
+      name: string,
+      permission: ApiKeyPermission = DEFAULT_API_KEY_PERMISSION,
+      creator?: Pick<ApiKeyRecord, 'permission'> | null,
+    ): Promise<{ record: ApiKeyRecord; key: string }> {
+      if (creator && !mayCreateKey(creator.permission, permission)) {
+        throw InsufficientPermission(`A ${creator.permission} key cannot create a ${permission} key`)
+      }
       const { key, keyPrefix } = newApiKey()
       const record: ApiKeyRecord = {
         id: newId('key'),
@@ -50,6 +123,7 @@ export function createApiKeyService ({ store, secret, clock }: ApiKeyServiceOpti
         createdAt: iso(clock.now()),
         lastUsedAt: null,
         revokedAt: null,
+        permission,
       }
       const limit = limitsOf(account.plan).apiKeys
       if (await store.insertApiKey(record, limit) === 'limit_reached') {
@@ -69,17 +143,14 @@ export function createApiKeyService ({ store, secret, clock }: ApiKeyServiceOpti
       return record
     },
 
-    /**
-     * The key's record when `presented` is an active key. Unknown and revoked keys get the same error.
-     * No cache: the lookup goes to the store every time, so a revocation holds from the next request on,
-     * on every node.
-     */
-    async authenticate (presented: string): Promise<ApiKeyRecord> {
-      if (!presented.startsWith(API_KEY_PREFIX) || presented.length > MAX_KEY_LENGTH) throw InvalidApiKey()
-      const key = await store.findApiKeyByHash(hashToken(secret, presented, 'api-key'))
-      if (!key || key.revokedAt !== null) throw InvalidApiKey()
-      noteUse(key, clock.now())
-      return key
+    authenticate,
+
+    /** authenticate(), and the key's account: what a management route acts for. */
+    async authenticateAccount (presented: string, need: ApiKeyNeed): Promise<{ key: ApiKeyRecord; account: AccountRecord }> {
+      const key = await authenticate(presented, need)
+      const account = await store.findAccountById(key.accountId)
+      if (!account) throw InvalidApiKey()
+      return { key, account }
     },
 
     flushUsage,

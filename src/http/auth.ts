@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify'
 import type { AccountService } from '../domain/accounts.js'
-import type { ApiKeyService } from '../domain/api-keys.js'
+import type { ApiKeyNeed, ApiKeyService } from '../domain/api-keys.js'
 import { AuthenticationRequired, ForbiddenOrigin } from '../errors.js'
 import type { AccountRecord, ApiKeyRecord } from '../store/types.js'
 
@@ -11,7 +11,7 @@ declare module 'fastify' {
     /** Set by the session pre-handler on cookie routes. */
     account: AccountRecord | null
     sessionTokenHash: string | null
-    /** Set by the API-key pre-handler on sending routes. */
+    /** Set when the request came with `x-api-key`: on sending routes, and on management routes (see accountAuth). */
     apiKey: ApiKeyRecord | null
   }
 }
@@ -73,6 +73,30 @@ export function apiKeyAuth (keys: ApiKeyService): onRequestAsyncHookHandler {
       throw AuthenticationRequired('Send your API key in the x-api-key header')
     }
     request.apiKey = await keys.authenticate(presented)
+  }
+}
+
+/**
+ * Management routes (keys, webhooks, deliveries, suppressions, …): the session cookie, or an API key in
+ * `x-api-key` whose permission allows managing (src/domain/api-keys.ts decides), acting for the key's
+ * account exactly as its owner's cookie would. A request with a key is judged by the key alone: no cookie
+ * is read, and no Origin check is needed (a browser never sends a key on its own, as it does a cookie).
+ */
+export function accountAuth (
+  accounts: AccountService, keys: ApiKeyService, allowedOrigins: readonly string[], cookieOpts: CookieOptions, need: ApiKeyNeed = 'manage',
+): onRequestAsyncHookHandler {
+  const sameOrigin = originGuard(allowedOrigins)
+  const session = sessionAuth(accounts, cookieOpts)
+  return async function (request, reply) {
+    const presented = request.headers['x-api-key']
+    if (presented !== undefined) {
+      const { key, account } = await keys.authenticateAccount(String(presented), need)
+      request.apiKey = key
+      request.account = account
+      return
+    }
+    await sameOrigin.call(this, request, reply)
+    await session.call(this, request, reply)
   }
 }
 

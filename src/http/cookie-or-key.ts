@@ -1,21 +1,21 @@
 // Read routes that both a person in the dashboard (session cookie) and a program (x-api-key) may call:
-// the email list, an email, the stats. An x-api-key header makes it a key request, checked like on the
-// sending routes; otherwise it is a cookie request, under the same Origin rule as every cookie route.
+// the email list, an email, the stats. An x-api-key header makes it a key request, checked for the
+// permission the route needs; otherwise it is a cookie request, under the same Origin rule as every
+// cookie route.
 import type { FastifyInstance, FastifyRequest, onRequestAsyncHookHandler } from 'fastify'
 import type { Config } from '../../config/index.js'
 import { AuthenticationRequired, RateLimited } from '../errors.js'
-import { apiKeyAuth, originGuard, sessionAuth } from './auth.js'
+import type { ApiKeyNeed } from '../domain/api-keys.js'
+import { accountAuth } from './auth.js'
 import type { Services } from './routes/context.js'
 
-export function cookieOrKey (services: Services, config: Config): onRequestAsyncHookHandler {
-  const byKey = apiKeyAuth(services.apiKeys)
-  const sameOrigin = originGuard(config.allowedOrigins)
-  const bySession = sessionAuth(services.accounts, { production: config.production, sessionTtlMs: config.sessionTtlMs })
-  return async function (request, reply) {
-    if (request.headers['x-api-key'] !== undefined) return await byKey.call(this, request, reply)
-    await sameOrigin.call(this, request, reply)
-    await bySession.call(this, request, reply)
-  }
+/**
+ * The session cookie (Origin checked) or an API key allowed `need`: `send` for the email reads (a
+ * sending_access key reads what it sent), `manage` for the rest (the stats).
+ */
+export function cookieOrKey (services: Services, config: Config, need: ApiKeyNeed): onRequestAsyncHookHandler {
+  const cookieOpts = { production: config.production, sessionTtlMs: config.sessionTtlMs }
+  return accountAuth(services.accounts, services.apiKeys, config.allowedOrigins, cookieOpts, need)
 }
 
 /** The account a cookie-or-key request acts for. */

@@ -7,6 +7,7 @@
 // - Values from requests are bound as parameters, never spliced into a query.
 // - "Not found" is `null` (or `false`), never an exception; exceptions mean the store itself failed.
 // - Timestamps are ISO 8601 UTC strings with milliseconds.
+import type { ApiKeyPermission } from '../domain/api-keys.js'
 import type { EventRecord, EventType } from '../domain/events.js'
 import type { Plan } from '../domain/plans.js'
 import type { DeliveryStore } from './deliveries.js'
@@ -37,6 +38,8 @@ export interface ApiKeyRecord {
   createdAt: string
   lastUsedAt: string | null
   revokedAt: string | null
+  /** What the key may do (src/domain/api-keys.ts decides what each permission allows). */
+  permission: ApiKeyPermission
 }
 
 export type WebhookStatus = 'enabled' | 'disabled' | 'auto_disabled'

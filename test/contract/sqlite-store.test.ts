@@ -49,7 +49,7 @@ function account (): AccountRecord {
 function key (accountId: string, overrides: Partial<ApiKeyRecord> = {}): ApiKeyRecord {
   return {
     id: newId('key', ++clock), accountId, name: 'k', keyHash: `hash-${stamp()}`, keyPrefix: 'svc_x',
-    createdAt: iso(), lastUsedAt: null, revokedAt: null, ...overrides,
+    createdAt: iso(), lastUsedAt: null, revokedAt: null, permission: 'full_access', ...overrides,
   }
 }
 
@@ -114,6 +114,29 @@ describe('sqlite store: adapter-specific', () => {
         assert.equal(first.events, 2, 'evt_2 and evt_4')
         assert.equal((await store.routeEvents({ owner: 'n', now, leaseUntil: now + 1000, limit: 10 })).events, 0, 'each once')
         assert.equal((await store.deliveryStats()).unroutedEvents, 0)
+      } finally {
+        await store.close()
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true })
+    }
+  })
+
+  test('upgrading to key permissions makes every existing key full_access', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'svc-sqlite-perm-'))
+    try {
+      const at = migrations.findIndex((m) => m.includes('ADD COLUMN permission'))
+      assert.ok(at > 0)
+      const old = new Database(join(dir, 'svc.db'))
+      old.pragma('journal_mode = WAL')
+      for (const m of migrations.slice(0, at)) old.exec(m)
+      old.pragma(`user_version = ${at}`)
+      old.prepare(`INSERT INTO accounts (id, email, password_hash, plan, created_at) VALUES ('acct_old', 'old@example.test', 'h', 'free', ?)`).run(iso())
+      old.prepare(`INSERT INTO api_keys (id, account_id, name, key_hash, key_prefix, created_at) VALUES ('key_old', 'acct_old', 'old', 'hash-old', 'svc_sk_old', ?)`).run(iso())
+      old.close()
+      const store = openSqliteStore({ dataDir: dir })
+      try {
+        assert.equal((await store.findApiKeyByHash('hash-old'))?.permission, 'full_access')
       } finally {
         await store.close()
       }

@@ -51,6 +51,7 @@ function makeKey (accountId: string, overrides: Partial<ApiKeyRecord> = {}): Api
     createdAt: iso(),
     lastUsedAt: null,
     revokedAt: null,
+    permission: 'full_access',
     ...overrides,
   }
 }
@@ -191,6 +192,19 @@ export function storeContract (name: string, make: MakeStore): void {
       assert.deepEqual(await store.findApiKeyByHash(key.keyHash), key)
       assert.equal(await store.countActiveApiKeys(account.id), 1)
       assert.equal(await store.findApiKeyByHash(`hash-${unique()}`), null)
+    })
+
+    test('an API key keeps its permission: found by hash, listed and revoked with it', async () => {
+      const account = await newAccount()
+      const sending = makeKey(account.id, { permission: 'sending_access' })
+      const full = makeKey(account.id)
+      assert.equal(await store.insertApiKey(sending, 3), 'created')
+      assert.equal(await store.insertApiKey(full, 3), 'created')
+      assert.equal((await store.findApiKeyByHash(sending.keyHash))?.permission, 'sending_access')
+      assert.equal((await store.findApiKeyByHash(full.keyHash))?.permission, 'full_access')
+      const listed = new Map((await store.listApiKeys(account.id)).map((k) => [k.id, k.permission]))
+      assert.deepEqual(Object.fromEntries(listed), { [sending.id]: 'sending_access', [full.id]: 'full_access' })
+      assert.equal((await store.revokeApiKey(account.id, sending.id, iso()))?.permission, 'sending_access')
     })
 
     test('insertApiKey counts only active keys against the limit', async () => {

@@ -1,10 +1,12 @@
 // A webhook receiver on 127.0.0.1:0, as a customer would write one: it verifies every signature with the
 // seed's algorithm (recomputed here with node:crypto, independently of src/), records what it got, and
-// answers as each test scripts it.
+// answers as each test scripts it. The Standard Webhooks headers are checked with the specification's own
+// library (`standardwebhooks`), as a receiver that uses it would.
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { TestContext } from 'node:test'
+import { Webhook } from 'standardwebhooks'
 
 export interface Received {
   path: string
@@ -15,6 +17,8 @@ export interface Received {
   event: string
   /** Which of the given secrets produced a matching v1 entry. */
   validFor: string[]
+  /** Which of the given secrets `standardwebhooks`' Webhook.verify accepts the delivery with. */
+  standardValidFor: string[]
 }
 
 export type Script = (req: Received, n: number, res: http.ServerResponse) => void
@@ -29,6 +33,23 @@ export function seedVerify (header: string | undefined, raw: string, secrets: st
   return secrets.filter((secret) => {
     const expected = Buffer.from(createHmac('sha256', Buffer.from(secret, 'utf8')).update(`${t}.${raw}`).digest('hex'))
     return given.some((v) => v.length === expected.length && timingSafeEqual(v, expected))
+  })
+}
+
+/** The secrets with which the `standardwebhooks` package verifies the delivery (its headers and raw body). */
+export function standardVerify (headers: http.IncomingHttpHeaders, raw: string, secrets: string[]): string[] {
+  const given: Record<string, string> = {}
+  for (const name of ['webhook-id', 'webhook-timestamp', 'webhook-signature']) {
+    const value = headers[name]
+    if (typeof value === 'string') given[name] = value
+  }
+  return secrets.filter((secret) => {
+    try {
+      new Webhook(secret).verify(raw, given)
+      return true
+    } catch {
+      return false
+    }
   })
 }
 
@@ -58,6 +79,7 @@ export class Receiver {
         deliveryId: String(req.headers['x-svc-delivery'] ?? ''),
         event: String(req.headers['x-svc-event'] ?? ''),
         validFor: seedVerify(req.headers['x-svc-signature'] as string | undefined, raw, this.secrets),
+        standardValidFor: standardVerify(req.headers, raw, this.secrets),
       }
       this.received.push(got)
       const n = (this.counts.get(path) ?? 0) + 1

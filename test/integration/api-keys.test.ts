@@ -12,7 +12,7 @@ import {
 
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 const KEY_SHAPE = /^svc_sk_[A-Za-z0-9_-]{43,}$/
-const LISTED_FIELDS = ['createdAt', 'id', 'keyPrefix', 'lastUsedAt', 'name', 'revokedAt', 'status']
+const LISTED_FIELDS = ['createdAt', 'id', 'keyPrefix', 'lastUsedAt', 'name', 'permission', 'revokedAt', 'status']
 const EVIL_ORIGIN = 'https://evil.example'
 
 /** A stand-in for an x-api-key route: answers with the id of the key that authenticated. */
@@ -56,7 +56,8 @@ test('creating a key answers 201 with exactly the envelope and the fields of API
   assert.equal(typeof res.body.message, 'string')
   assert.ok(res.body.message.length > 0)
   const data = res.body.data
-  assert.deepEqual(Object.keys(data).sort(), ['createdAt', 'id', 'key', 'keyPrefix', 'name'])
+  assert.deepEqual(Object.keys(data).sort(), ['createdAt', 'id', 'key', 'keyPrefix', 'name', 'permission'])
+  assert.equal(data.permission, 'full_access', 'the default permission')
   assert.equal(data.name, 'production')
   assert.match(data.id, /^key_/)
   assert.match(data.key, KEY_SHAPE)
@@ -303,7 +304,7 @@ test('bad names are 400 validation_error and create nothing', async (t) => {
   assert.deepEqual(await listKeys(client), before)
 })
 
-test('the key routes need the session cookie: none is 401 authentication_required, and x-api-key is no substitute', async (t) => {
+test('the key routes need the session cookie or a full_access key: none is 401 authentication_required, an unknown key 401 invalid_api_key', async (t) => {
   const server = await startServer(t)
   const { client } = await signedUp(server)
   const key = await createKey(client)
@@ -319,9 +320,11 @@ test('the key routes need the session cookie: none is 401 authentication_require
   assert.equal(revoke.status, 401, revoke.text)
   assert.equal(errorOf(revoke).code, 'authentication_required')
 
-  const withKey = { 'x-api-key': key.key }
+  // Keys with full_access are accepted (test/integration/scoped-keys.test.ts); a key that is not one is not.
+  const withKey = { 'x-api-key': `${key.key.slice(0, -4)}AAAA` }
   const listByKey = await anonymous.get('/api/keys', withKey)
   assert.equal(listByKey.status, 401, listByKey.text)
+  assert.equal(errorOf(listByKey).code, 'invalid_api_key')
   assert.ok(!listByKey.text.includes(key.keyPrefix), 'the list leaked through an x-api-key')
   const createByKey = await anonymous.post('/api/keys', { name: 'by key' }, withKey)
   assert.equal(createByKey.status, 401, createByKey.text)

@@ -3,11 +3,11 @@
 import assert from 'node:assert/strict'
 import { once } from 'node:events'
 import { describe, test } from 'node:test'
-import { eventPayload, type EventRecord, type EventType } from '../../src/domain/events.js'
+import { EVENT_TYPES, eventPayload, type EventRecord, type EventType } from '../../src/domain/events.js'
 import { newId } from '../../src/domain/ids.js'
 import { killProcess, startServerProcess } from '../helpers/process.js'
 import { Client, PASSWORD, errorOf, signedUp, startServer, tempDir, uniqueEmail, type TestServer } from '../helpers/server.js'
-import { eventually, startReceiver, type Receiver } from '../helpers/receiver.js'
+import { eventually, standardVerify, startReceiver, type Receiver } from '../helpers/receiver.js'
 
 const FAST = { DELIVERY_RETRY_SCHEDULE: '50ms,50ms,50ms', DELIVERY_THREADS: '2' }
 
@@ -144,6 +144,46 @@ describe('delivery', () => {
     const got = receiver.received[0]!
     assert.match(String(got.headers['x-svc-signature']), /^t=\d+,v1=[0-9a-f]{64},v1=[0-9a-f]{64}$/)
     assert.deepEqual(got.validFor.sort(), [hook.secret, rotated.body.data.secret].sort())
+  })
+
+  test('every event type also carries Standard Webhooks headers that the standardwebhooks package verifies', async (t) => {
+    const receiver = await startReceiver(t)
+    const server = await startServer(t, { env: FAST })
+    const { client, id } = await signedUp(server)
+    const hook = await webhook(client, receiver, '/standard', [...EVENT_TYPES])
+    for (const type of EVENT_TYPES) await emit(server, id, type)
+    await receiver.until(() => receiver.received.length === EVENT_TYPES.length, 'one delivery per event type')
+    assert.deepEqual(receiver.received.map((r) => r.event).sort(), [...EVENT_TYPES].sort())
+    for (const got of receiver.received) {
+      assert.deepEqual(got.standardValidFor, [hook.secret], `${got.event}: Webhook.verify accepts it`)
+      assert.deepEqual(got.validFor, [hook.secret], `${got.event}: the seed's signature is still there`)
+      assert.equal(got.headers['webhook-id'], got.deliveryId)
+      const t0 = /^t=(\d+),/.exec(String(got.headers['x-svc-signature']))![1]
+      assert.equal(got.headers['webhook-timestamp'], t0, 'the same timestamp as X-Svc-Signature')
+      assert.match(String(got.headers['webhook-signature']), /^v1,[A-Za-z0-9+/]{43}=$/)
+      assert.deepEqual(standardVerify(got.headers, got.raw.replace('someone', 'someone-else'), [hook.secret]), [], 'an altered body fails')
+    }
+  })
+
+  test('during a rotation each attempt verifies with standardwebhooks under both secrets, and retries keep their webhook-id', async (t) => {
+    const receiver = await startReceiver(t, { '/rotating': (_r, n, res) => { res.statusCode = n < 2 ? 500 : 200; res.end() } })
+    const server = await startServer(t, { env: FAST })
+    const { client, id } = await signedUp(server)
+    const hook = await webhook(client, receiver, '/rotating', ['email.bounced'])
+    const rotated = await client.post(`/api/webhooks/${hook.id}/rotate-secret`)
+    const secret = rotated.body.data.secret as string
+    receiver.secrets.push(secret)
+    await emit(server, id, 'email.bounced')
+    await receiver.until(() => receiver.received.length === 2, 'a failed attempt and its retry')
+    const [first, second] = receiver.received
+    assert.equal(first!.headers['webhook-id'], second!.headers['webhook-id'], 'webhook-id is stable across retries')
+    assert.equal(first!.headers['webhook-id'], first!.deliveryId)
+    for (const got of [first!, second!]) {
+      assert.match(String(got.headers['webhook-signature']), /^v1,[A-Za-z0-9+/]{43}= v1,[A-Za-z0-9+/]{43}=$/)
+      assert.deepEqual(got.standardValidFor.sort(), [hook.secret, secret].sort())
+      // A receiver that knows only one of the two secrets verifies too.
+      assert.deepEqual(standardVerify(got.headers, got.raw, [secret]), [secret])
+    }
   })
 
   test('a receiver that never answers holds up no one: the fast one gets every delivery meanwhile', async (t) => {
@@ -326,6 +366,27 @@ describe('delivery', () => {
     assert.equal(verify(header, got.raw, hook.secret), true)
     assert.equal(verify(header, got.raw.replace('someone', 'someone-else'), hook.secret), false)
     assert.equal(verify(header, got.raw, 'whsec_not-the-secret'), false)
+  })
+
+  test('the README\'s Standard Webhooks receiver, as printed, accepts a real delivery and rejects an altered one', async (t) => {
+    const { readFileSync } = await import('node:fs')
+    const { Webhook } = await import('standardwebhooks')
+    const readme = readFileSync(new URL('../../../README.md', import.meta.url), 'utf8')
+    const section = readme.slice(readme.indexOf('## Verifying webhook signatures'), readme.indexOf('## Webhook deliveries'))
+    const code = [...section.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]!).find((c) => c.includes('standardwebhooks'))!
+    // eslint-disable-next-line no-new-func
+    const receive = new Function('Webhook', 'process', 'rawBody', 'headers', `${code.replace(/^import .*$/m, '')}; return event`) as
+      (W: typeof Webhook, p: { env: Record<string, string> }, raw: string, h: unknown) => unknown
+    const receiver = await startReceiver(t)
+    const server = await startServer(t, { env: FAST })
+    const { client, id } = await signedUp(server)
+    const hook = await webhook(client, receiver, '/readme-standard')
+    const [event] = await emit(server, id, 'email.delivered')
+    await receiver.until(() => receiver.received.length === 1, 'the delivery')
+    const got = receiver.received[0]!
+    const env = { env: { SVC_WEBHOOK_SECRET: hook.secret } }
+    assert.deepEqual((receive(Webhook, env, got.raw, got.headers) as any).eventId, event!.id)
+    assert.throws(() => receive(Webhook, env, got.raw.replace('someone', 'someone-else'), got.headers))
   })
 
   test('/readyz reports the store, the delivery engine and the mail queue: 503 once the engine has stopped', async (t) => {

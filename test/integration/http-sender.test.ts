@@ -14,6 +14,8 @@ import { packTasks, unpackResults } from '../../src/delivery/wire.js'
 import { createHttpSender, MAX_READ_BYTES, parseRetryAfter, type DeliveryResult, type DeliveryTask, type SenderOptions } from '../../src/delivery/http-sender.js'
 import { verifySignature } from '../../src/delivery/signature.js'
 import type { Resolver } from '../../src/domain/webhook-url.js'
+import { newWebhookSecret } from '../../src/domain/secrets.js'
+import { Webhook } from 'standardwebhooks'
 
 const SECRET = 'whsec_integration_secret'
 
@@ -423,6 +425,39 @@ describe('http sender', () => {
       assert.deepEqual(got.independentlyVerified, { [SECRET]: true, [oldSecret]: true })
     } finally {
       await rotating.close()
+    }
+  })
+
+  test('Standard Webhooks headers: webhook-id, the same timestamp, one v1 per secret that standardwebhooks verifies', async () => {
+    const current = newWebhookSecret()
+    // A secret made before svc wrote standard base64: base64url of 32 random bytes, no padding.
+    const legacyBytes = Buffer.alloc(32, 0xfb)
+    const legacy = `whsec_${legacyBytes.toString('base64url')}`
+    const handMade = 'whsec_not base64!'
+    const standard = await startReceiver({ '/ok': (_req, res) => { res.end() } }, [current, legacy, handMade])
+    try {
+      const t = task(standard.url('/ok'), { secrets: [current, legacy, handMade] })
+      assert.equal((await sendOne(devOptions, t)).outcome, 'delivered')
+      const only = task(standard.url('/ok'), { secrets: [handMade] })
+      assert.equal((await sendOne(devOptions, only)).outcome, 'delivered')
+      const [got, unsigned] = standard.received
+      assert.ok(got && unsigned)
+      assert.equal(got.headers['webhook-id'], t.deliveryId)
+      assert.equal(got.headers['webhook-timestamp'], /^t=(\d+),/.exec(String(got.headers['x-svc-signature']))![1])
+      assert.match(String(got.headers['webhook-signature']), /^v1,[A-Za-z0-9+/]{43}= v1,[A-Za-z0-9+/]{43}=$/, 'no entry for the hand-made secret')
+      const headers = got.headers as Record<string, string>
+      assert.deepEqual(new Webhook(current).verify(got.body, headers), JSON.parse(t.body))
+      // standardwebhooks reads standard base64 only: a legacy secret is handed to it converted.
+      assert.throws(() => new Webhook(legacy))
+      assert.doesNotThrow(() => new Webhook(`whsec_${legacyBytes.toString('base64')}`).verify(got.body, headers))
+      assert.throws(() => new Webhook(newWebhookSecret()).verify(got.body, headers), /No matching signature/)
+      assert.deepEqual(got.independentlyVerified, { [current]: true, [legacy]: true, [handMade]: true }, 'the seed scheme signs with every secret')
+      // No decodable secret: the seed signature alone, and no webhook-signature rather than an empty one.
+      assert.equal(unsigned.headers['webhook-signature'], undefined)
+      assert.equal(unsigned.headers['webhook-id'], only.deliveryId)
+      assert.deepEqual(unsigned.independentlyVerified[handMade], true)
+    } finally {
+      await standard.close()
     }
   })
 

@@ -363,10 +363,13 @@ describe('suppression list routes', () => {
     assert.equal((await s.send(basic())).status, 202)
   })
 
-  test('cookie only, same origin only; bad input is 400', async (t) => {
+  test('cookie (same origin only) or a full_access key; bad input is 400', async (t) => {
     const { server, s } = await setup(t)
     assert.equal((await server.client().get('/api/suppressions')).status, 401)
-    assert.equal((await server.client().get('/api/suppressions', { 'x-api-key': s.key })).status, 401, 'an API key is not a session')
+    assert.equal((await server.client().get('/api/suppressions', { 'x-api-key': s.key })).status, 200, 'a full_access key acts as the session')
+    const sending = await s.client.post('/api/keys', { name: 'sending', permission: 'sending_access' })
+    const refused = await server.client().get('/api/suppressions', { 'x-api-key': sending.body.data.key })
+    assert.equal(errorOf(refused).code, 'insufficient_permission', 'a sending_access key only sends')
     const foreign = await s.client.get('/api/suppressions', { origin: 'https://evil.example' })
     assert.equal(foreign.status, 403)
     assert.equal(errorOf(foreign).code, 'forbidden_origin')

@@ -16,7 +16,7 @@ const DAY_MS = 24 * 3_600_000
 /** Every code API.md lists; a refusal must use one of them. */
 const API_CODES = new Set([
   'validation_error', 'authentication_required', 'invalid_api_key', 'invalid_session', 'invalid_credentials',
-  'plan_limit_reached', 'forbidden_origin', 'not_found', 'email_taken', 'idempotency_conflict', 'payload_too_large',
+  'plan_limit_reached', 'forbidden_origin', 'insufficient_permission', 'not_found', 'email_taken', 'idempotency_conflict', 'payload_too_large',
   'unsupported_media_type', 'webhook_url_not_allowed', 'recipient_suppressed', 'rate_limited', 'internal_error', 'unavailable',
 ])
 
@@ -85,7 +85,7 @@ test('creating a webhook answers 201 with exactly { id, url, events, secret, sta
   assert.match(data.id, /^wh_/)
   assert.equal(data.url, RECEIVER)
   assert.deepEqual(data.events, ['email.delivered', 'email.bounced'])
-  assert.match(data.secret, /^whsec_[A-Za-z0-9_-]{32,}$/)
+  assert.match(data.secret, /^whsec_[A-Za-z0-9+/]{43}=$/)
   assert.equal(data.status, 'enabled')
   assert.match(data.createdAt, ISO_MS)
 })
@@ -348,7 +348,7 @@ test('rotate-secret answers a new whsec_ secret and keeps the old one for about 
   assert.equal(res.body.success, true)
   assert.deepEqual(Object.keys(res.body.data).sort(), ['previousSecretExpiresAt', 'secret'])
   const { secret, previousSecretExpiresAt } = res.body.data
-  assert.match(secret, /^whsec_[A-Za-z0-9_-]{32,}$/)
+  assert.match(secret, /^whsec_[A-Za-z0-9+/]{43}=$/)
   assert.notEqual(secret, hook.secret)
   assert.match(previousSecretExpiresAt, ISO_MS)
   const expires = Date.parse(previousSecretExpiresAt)
@@ -394,11 +394,11 @@ test("another account's webhook is 404 for GET, PATCH, DELETE and rotate-secret,
   assert.deepEqual((await listWebhooks(other.client)).items, [])
 })
 
-test('the webhook routes need the session cookie and the own origin; x-api-key is no substitute', async (t) => {
+test('the webhook routes need the session cookie and the own origin, or a full_access key; a sending key is no substitute', async (t) => {
   const server = await startServer(t)
   const { client, id: accountId } = await signedUp(server)
   const hook = await createWebhook(client)
-  const keyRes = await client.post('/api/keys', { name: 'sender' })
+  const keyRes = await client.post('/api/keys', { name: 'sender', permission: 'sending_access' })
   assert.equal(keyRes.status, 201, keyRes.text)
   const anonymous = server.client()
   const body = { url: 'https://sneaky.example.com/hook', events: ['email.sent'] }
@@ -408,10 +408,10 @@ test('the webhook routes need the session cookie and the own origin; x-api-key i
   refusedAs(await anonymous.delete(`/api/webhooks/${hook.id}`), 401, 'authentication_required', 'delete without cookie')
   const withKey = { 'x-api-key': keyRes.body.data.key as string }
   const listByKey = await anonymous.get('/api/webhooks', withKey)
-  assert.equal(listByKey.status, 401, listByKey.text)
+  refusedAs(listByKey, 403, 'insufficient_permission', 'list with a sending key')
   assert.ok(!listByKey.text.includes(hook.url))
-  assert.equal((await anonymous.post('/api/webhooks', body, withKey)).status, 401)
-  assert.equal((await anonymous.post(`/api/webhooks/${hook.id}/rotate-secret`, {}, withKey)).status, 401)
+  assert.equal((await anonymous.post('/api/webhooks', body, withKey)).status, 403)
+  assert.equal((await anonymous.post(`/api/webhooks/${hook.id}/rotate-secret`, {}, withKey)).status, 403)
 
   const evil = { origin: 'https://evil.example' }
   refusedAs(await client.post('/api/webhooks', body, evil), 403, 'forbidden_origin', 'create from a foreign origin')

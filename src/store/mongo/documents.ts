@@ -4,6 +4,7 @@
 // from the record's typed fields with String(): an object smuggled into a record can never become
 // query or update syntax, and nothing beyond the listed fields reaches the database.
 import type { ClientSession, MongoClient } from 'mongodb'
+import { DEFAULT_API_KEY_PERMISSION } from '../../domain/api-keys.js'
 import type { EventRecord, EventType } from '../../domain/events.js'
 import type { Plan } from '../../domain/plans.js'
 import type { AccountRecord, ApiKeyRecord, SessionRecord, WebhookRecord, WebhookStatus } from '../types.js'
@@ -42,6 +43,8 @@ export interface ApiKeyDoc {
   createdAt: string
   lastUsedAt: string | null
   revokedAt: string | null
+  /** Absent on keys stored before permissions existed: those are DEFAULT_API_KEY_PERMISSION. */
+  permission?: string
 }
 
 export interface WebhookDoc {
@@ -118,6 +121,7 @@ export function apiKeyDoc (k: ApiKeyRecord): ApiKeyDoc {
     createdAt: String(k.createdAt),
     lastUsedAt: nullableString(k.lastUsedAt),
     revokedAt: nullableString(k.revokedAt),
+    permission: String(k.permission),
   }
 }
 
@@ -131,6 +135,7 @@ export function toApiKey (d: ApiKeyDoc): ApiKeyRecord {
     createdAt: d.createdAt,
     lastUsedAt: d.lastUsedAt ?? null,
     revokedAt: d.revokedAt ?? null,
+    permission: (d.permission ?? DEFAULT_API_KEY_PERMISSION) as ApiKeyRecord['permission'],
   }
 }
 

@@ -46,6 +46,7 @@ function toApiKey (r: Row): ApiKeyRecord {
     createdAt: str(r.created_at),
     lastUsedAt: strOrNull(r.last_used_at),
     revokedAt: strOrNull(r.revoked_at),
+    permission: str(r.permission) as ApiKeyRecord['permission'],
   }
 }
 
@@ -137,8 +138,8 @@ export class SqliteStore extends SqliteDeliveries implements Store {
       deleteExpiredSessions: p('DELETE FROM sessions WHERE expires_at < ?'),
 
       countActiveKeys: p('SELECT count(*) AS n FROM api_keys WHERE account_id = ? AND revoked_at IS NULL'),
-      insertKey: p(`INSERT INTO api_keys (id, account_id, name, key_hash, key_prefix, created_at, last_used_at, revoked_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+      insertKey: p(`INSERT INTO api_keys (id, account_id, name, key_hash, key_prefix, created_at, last_used_at, revoked_at, permission)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
       listKeys: p('SELECT * FROM api_keys WHERE account_id = ? ORDER BY id DESC'),
       keyByHash: p('SELECT * FROM api_keys WHERE key_hash = ?'),
       keyById: p('SELECT * FROM api_keys WHERE account_id = ? AND id = ?'),
@@ -234,7 +235,7 @@ export class SqliteStore extends SqliteDeliveries implements Store {
     return this.writes.run(() => {
       const { n } = this.q.countActiveKeys.get(k.accountId) as { n: number }
       if (n >= limit) return 'limit_reached'
-      this.q.insertKey.run(k.id, k.accountId, k.name, k.keyHash, k.keyPrefix, k.createdAt, k.lastUsedAt, k.revokedAt)
+      this.q.insertKey.run(k.id, k.accountId, k.name, k.keyHash, k.keyPrefix, k.createdAt, k.lastUsedAt, k.revokedAt, k.permission)
       return 'created'
     })
   }

@@ -183,4 +183,9 @@ export const migrations: string[] = [
      0; a lease held across the upgrade is simply claimed again when it expires. */ `
   ALTER TABLE emails ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0;
   `,
+  /* 10: api key permissions: what each key may do (src/domain/api-keys.ts). Every key made before this was
+     accepted on the sending routes only, in an account whose owner could do everything; it becomes
+     full_access, the default for a new key. */ `
+  ALTER TABLE api_keys ADD COLUMN permission TEXT NOT NULL DEFAULT 'full_access';
+  `,
 ]

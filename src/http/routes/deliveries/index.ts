@@ -3,7 +3,7 @@ import { parseTimestamp } from '../../../domain/clock.js'
 import type { EventType } from '../../../domain/events.js'
 import { ValidationError } from '../../../errors.js'
 import type { DeliveryRecord } from '../../../store/deliveries.js'
-import { originGuard, requireAccount, sessionAuth } from '../../auth.js'
+import { accountAuth, requireAccount } from '../../auth.js'
 import { BODY_LIMITS } from '../../schemas.js'
 import type { RouteContext } from '../context.js'
 import { ListDeliveriesRoute, RecoverRoute, RetryDeliveryRoute, TestDeliveryRoute } from './schema.js'
@@ -21,8 +21,8 @@ function shown (d: DeliveryRecord) {
 
 const deliveryRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
   const cookieOpts = { production: config.production, sessionTtlMs: config.sessionTtlMs }
-  app.addHook('onRequest', originGuard(config.allowedOrigins))
-  app.addHook('onRequest', sessionAuth(services.accounts, cookieOpts))
+  // The session cookie (Origin checked) or a full_access API key.
+  app.addHook('onRequest', accountAuth(services.accounts, services.apiKeys, config.allowedOrigins, cookieOpts))
   const deliveries = services.deliveries
 
   app.get('/api/webhooks/:id/deliveries', { schema: ListDeliveriesRoute }, async (request) => {

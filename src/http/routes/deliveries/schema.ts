@@ -25,7 +25,7 @@ const DeliveryParams = Type.Object({
   id: Type.String({ minLength: 1, maxLength: 64 }),
   deliveryId: Type.String({ minLength: 1, maxLength: 64 }),
 })
-const security = [{ session: [] }]
+const security: Array<Record<string, string[]>> = [{ session: [] }, { apiKey: [] }]
 const tags = ['deliveries']
 
 export const ListDeliveriesRoute = {

@@ -7,7 +7,7 @@ import type { RouteContext } from '../context.js'
 import { GetEmailRoute, ListEmailsRoute } from './schema.js'
 
 const emailListRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
-  app.addHook('onRequest', cookieOrKey(services, config))
+  app.addHook('onRequest', cookieOrKey(services, config, 'send'))
   app.addHook('onRequest', perCallerLimit(app, config.rateLimits.apiPerSecond))
   const emails = createEmailListService({ store: services.store })
 

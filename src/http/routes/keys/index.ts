@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { preValidationAsyncHookHandler } from 'fastify'
 import type { ApiKeyRecord } from '../../../store/types.js'
-import { originGuard, requireAccount, sessionAuth } from '../../auth.js'
+import { accountAuth, requireAccount } from '../../auth.js'
 import { BODY_LIMITS } from '../../schemas.js'
 import type { RouteContext } from '../context.js'
 import { CreateKeyRoute, ListKeysRoute, RevokeKeyRoute } from './schema.js'
@@ -11,6 +11,7 @@ function listed (k: ApiKeyRecord) {
     id: k.id,
     name: k.name,
     keyPrefix: k.keyPrefix,
+    permission: k.permission,
     createdAt: k.createdAt,
     lastUsedAt: k.lastUsedAt,
     status: k.revokedAt === null ? 'active' as const : 'revoked' as const,
@@ -21,8 +22,8 @@ function listed (k: ApiKeyRecord) {
 const keyRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
   const cookieOpts = { production: config.production, sessionTtlMs: config.sessionTtlMs }
   // Who is asking is settled before the body is even read: a stranger learns nothing from validation.
-  app.addHook('onRequest', originGuard(config.allowedOrigins))
-  app.addHook('onRequest', sessionAuth(services.accounts, cookieOpts))
+  // The session cookie (Origin checked) or a full_access API key.
+  app.addHook('onRequest', accountAuth(services.accounts, services.apiKeys, config.allowedOrigins, cookieOpts))
 
   const trimName: preValidationAsyncHookHandler = async (request) => {
     const body = request.body as { name?: unknown } | undefined
@@ -30,10 +31,10 @@ const keyRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { service
   }
 
   app.post('/api/keys', { schema: CreateKeyRoute, bodyLimit: BODY_LIMITS.small, preValidation: trimName }, async (request, reply) => {
-    const { record, key } = await services.apiKeys.create(requireAccount(request), request.body.name)
+    const { record, key } = await services.apiKeys.create(requireAccount(request), request.body.name, request.body.permission, request.apiKey)
     return reply.code(201).send({
       success: true,
-      data: { id: record.id, name: record.name, key, keyPrefix: record.keyPrefix, createdAt: record.createdAt },
+      data: { id: record.id, name: record.name, key, keyPrefix: record.keyPrefix, permission: record.permission, createdAt: record.createdAt },
       message: 'API key created. Copy it now: it will not be shown again.',
     })
   })

@@ -2,10 +2,17 @@ import { Type, type Static } from '@sinclair/typebox'
 import { NO_CONTROL_CHARACTERS_PATTERN } from '../../../domain/text.js'
 import { IdParams, Success, Timestamp, errors } from '../../schemas.js'
 
+const permission = (extra: { default?: string } = {}) => Type.Union([Type.Literal('full_access'), Type.Literal('sending_access')], {
+  description: 'full_access: every route of this account, as the session cookie; sending_access: send and read emails only',
+  ...extra,
+})
+export const PermissionSchema = permission()
+
 export const CreateKeySchema = Type.Object({
   // Trimmed before validation (see the route), then 1 to 50 characters with no control characters
   // (src/domain/text.ts: a name is printed in terminals by the CLI and in logs).
   name: Type.String({ minLength: 1, maxLength: 50, pattern: NO_CONTROL_CHARACTERS_PATTERN }),
+  permission: Type.Optional(permission({ default: 'full_access' })),
 }, { additionalProperties: false })
 export type CreateKey = Static<typeof CreateKeySchema>
 
@@ -14,6 +21,7 @@ export const CreatedKeySchema = Type.Object({
   name: Type.String(),
   key: Type.String({ description: 'The full key. Shown in this response only: store it now.' }),
   keyPrefix: Type.String(),
+  permission: PermissionSchema,
   createdAt: Timestamp,
 })
 
@@ -21,17 +29,19 @@ export const KeySchema = Type.Object({
   id: Type.String(),
   name: Type.String(),
   keyPrefix: Type.String(),
+  permission: PermissionSchema,
   createdAt: Timestamp,
   lastUsedAt: Type.Union([Timestamp, Type.Null()]),
   status: Type.Union([Type.Literal('active'), Type.Literal('revoked')]),
   revokedAt: Type.Union([Timestamp, Type.Null()]),
 })
 
-const security = [{ session: [] }]
+const security: Array<Record<string, string[]>> = [{ session: [] }, { apiKey: [] }]
 
 export const CreateKeyRoute = {
   tags: ['api keys'], summary: 'Create an API key', security,
   body: CreateKeySchema,
+  description: 'With a session or a full_access key. A key never creates a key with more permission than its own.',
   response: { 201: Success(CreatedKeySchema), ...errors(400, 401, 403, 413, 415) },
 }
 

@@ -6,7 +6,7 @@ import type { RouteContext } from '../context.js'
 import { StatsRoute } from './schema.js'
 
 const statsRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
-  app.addHook('onRequest', cookieOrKey(services, config))
+  app.addHook('onRequest', cookieOrKey(services, config, 'manage'))
   app.addHook('onRequest', perCallerLimit(app, config.rateLimits.apiPerSecond))
   const stats = createStatsService({ store: services.store, clock: systemClock })
 

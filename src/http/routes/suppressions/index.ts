@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { SuppressionRecord } from '../../../store/emails.js'
-import { originGuard, requireAccount, sessionAuth } from '../../auth.js'
+import { accountAuth, requireAccount } from '../../auth.js'
 import { BODY_LIMITS } from '../../schemas.js'
 import type { RouteContext } from '../context.js'
 import { NotFound } from '../../../errors.js'
@@ -12,8 +12,8 @@ function shown (s: SuppressionRecord) {
 
 const suppressionRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
   const cookieOpts = { production: config.production, sessionTtlMs: config.sessionTtlMs }
-  app.addHook('onRequest', originGuard(config.allowedOrigins))
-  app.addHook('onRequest', sessionAuth(services.accounts, cookieOpts))
+  // The session cookie (Origin checked) or a full_access API key.
+  app.addHook('onRequest', accountAuth(services.accounts, services.apiKeys, config.allowedOrigins, cookieOpts))
 
   app.get('/api/suppressions', { schema: ListSuppressionsRoute }, async (request) => {
     const { limit, cursor } = request.query

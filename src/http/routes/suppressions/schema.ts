@@ -22,7 +22,7 @@ export const AddSuppressionSchema = Type.Object({
 
 export const EmailParams = Type.Object({ email: Type.String({ minLength: 1, maxLength: 500 }) })
 
-const security = [{ session: [] }]
+const security: Array<Record<string, string[]>> = [{ session: [] }, { apiKey: [] }]
 const tags = ['suppressions']
 
 export const ListSuppressionsRoute = {

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { WebhookRecord } from '../../../store/types.js'
-import { originGuard, requireAccount, sessionAuth } from '../../auth.js'
+import { accountAuth, requireAccount } from '../../auth.js'
 import type { RouteContext } from '../context.js'
 import {
   CreateWebhookRoute, DeleteWebhookRoute, GetWebhookRoute, ListWebhooksRoute, PatchWebhookRoute, RotateSecretRoute,
@@ -12,8 +12,8 @@ function shown (w: WebhookRecord) {
 
 const webhookRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
   const cookieOpts = { production: config.production, sessionTtlMs: config.sessionTtlMs }
-  app.addHook('onRequest', originGuard(config.allowedOrigins))
-  app.addHook('onRequest', sessionAuth(services.accounts, cookieOpts))
+  // The session cookie (Origin checked) or a full_access API key.
+  app.addHook('onRequest', accountAuth(services.accounts, services.apiKeys, config.allowedOrigins, cookieOpts))
   const hooks = services.webhooks
 
   app.post('/api/webhooks', { schema: CreateWebhookRoute }, async (request, reply) => {

@@ -32,7 +32,7 @@ export const CreatedWebhookSchema = Type.Object({
   createdAt: Timestamp,
 })
 
-const security = [{ session: [] }]
+const security: Array<Record<string, string[]>> = [{ session: [] }, { apiKey: [] }]
 const tags = ['webhooks']
 
 export const CreateWebhookRoute = {
