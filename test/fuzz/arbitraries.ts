@@ -88,6 +88,7 @@ export interface RouteInfo {
     query: Record<string, JsonSchema>
     headers: Record<string, JsonSchema>
     security: 'session' | 'apiKey' | 'public'
+    acceptsKey: boolean
   }>
 }
 
@@ -361,7 +362,7 @@ export const extraHeaders: fc.Arbitrary<Record<string, string>> = fc.dictionary(
  */
 export function planFor (route: RouteInfo, hints: Hints): fc.Arbitrary<Plan> {
   return fc.constantFrom(...route.methods).chain((method) => {
-    const op = route.ops[method] ?? route.ops.GET ?? { body: undefined, bodyRequired: false, query: {}, headers: {}, security: 'public' as const }
+    const op = route.ops[method] ?? route.ops.GET ?? { body: undefined, bodyRequired: false, query: {}, headers: {}, security: 'public' as const, acceptsKey: false }
     const takesBody = op.body !== undefined
     const baseline: Plan = {
       method,

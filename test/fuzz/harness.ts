@@ -44,12 +44,15 @@ export function routesOf (app: App): RouteInfo[] {
       const op = doc.paths[openapiPath]?.[method.toLowerCase()] ?? (method === 'HEAD' ? doc.paths[openapiPath]?.get : undefined)
       const parameters: Array<{ in: string; name: string; schema: JsonSchema }> = op?.parameters ?? []
       const security = op?.security?.[0] ? Object.keys(op.security[0])[0] as 'session' | 'apiKey' : 'public'
+      // A management route takes the session cookie or a full_access key: both are credentials there.
+      const acceptsKey = (op?.security ?? []).some((req: Record<string, unknown>) => 'apiKey' in req)
       ops[method] = {
         body: op?.requestBody?.content?.['application/json']?.schema,
         bodyRequired: op?.requestBody?.required === true,
         query: Object.fromEntries(parameters.filter((p) => p.in === 'query').map((p) => [p.name, p.schema])),
         headers: Object.fromEntries(parameters.filter((p) => p.in === 'header').map((p) => [p.name, p.schema])),
         security,
+        acceptsKey,
       }
     }
     return { url, methods, params, ops }

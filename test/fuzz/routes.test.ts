@@ -66,8 +66,10 @@ function planChecks (route: RouteInfo, plan: Plan, req: FuzzRequest, res: FuzzRe
   // parser would; an unknown URL parses its body before its 404): the checks below are for this route.
   const asSent = req.path.split('?', 1)[0]!
   if (new URL(asSent, 'http://x').pathname !== asSent) return problems
-  const security = (route.ops[plan.method] ?? route.ops.GET)?.security ?? 'public'
-  const credentialed = security === 'session' ? sessionAuths.has(plan.auth) : security === 'apiKey' ? keyAuths.has(plan.auth) : true
+  const op = route.ops[plan.method] ?? route.ops.GET
+  const security = op?.security ?? 'public'
+  const credentialed = security === 'public' ||
+    (security === 'session' && sessionAuths.has(plan.auth)) || ((security === 'apiKey' || op?.acceptsKey === true) && keyAuths.has(plan.auth))
   if (!credentialed && !STRANGER_STATUSES.has(res.status)) {
     problems.push(`a request without a valid ${security} credential (${plan.auth}) got ${res.status}`)
   }
