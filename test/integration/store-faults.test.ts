@@ -4,9 +4,9 @@
 // a 500), /readyz 503 naming the reason, the fault logged once, nothing half-written, and svc back on
 // its own when the disk has room again.
 import assert from 'node:assert/strict'
-import { execFileSync, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process'
+import { execFileSync, spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process'
 import { once } from 'node:events'
-import { chmodSync, chownSync, closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, rmSync, unlinkSync, writeSync } from 'node:fs'
+import { chmodSync, closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, rmSync, unlinkSync, writeSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Writable } from 'node:stream'
@@ -144,13 +144,15 @@ describe('a full disk', () => {
   })
 })
 
-/** svc as a child process running as `nobody`, so that file permissions apply to it (root ignores them). */
-async function startAsNobody (t: TestContext, dataDir: string): Promise<{ child: ChildProcessWithoutNullStreams; url: string; output: () => string }> {
-  const child = spawn(process.execPath, [SERVER_FILE], {
+/**
+ * svc as a child process that file permissions apply to: root without the capabilities that let it
+ * ignore them (setpriv drops CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH). It stays root, so it can still
+ * reach the compiled server wherever the checkout is, however private its directories.
+ */
+async function startWithoutOverride (t: TestContext, dataDir: string): Promise<{ child: ChildProcessWithoutNullStreams; url: string; output: () => string }> {
+  const child = spawn('setpriv', ['--inh-caps=-all', '--bounding-set=-dac_override,-dac_read_search', '--', process.execPath, SERVER_FILE], {
     env: { PATH: process.env.PATH ?? '', PORT: '0', SVC_SECRET: TEST_SECRET, LOG_LEVEL: 'info', DATA_DIR: dataDir },
     stdio: ['pipe', 'pipe', 'pipe'],
-    uid: 65534,
-    gid: 65534,
   })
   t.after(() => killProcess(child))
   let output = ''
@@ -174,16 +176,15 @@ async function stop (svc: { child: ChildProcessWithoutNullStreams; output: () =>
 
 describe('a read-only database', () => {
   test('writes answer 503 with Retry-After and /readyz is 503 from the start; after the fix and a restart, svc serves again', async (t) => {
-    if (process.platform !== 'linux' || process.getuid?.() !== 0) {
-      return t.skip('skipped: needs Linux and root to run svc as another user; the read-only test did not run')
+    if (process.platform !== 'linux' || process.getuid?.() !== 0 || spawnSync('setpriv', ['--version']).status !== 0) {
+      return t.skip('skipped: needs Linux, root and setpriv (util-linux) to run svc without the right to ignore file permissions; the read-only test did not run')
     }
     // Linux refuses to remount a filesystem read-only while a process holds files on it open for
     // writing (EBUSY), so a database cannot become read-only under a running svc that way. What happens
     // in practice is a database file svc may not write (restored from a backup with the wrong owner, a
     // read-only volume): SQLite then opens it read-only, reads work, every write fails.
     const dataDir = tempDir(t)
-    chownSync(dataDir, 65534, 65534)
-    let svc = await startAsNobody(t, dataDir)
+    let svc = await startWithoutOverride(t, dataDir)
     const client = new Client(svc.url)
     const signup = await client.post('/api/auth/signup', { email: uniqueEmail('ro'), password: PASSWORD })
     assert.equal(signup.status, 201, signup.text)
@@ -194,7 +195,7 @@ describe('a read-only database', () => {
     const dbFile = join(dataDir, 'svc.db')
     chmodSync(dbFile, 0o444)
     const before = counts(dbFile)
-    svc = await startAsNobody(t, dataDir)
+    svc = await startWithoutOverride(t, dataDir)
     const c = new Client(svc.url)
     c.cookie = client.cookie
     const api = (path: string) => c.post(path, basic, { 'x-api-key': key.body.data.key })
@@ -221,7 +222,7 @@ describe('a read-only database', () => {
     // SQLite made the -wal and -shm files with the database file's mode: the fix is on all three.
     for (const name of readdirSync(dataDir)) if (name.startsWith('svc.db')) chmodSync(join(dataDir, name), 0o644)
     await stop(svc)
-    svc = await startAsNobody(t, dataDir)
+    svc = await startWithoutOverride(t, dataDir)
     const fixed = new Client(svc.url)
     assert.equal((await fixed.get('/readyz')).status, 200)
     const sent = await fixed.post('/api/send', basic, { 'x-api-key': key.body.data.key })
