@@ -43,6 +43,8 @@ export class Dispatcher {
   private readonly pools: Piscina[]
   private readonly lanes: Array<Lane | undefined>
   private readonly elu: Array<EventLoopUtilization | undefined>
+  /** Each shard's thread id in the operating system, once its thread has said (Linux only). */
+  private readonly tids: Array<number | undefined>
   private closing = false
 
   constructor (private readonly opts: DispatcherOptions) {
@@ -58,6 +60,7 @@ export class Dispatcher {
     }))
     this.lanes = this.pools.map(() => undefined)
     this.elu = this.pools.map(() => undefined)
+    this.tids = this.pools.map(() => undefined)
   }
 
   get shards (): number {
@@ -76,6 +79,11 @@ export class Dispatcher {
     })
   }
 
+  /** The OS thread id of each shard's thread (undefined: not started, or not Linux), for /metrics. */
+  threadIds (): Array<number | undefined> {
+    return this.tids.slice()
+  }
+
   private lane (shard: number): Lane {
     const existing = this.lanes[shard]
     if (existing) return existing
@@ -85,6 +93,7 @@ export class Dispatcher {
     const ready = new Promise<void>((resolve) => { markReady = resolve })
     port1.on('message', (message: WorkerMessage) => {
       if (message.type === 'ready') {
+        this.tids[shard] = message.tid
         markReady()
         return
       }

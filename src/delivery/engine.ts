@@ -166,6 +166,7 @@ export class DeliveryEngine implements Component {
       inFlight: () => this.held.size,
       breakers: () => this.breakerCounts(),
       utilization: () => this.dispatcher.utilization(),
+      threadIds: () => this.dispatcher.threadIds(),
     })
   }
 
