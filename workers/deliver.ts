@@ -92,9 +92,9 @@ export default function attach (job: AttachJob): Promise<number> {
     }
     if (closed && lanes.inFlight === 0) finish()
   }
-  const lanes = new Lanes((workerData as DeliverWorkerData).window, (task) => {
+  const lanes = new Lanes((workerData as DeliverWorkerData).window, (task, done) => {
     attempted += 1
-    return sender.deliver(task)
+    sender.dispatch(task, done)
   }, onResult)
 
   port.on('message', (message: DispatcherMessage) => {

@@ -10,7 +10,8 @@ import { MessageChannel, type MessagePort } from 'node:worker_threads'
 import { fileURLToPath } from 'node:url'
 import { Piscina } from 'piscina'
 import type { DeliveryResult, DeliveryTask } from './http-sender.js'
-import { packTasks, unpackResults } from './wire.js'
+import type { DeliveryWork } from '../store/deliveries.js'
+import { packTasks, packWork, unpackResults } from './wire.js'
 import type { AttachJob, DeliverWorkerData, DispatcherMessage, WorkerMessage } from '../../workers/deliver.js'
 
 const WORKER_FILE = fileURLToPath(new URL('../../workers/deliver.js', import.meta.url))
@@ -124,6 +125,12 @@ export class Dispatcher {
     const lane = this.lane(shard)
     for (const t of tasks) lane.open.add(t.deliveryId)
     lane.port.postMessage({ type: 'send', groups: packTasks(tasks) } satisfies DispatcherMessage)
+  }
+
+  /** The same, straight from the store's work (the engine's path: no task object per delivery). */
+  sendWork (shard: number, works: DeliveryWork[]): void {
+    const lane = this.lane(shard)
+    lane.port.postMessage({ type: 'send', groups: packWork(works, lane.open) } satisfies DispatcherMessage)
   }
 
   /**
