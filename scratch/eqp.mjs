@@ -11,7 +11,7 @@ const store = openSqliteStore({ dataDir: dir })
 const db = new Database(join(dir, 'svc.db'))
 const idx = db.prepare(`SELECT name FROM sqlite_master WHERE type='index' AND tbl_name='deliveries' AND sql IS NOT NULL`).all().map(r => r.name)
 const used = Object.fromEntries(idx.map(n => [n, []]))
-for (const sql of sqls) {
+for (const sql of [...sqls]) {
   if (!/deliveries/.test(sql)) continue
   let plan
   try {
