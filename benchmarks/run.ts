@@ -14,8 +14,9 @@ import os from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import {
-  argv, cpu, CPU_PROF, foreignLoad, log, notes, ONLY, profiles, QUICK, results, SINK_WORKERS, SIZES, sinkOrigin, startSink, stopSink, wanted,
+  argv, costs, cpu, CPU_PROF, foreignLoad, log, notes, ONLY, profiles, QUICK, results, SINK_WORKERS, SIZES, sinkOrigin, startSink, stopSink, wanted,
 } from './lib/context.js'
+import { median } from './lib/stats.js'
 import { fmt, judge, svgChart, table, targetRows, type Target } from './lib/report.js'
 import { buildChanges, buildFingerprint, svcEnv, WINDOW } from './lib/svc.js'
 import { adversarial } from './scenarios/adversarial.js'
@@ -123,6 +124,28 @@ async function main (): Promise<void> {
     [`svc ${scaleName}`, scaleFig ? `${per(scaleFig.rate)}, peak RSS ${fmt(scaleFig.peakRssMiB)} MiB${scaleFig.complete ? '' : ` (INCOMPLETE: ${fmt(scaleFig.delivered)} delivered)`}` : 'n/a'],
   ]
 
+  // Cost: CPU µs per item, the median of each row's repeats, by process (svc split by thread).
+  const costRows: string[][] = [['CPU µs per item (median of repeats)', 'per', 'svc main', 'svc delivery thr.', 'svc other thr.', 'svc total', 'load gen. / peer', 'sink']]
+  const byWhat = new Map<string, typeof costs>()
+  for (const c of costs) byWhat.set(c.what, [...(byWhat.get(c.what) ?? []), c])
+  const costSummary: Record<string, Record<string, Record<string, number>>> = {}
+  for (const [what, rows] of byWhat) {
+    const m = (proc: string, key: 'total' | 'main' | 'delivery' | 'other') => median(rows.map((r) => r.procs[proc]?.[key] ?? NaN).filter(Number.isFinite))
+    const procNames = [...new Set(rows.flatMap((r) => Object.keys(r.procs)))]
+    costSummary[what] = Object.fromEntries(procNames.map((p) => [p, {
+      total: m(p, 'total'), main: m(p, 'main'), ...(rows[0]!.procs[p]?.delivery !== undefined ? { delivery: m(p, 'delivery'), other: m(p, 'other') } : {}),
+    }]))
+    const gen = ['bare', 'loadgen', 'worker'].find((p) => procNames.includes(p))
+    const sinkNames = procNames.filter((p) => p.startsWith('sink'))
+    const sinkUs = sinkNames.length > 0 ? sinkNames.reduce((n, p) => n + m(p, 'total'), 0) : NaN
+    const hasSvc = procNames.includes('svc')
+    const u = (n: number) => fmt(n, 1)
+    costRows.push([what, rows[0]!.per,
+      hasSvc ? u(m('svc', 'main')) : '', hasSvc && rows[0]!.per === 'delivery' ? u(m('svc', 'delivery')) : '', hasSvc ? u(m('svc', 'other')) : '', hasSvc ? u(m('svc', 'total')) : '',
+      gen !== undefined ? `${u(m(gen, 'total'))}${gen === 'bare' ? ' (route)' : ''}${procNames.includes('redis') ? ` + redis ${u(m('redis', 'total'))}` : ''}` : '',
+      Number.isFinite(sinkUs) ? u(sinkUs) : ''])
+  }
+
   if (buildChanges.length > 0) notes.push(`svc's compiled code changed during the run (dist/ was rebuilt meanwhile: builds ${String(code.build)} → ${buildChanges.join(', ')}): figures may mix versions`)
   const name = `${stamp}${QUICK ? '-quick' : ''}${ONLY.size > 0 || CPU_PROF ? '-partial' : ''}`
   const dir = resultsDir
@@ -133,6 +156,7 @@ async function main (): Promise<void> {
     command: `npm run bench${argv.length ? ' -- ' + argv.join(' ') : ''}`,
     code, machine: { ...m, otherProcessesBeforeStartCores: idle }, sizes: SIZES, sinkProcesses: SINK_WORKERS, concurrency: WINDOW,
     targets, figures: results,
+    cost: { note: 'CPU µs per item (delivery, POST, send) by process, median of repeats; svc split by thread: main, delivery threads, other threads', ...costSummary, runs: costs },
     cpu: { note: 'share of one core per process over each measured window; "foreign" = every other process on the machine', ...cpu },
     ...(CPU_PROF ? { profiles } : {}),
     notes,
@@ -146,6 +170,10 @@ async function main (): Promise<void> {
   log(table(figures))
   log('')
   log(table(targetRows(targets)))
+  if (costRows.length > 1) {
+    log('')
+    log(table(costRows))
+  }
   if (notes.length > 0) log('\nnotes:\n' + notes.map((n) => `- ${n}`).join('\n'))
   log(`\nwrote benchmarks/results/${name}.json and .svg (${fmt((Date.now() - started.getTime()) / 1000)} s)`)
 }

@@ -4,6 +4,7 @@
 // task ends when the dispatcher closes its end of the port.
 // Wiring only; the behaviour lives in src/delivery/http-sender.ts (one request) and lanes.ts (each
 // webhook's window), where it is tested without threads.
+import { readlinkSync } from 'node:fs'
 import type { MessagePort } from 'node:worker_threads'
 import { workerData } from 'node:worker_threads'
 import { createHttpSender, type DeliveryResult, type HttpSender, type SenderOptions } from '../src/delivery/http-sender.js'
@@ -31,7 +32,20 @@ export interface AttachJob {
 export type DispatcherMessage = { type: 'send'; groups: TaskGroup[] } | { type: 'hold'; webhookIds?: string[] }
 
 /** What the thread sends on the port: `ready` once, then results in handfuls. */
-export type WorkerMessage = { type: 'ready' } | { type: 'results'; results: ResultBatch }
+export type WorkerMessage = { type: 'ready'; tid?: number } | { type: 'results'; results: ResultBatch }
+
+/**
+ * This thread's id in the operating system (Linux: /proc/thread-self → "<pid>/task/<tid>"), so that its
+ * CPU can be read from /proc per thread; undefined elsewhere.
+ */
+function osThreadId (): number | undefined {
+  try {
+    const tid = Number(readlinkSync('/proc/thread-self').split('/').pop())
+    return Number.isInteger(tid) && tid > 0 ? tid : undefined
+  } catch {
+    return undefined
+  }
+}
 
 const RESULT_BATCH = 64
 
@@ -78,9 +92,9 @@ export default function attach (job: AttachJob): Promise<number> {
     }
     if (closed && lanes.inFlight === 0) finish()
   }
-  const lanes = new Lanes((workerData as DeliverWorkerData).window, (task) => {
+  const lanes = new Lanes((workerData as DeliverWorkerData).window, (task, done) => {
     attempted += 1
-    return sender.deliver(task)
+    sender.dispatch(task, done)
   }, onResult)
 
   port.on('message', (message: DispatcherMessage) => {
@@ -97,6 +111,7 @@ export default function attach (job: AttachJob): Promise<number> {
     lanes.hold()
     if (lanes.inFlight === 0) finish()
   })
-  port.postMessage({ type: 'ready' } satisfies WorkerMessage)
+  const tid = osThreadId()
+  port.postMessage({ type: 'ready', ...(tid !== undefined ? { tid } : {}) } satisfies WorkerMessage)
   return finished.then(() => sender.close()).then(() => attempted)
 }

@@ -56,6 +56,64 @@ export function recordCpu (scenario: string, report: CpuReport): number {
   return foreign
 }
 
+// ── cost: CPU microseconds per delivery (or per request) ───────────────────────────────────────────────
+
+/** CPU µs per item of one process, split by thread where it matters (svc: main, delivery threads, the rest). */
+export interface Cost { total: number; main: number; delivery?: number; other?: number }
+export interface CostRow {
+  /** What was measured, in words (the scenario and its size). */
+  what: string
+  /** What one item is: a delivery, a POST, a send. */
+  per: string
+  /** Items counted over the window. */
+  count: number
+  /** µs per item, by process. */
+  procs: Record<string, Cost>
+}
+export const costs: CostRow[] = []
+
+/**
+ * µs of CPU per item for each process of `report`. svc's threads are told apart by id: the main thread is
+ * the process id, the delivery threads are the ones svc names in /metrics, and `other` is the rest (V8's
+ * GC and compiler helpers, libuv's pool). /proc counts in ticks (10 ms): windows of a second or more.
+ */
+export function costOf (report: CpuReport, count: number, svc?: { name: string; pid: number; deliveryTids: number[] }): Record<string, Cost> {
+  const out: Record<string, Cost> = {}
+  const us = (seconds: number) => count > 0 ? seconds * 1e6 / count : NaN
+  for (const [name, use] of Object.entries(report)) {
+    if (name === 'foreign') continue
+    const all = Object.values(use.threadSeconds).reduce((n, v) => n + v, 0)
+    if (svc && name === svc.name) {
+      const main = use.threadSeconds[svc.pid] ?? 0
+      const delivery = svc.deliveryTids.reduce((n, tid) => n + (use.threadSeconds[tid] ?? 0), 0)
+      out[name] = { total: us(all), main: us(main), delivery: us(delivery), other: us(all - main - delivery) }
+    } else {
+      out[name] = { total: us(all), main: us(use.main * use.seconds) }
+    }
+  }
+  return out
+}
+
+/** The delivery threads' OS ids, as svc gives them in /metrics (empty when it cannot say, or does not answer). */
+export async function deliveryThreadIds (origin: string): Promise<number[]> {
+  try {
+    const res = await fetch(`${origin}/metrics`, { signal: AbortSignal.timeout(2000) })
+    const text = await res.text()
+    return [...text.matchAll(/^svc_delivery_worker_thread_id\{[^}]*\} (\d+)$/gm)].map((m) => Number(m[1]))
+  } catch {
+    return []
+  }
+}
+
+export function recordCost (row: CostRow): void {
+  costs.push(row)
+  const parts = Object.entries(row.procs).map(([name, c]) => {
+    const split = c.delivery !== undefined ? ` (main ${fmt(c.main, 1)}, delivery threads ${fmt(c.delivery, 1)}, other threads ${fmt(c.other ?? NaN, 1)})` : ''
+    return `${name} ${fmt(c.total, 1)}${split}`
+  })
+  log(`    cpu µs per ${row.per} (${fmt(row.count)} counted): ${parts.join('; ')}`)
+}
+
 /** Above this much other work on the machine (in cores) during a repeat, the repeat is left out when a quieter one exists. */
 export const QUIET = 0.5
 
@@ -106,7 +164,7 @@ export class CpuWatch {
     const ours = Object.values(out).reduce((n, c) => n + c.total, 0)
     // The harness itself (it mostly sleeps between polls) is counted in `foreign`: an upper bound.
     const foreign = Math.max(0, (machineBusy() - this.busy0) / seconds - ours)
-    out.foreign = { total: foreign, main: foreign, others: [] }
+    out.foreign = { total: foreign, main: foreign, others: [], seconds, threadSeconds: {} }
     return out
   }
 }
@@ -225,19 +283,26 @@ export interface SvcRun {
   logged: Record<string, number>
   /** Other work on the machine during the run, in cores. */
   foreign: number
+  /** CPU µs per delivery verified in the measured window, by process (svc split by thread). */
+  cost: Record<string, Cost>
   stats: Waited
 }
 
 /** Starts svc on a seeded data dir, waits for `expected` fast deliveries at the sink, stops it, reads the store. */
 export async function runSvcOn (dir: string, secrets: string[], expected: number, scenario: string, opts: {
   capMs?: number; stallMs?: number; watchRss?: (rssMiB: number) => void; stopGraceMs?: number
+  /** How the cost table names this run (default: the scenario). */
+  costLabel?: string
 } = {}): Promise<SvcRun> {
   await sinkConfig(secrets)
   const svc = await startSvc(dir, {}, scenario)
   let stopped: { peakRssMiB: number; exitCode: number | null } | undefined
   let stats: Waited
   let foreign = 0
+  let cost: Record<string, Cost> = {}
+  let counted = 0
   try {
+    const before = (await sinkStats()).fast.count
     const watch = new CpuWatch({ svc: svc.pid, ...sinkProcs() })
     let lastRssAt = 0
     stats = await waitForSink(expected, {
@@ -251,7 +316,12 @@ export async function runSvcOn (dir: string, secrets: string[], expected: number
         if (m) opts.watchRss(m.rssMiB)
       },
     })
-    foreign = recordCpu(scenario, watch.stop())
+    const report = watch.stop()
+    foreign = recordCpu(scenario, report)
+    // Per delivery verified in the window (those before it, while svc started, are not in its CPU either).
+    counted = stats.fast.count - before
+    cost = costOf(report, counted, { name: 'svc', pid: svc.pid, deliveryTids: await deliveryThreadIds(svc.origin) })
+    recordCost({ what: opts.costLabel ?? scenario, per: 'delivery', count: counted, procs: cost })
   } finally {
     stopped = await stopSvc(svc, opts.stopGraceMs ?? 40_000)
   }
@@ -272,7 +342,7 @@ export async function runSvcOn (dir: string, secrets: string[], expected: number
   }
   if (stats.duplicates > 0) notes.push(`${scenario}: the sink saw ${stats.duplicates} duplicate deliveries (same X-Svc-Delivery twice)`)
   return {
-    rate: rateOfWait(stats), delivered: stats.fast.count, expected, complete: stats.complete, peakRssMiB: stopped.peakRssMiB, persisted, errors, logged, foreign,
+    rate: rateOfWait(stats), delivered: stats.fast.count, expected, complete: stats.complete, peakRssMiB: stopped.peakRssMiB, persisted, errors, logged, foreign, cost,
     duplicates: stats.duplicates, bad: stats.bad, exitCode: stopped.exitCode, stats,
   }
 }

@@ -194,19 +194,27 @@ export interface CpuUse {
   main: number
   /** The busiest other threads (worker threads, GC helpers, libuv pool), share of one core each. */
   others: number[]
+  /** Length of the window, in seconds. */
+  seconds: number
+  /** CPU seconds each thread used in the window, by thread id (threads that used none are left out). */
+  threadSeconds: Record<string, number>
 }
 
 export function cpuBetween (pid: number, a: CpuSample, b: CpuSample): CpuUse {
   const seconds = Math.max(1e-6, (b.at - a.at) / 1000)
   const others: number[] = []
+  const threadSeconds: Record<string, number> = {}
   let main = 0
   for (const [tid, end] of b.threads) {
-    const use = (end - (a.threads.get(tid) ?? 0)) / seconds
+    // A thread born during the window counts from 0 (its stat starts at its birth).
+    const spent = end - (a.threads.get(tid) ?? 0)
+    if (spent > 0) threadSeconds[tid] = spent
+    const use = spent / seconds
     if (tid === pid) main = use
     else if (use > 0.005) others.push(use)
   }
   others.sort((x, y) => y - x)
-  return { total: (b.total - a.total) / seconds, main, others: others.slice(0, 4) }
+  return { total: (b.total - a.total) / seconds, main, others: others.slice(0, 4), seconds, threadSeconds }
 }
 
 /** Peak resident set (VmHWM) and current resident set (VmRSS) in MiB, from /proc/<pid>/status. */

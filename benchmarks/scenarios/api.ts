@@ -1,7 +1,7 @@
 // POST /api/send (API-key auth, validation, suppression check, the email and its email.sent event in one
 // durable write) against a bare Fastify route with the same TypeBox schema and no work. Both in their own
 // processes; one undici closed loop at fixed concurrency drives them alternately.
-import { CpuWatch, log, pick, QUIET, recordCpu, reportLogged, results, sendBodies, sinkOrigin, SIZES, startSvc, stopSvc } from '../lib/context.js'
+import { costOf, CpuWatch, log, recordCost, pick, QUIET, recordCpu, reportLogged, results, sendBodies, sinkOrigin, SIZES, startSvc, stopSvc } from '../lib/context.js'
 import { ask, startProc, stopChild, type Msg } from '../lib/procs.js'
 import { fmt } from '../lib/report.js'
 import { median } from '../lib/stats.js'
@@ -58,7 +58,10 @@ export async function api (): Promise<{ svc: ApiFigures; bare: ApiFigures; apiOn
       pause('none')
       const watch = new CpuWatch({ loadgen: load.pid, bare: bare.pid })
       const b = figures(await ask<Msg>(load, { type: 'closed', origin: `http://127.0.0.1:${barePort}`, headers: { 'content-type': 'application/json' }, ...common }, 120_000))
-      b.foreign = recordCpu('api-bare', watch.stop())
+      const bareReport = watch.stop()
+      b.foreign = recordCpu('api-bare', bareReport)
+      // The CPU window includes the closed loop's warm-up, at the same full load: per request, rate × window.
+      recordCost({ what: 'api: bare route', per: 'request', count: b.rps * bareReport.bare!.seconds, procs: costOf(bareReport, b.rps * bareReport.bare!.seconds) })
       bareRuns.push(b)
       const line = [`bare ${fmt(b.rps)} req/s (p99 ${fmt(b.p99, 1)} ms)`]
       for (const v of running) {
@@ -67,7 +70,10 @@ export async function api (): Promise<{ svc: ApiFigures; bare: ApiFigures; apiOn
         v.svcs.forEach((p, i) => { procs[i === 0 ? 'svc' : 'svc-worker'] = p.pid })
         const w = new CpuWatch(procs)
         const s = figures(await ask<Msg>(load, { type: 'closed', origin: v.svcs[0]!.origin, headers: { 'content-type': 'application/json', 'x-api-key': v.key }, ...common }, 120_000))
-        s.foreign = recordCpu(`api-${v.name}`, w.stop())
+        const report = w.stop()
+        s.foreign = recordCpu(`api-${v.name}`, report)
+        const sends = s.rps * report.loadgen!.seconds
+        recordCost({ what: `api: POST /api/send (${v.name})`, per: 'send', count: sends, procs: costOf(report, sends, { name: 'svc', pid: v.svcs[0]!.pid, deliveryTids: [] }) })
         runs[v.name]!.push(s)
         line.push(`${v.name} ${fmt(s.rps)} req/s (p50 ${fmt(s.p50, 1)} ms, p99 ${fmt(s.p99, 1)} ms; statuses ${JSON.stringify(s.statuses)})`)
       }

@@ -26,7 +26,7 @@ export async function scale (): Promise<{ rate: number; peakRssMiB: number; comp
     log(`    seeded ${fmt(routed)} pending deliveries in ${fmt((performance.now() - t0) / 1000, 1)} s`)
     const rss: number[] = []
     // A longer stall tolerance here: breakers that opened wait 30 s before they probe again.
-    const run = await runSvcOn(dir, seeder.secrets, total, 'scale', { capMs: SIZES.scaleCapMs, stallMs: SIZES.scaleStallMs, watchRss: (m) => rss.push(Math.round(m)) })
+    const run = await runSvcOn(dir, seeder.secrets, total, 'scale', { capMs: SIZES.scaleCapMs, stallMs: SIZES.scaleStallMs, watchRss: (m) => rss.push(Math.round(m)), costLabel: `scale: ${fmt(A * 10)} webhooks, ${fmt(total)} pending` })
     log(`    ${describeRun(run)}`)
     log(`    svc RSS each second (MiB): ${rss.map((m) => fmt(m)).join(' ')}`)
     results.scale = { webhooks: A * 10, pending: routed, ...keep(run), rssEverySecondMiB: rss }

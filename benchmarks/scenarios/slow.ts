@@ -20,7 +20,9 @@ async function phase (withSlow: boolean): Promise<SvcRun> {
     }
     await seeder.events(accounts, E)
     await seeder.close()
-    return await runSvcOn(dir, seeder.secrets, 99 * E, withSlow ? 'slow-beside' : 'slow-alone', { stopGraceMs: 30_000 })
+    return await runSvcOn(dir, seeder.secrets, 99 * E, withSlow ? 'slow-beside' : 'slow-alone', {
+      stopGraceMs: 30_000, costLabel: withSlow ? `slow: 99 fast webhooks beside a 5 s one, ${fmt(99 * E)} events` : `slow: 99 webhooks alone, ${fmt(99 * E)} events`,
+    })
   } finally {
     removeDir(dir)
   }

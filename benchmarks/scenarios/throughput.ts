@@ -12,7 +12,7 @@ import net from 'node:net'
 import os from 'node:os'
 import { join } from 'node:path'
 import {
-  CpuWatch, describeRun, keep, log, notes, pick, rateOf, recordCpu, results, runSvcOn, sinkConfig, sinkOrigin, sinkProcs, sinkStats, SIZES,
+  costOf, CpuWatch, describeRun, keep, log, notes, pick, rateOf, recordCost, recordCpu, results, runSvcOn, sinkConfig, sinkOrigin, sinkProcs, sinkStats, SIZES,
   type Sample, type SvcRun,
 } from '../lib/context.js'
 import { ask, commandExists, freePort, sleep, spawnTracked, startProc, stopChild, type Msg } from '../lib/procs.js'
@@ -34,7 +34,9 @@ async function loadRun (name: 'ceiling' | 'naive', gen: ChildProcess, rep: numbe
   const s = await sinkStats()
   const rate = rateOf(s.fast)
   log(`    ${name} ${rep + 1}: ${fmt(rate)} verified/s (${fmt(s.fast.count)} verified, ${s.bad} bad, ${Number(run.failed)} failed)`)
-  return { value: rate, foreign: recordCpu(name, report) }
+  const foreign = recordCpu(name, report)
+  recordCost({ what: name, per: 'POST', count: s.fast.count, procs: costOf(report, s.fast.count) })
+  return { value: rate, foreign }
 }
 
 async function engineRun (rep: number): Promise<SvcRun> {
@@ -45,7 +47,7 @@ async function engineRun (rep: number): Promise<SvcRun> {
     await seeder.webhook(account, { events: ['email.delivered'] })
     await seeder.events([account], SIZES.engineEvents)
     await seeder.close()
-    const run = await runSvcOn(dir, seeder.secrets, SIZES.engineEvents, 'engine')
+    const run = await runSvcOn(dir, seeder.secrets, SIZES.engineEvents, 'engine', { costLabel: `engine: 1 webhook, ${fmt(SIZES.engineEvents)} stored events` })
     log(`    engine ${rep + 1}: ${describeRun(run)}`)
     return run
   } finally {
@@ -96,6 +98,7 @@ async function queueRun (q: Queue, rep: number): Promise<Sample> {
   const report = watch.stop()
   const s = await sinkStats()
   const rate = rateOf(s.fast)
+  recordCost({ what: 'queue peer', per: 'delivery', count: s.fast.count, procs: costOf(report, s.fast.count) })
   log(`    queue ${rep + 1}: ${fmt(rate)} verified/s (${fmt(s.fast.count)} verified, ${fmt(Number(done.completed))} completed, ` +
     `${fmt(Number(done.failed))} failed; ${fmt(SIZES.queueJobs)} jobs enqueued beforehand in ${fmt(Number(enq.elapsedMs) / 1000, 1)} s)`)
   return { value: rate, foreign: recordCpu('queue', report) }

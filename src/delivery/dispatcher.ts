@@ -10,7 +10,8 @@ import { MessageChannel, type MessagePort } from 'node:worker_threads'
 import { fileURLToPath } from 'node:url'
 import { Piscina } from 'piscina'
 import type { DeliveryResult, DeliveryTask } from './http-sender.js'
-import { packTasks, unpackResults } from './wire.js'
+import type { DeliveryWork } from '../store/deliveries.js'
+import { packTasks, packWork, unpackResults } from './wire.js'
 import type { AttachJob, DeliverWorkerData, DispatcherMessage, WorkerMessage } from '../../workers/deliver.js'
 
 const WORKER_FILE = fileURLToPath(new URL('../../workers/deliver.js', import.meta.url))
@@ -43,6 +44,8 @@ export class Dispatcher {
   private readonly pools: Piscina[]
   private readonly lanes: Array<Lane | undefined>
   private readonly elu: Array<EventLoopUtilization | undefined>
+  /** Each shard's thread id in the operating system, once its thread has said (Linux only). */
+  private readonly tids: Array<number | undefined>
   private closing = false
 
   constructor (private readonly opts: DispatcherOptions) {
@@ -58,6 +61,7 @@ export class Dispatcher {
     }))
     this.lanes = this.pools.map(() => undefined)
     this.elu = this.pools.map(() => undefined)
+    this.tids = this.pools.map(() => undefined)
   }
 
   get shards (): number {
@@ -76,6 +80,11 @@ export class Dispatcher {
     })
   }
 
+  /** The OS thread id of each shard's thread (undefined: not started, or not Linux), for /metrics. */
+  threadIds (): Array<number | undefined> {
+    return this.tids.slice()
+  }
+
   private lane (shard: number): Lane {
     const existing = this.lanes[shard]
     if (existing) return existing
@@ -85,6 +94,7 @@ export class Dispatcher {
     const ready = new Promise<void>((resolve) => { markReady = resolve })
     port1.on('message', (message: WorkerMessage) => {
       if (message.type === 'ready') {
+        this.tids[shard] = message.tid
         markReady()
         return
       }
@@ -115,6 +125,12 @@ export class Dispatcher {
     const lane = this.lane(shard)
     for (const t of tasks) lane.open.add(t.deliveryId)
     lane.port.postMessage({ type: 'send', groups: packTasks(tasks) } satisfies DispatcherMessage)
+  }
+
+  /** The same, straight from the store's work (the engine's path: no task object per delivery). */
+  sendWork (shard: number, works: DeliveryWork[]): void {
+    const lane = this.lane(shard)
+    lane.port.postMessage({ type: 'send', groups: packWork(works, lane.open) } satisfies DispatcherMessage)
   }
 
   /**

@@ -18,7 +18,7 @@ import type { Store } from '../store/types.js'
 import { WebhookActor, type ActorOptions } from './actor.js'
 import { clampRetryAfter, nextAttemptAt, type RetryPolicy } from './backoff.js'
 import { Dispatcher, shardOf } from './dispatcher.js'
-import type { DeliveryResult, DeliveryTask } from './http-sender.js'
+import type { DeliveryResult } from './http-sender.js'
 import { createDeliveryMetrics, type DeliveryMetrics } from './metrics.js'
 
 export interface EngineLogger {
@@ -166,6 +166,7 @@ export class DeliveryEngine implements Component {
       inFlight: () => this.held.size,
       breakers: () => this.breakerCounts(),
       utilization: () => this.dispatcher.utilization(),
+      threadIds: () => this.dispatcher.threadIds(),
     })
   }
 
@@ -344,7 +345,7 @@ export class DeliveryEngine implements Component {
    */
   private pump (): void {
     const now = this.clock.now()
-    const batches = new Map<number, DeliveryTask[]>()
+    const batches = new Map<number, DeliveryWork[]>()
     for (const actor of [...this.ready]) {
       const budget = this.maxRequests - this.requests
       if (budget <= 0) break
@@ -356,14 +357,14 @@ export class DeliveryEngine implements Component {
       let batch = batches.get(actor.shard)
       if (!batch) batches.set(actor.shard, batch = [])
       for (const w of taken) {
-        batch.push({ deliveryId: w.id, webhookId: w.webhookId, url: w.url, event: w.event, body: w.payload, secrets: w.secrets })
+        batch.push(w)
         if (batch.length >= this.batchSize) {
-          this.dispatcher.send(actor.shard, batch)
+          this.dispatcher.sendWork(actor.shard, batch)
           batches.set(actor.shard, batch = [])
         }
       }
     }
-    for (const [shard, batch] of batches) if (batch.length > 0) this.dispatcher.send(shard, batch)
+    for (const [shard, batch] of batches) if (batch.length > 0) this.dispatcher.sendWork(shard, batch)
   }
 
   private onResults (results: DeliveryResult[]): void {

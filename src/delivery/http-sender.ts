@@ -58,6 +58,8 @@ export interface HttpSender {
   send (batch: DeliveryTask[]): Promise<DeliveryResult[]>
   /** One delivery; never rejects: a failure of any kind is a `retry` result. */
   deliver (task: DeliveryTask): Promise<DeliveryResult>
+  /** The same without a promise: `done` is called exactly once, never synchronously. */
+  dispatch (task: DeliveryTask, done: (result: DeliveryResult) => void): void
   close (): Promise<void>
 }
 
@@ -433,31 +435,51 @@ export function createHttpSender (options: SenderOptions): HttpSender {
     return keys
   }
 
-  function sendOne (task: DeliveryTask): Promise<DeliveryResult> {
-    const started = performance.now()
+  const failed = (task: DeliveryTask, err: unknown): DeliveryResult => ({
+    deliveryId: task.deliveryId,
+    outcome: 'retry',
+    error: describeError(err, timeoutMs),
+    durationMs: 0,
+  })
 
+  /**
+   * Sends one task and answers through `done`, exactly once and never in this turn of the event loop (so a
+   * caller that queues a batch sees a failure after the batch is queued). No promise per request: the
+   * attempt is undici's handler and calls `done` itself.
+   */
+  function dispatch (task: DeliveryTask, done: (result: DeliveryResult) => void): void {
+    const started = performance.now()
     // Literal-IP hosts never reach the lookup (there is nothing to resolve), so the shape check is what
     // judges them; names are judged at connect time.
     const shape = shapeOf(task.url)
     if (!shape.ok) {
-      return Promise.resolve({ deliveryId: task.deliveryId, outcome: 'retry', error: `blocked: ${shape.reason}`, durationMs: Math.round(performance.now() - started) })
+      const result: DeliveryResult = { deliveryId: task.deliveryId, outcome: 'retry', error: `blocked: ${shape.reason}`, durationMs: Math.round(performance.now() - started) }
+      queueMicrotask(() => done(result))
+      return
     }
     const timestamp = Math.floor(Date.now() / 1000)
-    // Throws for a task without a secret: settle() turns that into the attempt's error.
-    const signatures = signDelivery(keysFor(task.secrets), task.deliveryId, timestamp, task.body)
-    const headers: Record<string, string> = {
-      'content-type': 'application/json',
-      'user-agent': userAgent,
-      'x-svc-event': task.event,
-      'x-svc-delivery': task.deliveryId,
-      'x-svc-signature': signatures.svc,
-      'webhook-id': task.deliveryId,
-      'webhook-timestamp': String(timestamp),
+    let headers: Record<string, string>
+    try {
+      // Throws for a task without a secret: that is the attempt's error.
+      const signatures = signDelivery(keysFor(task.secrets), task.deliveryId, timestamp, task.body)
+      headers = {
+        'content-type': 'application/json',
+        'user-agent': userAgent,
+        'x-svc-event': task.event,
+        'x-svc-delivery': task.deliveryId,
+        'x-svc-signature': signatures.svc,
+        'webhook-id': task.deliveryId,
+        'webhook-timestamp': String(timestamp),
+      }
+      if (signatures.standard !== undefined) headers['webhook-signature'] = signatures.standard
+    } catch (err) {
+      const result = failed(task, err)
+      queueMicrotask(() => done(result))
+      return
     }
-    if (signatures.standard !== undefined) headers['webhook-signature'] = signatures.standard
-    return new Promise((resolve) => {
-      // One deadline for the whole attempt, from here (DNS and connect included) to the last body byte.
-      const attempt = new Attempt(ctx, task.deliveryId, started, resolve)
+    // One deadline for the whole attempt, from here (DNS and connect included) to the last body byte.
+    const attempt = new Attempt(ctx, task.deliveryId, started, done)
+    try {
       // dispatch() reports its own failures (a header undici refuses, a closed pool) to the handler.
       poolFor(shape.origin!).dispatch({
         path: shape.path!,
@@ -465,28 +487,19 @@ export function createHttpSender (options: SenderOptions): HttpSender {
         headers,
         body: task.body,
       }, attempt)
-    })
-  }
-
-  const failed = (task: DeliveryTask, err: unknown): DeliveryResult => ({
-    deliveryId: task.deliveryId,
-    outcome: 'retry',
-    error: describeError(err, timeoutMs),
-    durationMs: 0,
-  })
-  const settle = (task: DeliveryTask): Promise<DeliveryResult> => {
-    try {
-      return sendOne(task).catch((err: unknown) => failed(task, err))
     } catch (err) {
-      return Promise.resolve(failed(task, err))
+      queueMicrotask(() => attempt.onResponseError(undefined, err as Error))
     }
   }
+
+  const settle = (task: DeliveryTask): Promise<DeliveryResult> => new Promise((resolve) => dispatch(task, resolve))
 
   return {
     async send (batch) {
       return Promise.all(batch.map(settle))
     },
     deliver: settle,
+    dispatch,
     async close () {
       clearInterval(sweeper)
       const all = [...pools.values()]

@@ -23,7 +23,11 @@ export class Lanes {
 
   constructor (
     private readonly window: number,
-    private readonly deliver: (task: DeliveryTask) => Promise<DeliveryResult>,
+    /**
+     * Sends one task and answers through `done`, exactly once (the delivery thread's sender does, with no
+     * promise per request); or returns a promise of the result instead (tests).
+     */
+    private readonly deliver: (task: DeliveryTask, done: (result: DeliveryResult) => void) => Promise<DeliveryResult> | void,
     private readonly onResult: (result: DeliveryResult) => void,
   ) {
     if (!Number.isInteger(window) || window < 1) throw new RangeError(`lanes: window must be an integer ≥ 1, got ${window}`)
@@ -84,16 +88,28 @@ export class Lanes {
     }
     lane.active += 1
     this.running += 1
-    this.deliver(task).catch((err: unknown): DeliveryResult => ({
-      // deliver() settles every task itself; this only keeps a bug there from losing a delivery.
-      deliveryId: task.deliveryId, outcome: 'retry', error: `sender failed: ${String(err)}`.slice(0, 200), durationMs: 0,
-    })).then((result) => {
+    let answered = false
+    const done = (result: DeliveryResult) => {
+      if (answered) return
+      answered = true
       lane.active -= 1
       this.running -= 1
       this.onResult(result)
       if (result.outcome !== 'delivered') this.giveBack(webhookId, lane)
       else if (lane.next < lane.queue.length) this.startNext(webhookId, lane)
       else if (lane.active === 0 && this.lanes.get(webhookId) === lane) this.lanes.delete(webhookId)
+    }
+    // The sender settles every task itself; this only keeps a bug there from losing a delivery.
+    const failed = (err: unknown) => done({
+      deliveryId: task.deliveryId, outcome: 'retry', error: `sender failed: ${String(err)}`.slice(0, 200), durationMs: 0,
     })
+    try {
+      const promise = this.deliver(task, done)
+      if (promise !== undefined) promise.then(done, failed)
+    } catch (err) {
+      // Answered after this turn, like any other result: the rest of the batch is queued by then, so a
+      // failure hands it back instead of each task failing on its own.
+      queueMicrotask(() => failed(err))
+    }
   }
 }

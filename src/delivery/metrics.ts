@@ -6,6 +6,8 @@ export interface EngineProbe {
   inFlight(): number
   breakers(): { open: number; half_open: number }
   utilization(): number[]
+  /** The OS thread id of each delivery thread, where known. */
+  threadIds?(): Array<number | undefined>
 }
 
 export function createDeliveryMetrics (registry: Registry, probe: EngineProbe) {
@@ -85,6 +87,17 @@ export function createDeliveryMetrics (registry: Registry, probe: EngineProbe) {
       registers,
       collect () {
         probe.utilization().forEach((u, i) => this.set({ worker: String(i) }, u))
+      },
+    }),
+    // So that a profiler or the benchmarks can read each delivery thread's CPU in /proc/<pid>/task/<tid>.
+    threadId: new Gauge({
+      name: 'svc_delivery_worker_thread_id',
+      help: 'The operating system thread id of each delivery worker thread (Linux; absent until the thread starts)',
+      labelNames: ['worker'] as const,
+      registers,
+      collect () {
+        this.reset()
+        probe.threadIds?.().forEach((tid, i) => { if (tid !== undefined) this.set({ worker: String(i) }, tid) })
       },
     }),
   }

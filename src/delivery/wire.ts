@@ -2,6 +2,7 @@
 // per property far more than per byte: measured here, 256 deliveries as objects cost 1.4 µs each to clone,
 // as parallel arrays 0.2 µs; results 0.5 µs as objects, 0.07 µs as arrays. So both directions travel as
 // arrays, and objects are made on the side that uses them.
+import type { DeliveryWork } from '../store/deliveries.js'
 import type { DeliveryResult, DeliveryTask } from './http-sender.js'
 
 /** One webhook's deliveries: what they share once, then one entry per delivery in each array. */
@@ -25,6 +26,26 @@ export function packTasks (tasks: DeliveryTask[]): TaskGroup[] {
     group.ids.push(t.deliveryId)
     group.events.push(t.event)
     group.bodies.push(t.body)
+  }
+  return groups
+}
+
+/**
+ * The same groups straight from the store's work, with no task object per delivery in between (the
+ * engine's hot path). Adds each delivery's id to `open` on the way.
+ */
+export function packWork (works: DeliveryWork[], open?: Set<string>): TaskGroup[] {
+  const groups: TaskGroup[] = []
+  let group: TaskGroup | undefined
+  for (let i = 0; i < works.length; i++) {
+    const w = works[i]!
+    if (!group || group.webhookId !== w.webhookId || group.url !== w.url || !sameList(group.secrets, w.secrets)) {
+      groups.push(group = { webhookId: w.webhookId, url: w.url, secrets: w.secrets, ids: [], events: [], bodies: [] })
+    }
+    group.ids.push(w.id)
+    group.events.push(w.event)
+    group.bodies.push(w.payload)
+    open?.add(w.id)
   }
   return groups
 }

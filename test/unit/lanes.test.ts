@@ -90,4 +90,27 @@ describe('worker lanes (each webhook\'s window inside its thread)', () => {
     assert.deepEqual(results.map((r) => r.outcome), ['retry', 'retry'])
     assert.match(results[0]!.error ?? '', /boom/)
   })
+
+  test('a sender answering through its callback counts once per delivery, and one that throws at once fails after the batch is queued', async () => {
+    const results: DeliveryResult[] = []
+    const twice = new Lanes(2, (task, done) => {
+      setImmediate(() => {
+        done({ deliveryId: task.deliveryId, outcome: 'delivered', status: 200, durationMs: 1 })
+        done({ deliveryId: task.deliveryId, outcome: 'retry', error: 'late', durationMs: 1 })
+      })
+    }, (r) => results.push(r))
+    twice.add(tasks('wh_a', 3))
+    for (let i = 0; i < 3; i++) await new Promise((resolve) => setImmediate(resolve))
+    assert.deepEqual(results.map((r) => r.outcome), ['delivered', 'delivered', 'delivered'])
+    assert.equal(twice.inFlight, 0)
+
+    const failing = [] as DeliveryResult[]
+    const throwing = new Lanes(2, () => { throw new Error('boom') }, (r) => failing.push(r))
+    throwing.add(tasks('wh_b', 5))
+    assert.equal(failing.length, 0, 'nothing is answered inside add()')
+    await new Promise((resolve) => setImmediate(resolve))
+    // The two in the window fail; the three queued behind them come back unattempted.
+    assert.deepEqual(failing.map((r) => r.outcome).sort(), ['retry', 'retry', 'returned', 'returned', 'returned'])
+    assert.equal(throwing.inFlight, 0)
+  })
 })
