@@ -30,17 +30,20 @@ export const KeySchema = Type.Object({
 const security = [{ session: [] }]
 
 export const CreateKeyRoute = {
+  operationId: 'createApiKey',
   tags: ['api keys'], summary: 'Create an API key', security,
   body: CreateKeySchema,
   response: { 201: Success(CreatedKeySchema), ...errors(400, 401, 403, 413, 415) },
 }
 
 export const ListKeysRoute = {
+  operationId: 'listApiKeys',
   tags: ['api keys'], summary: 'List the API keys, newest first', security,
   response: { 200: Success(Type.Array(KeySchema)), ...errors(401, 403) },
 }
 
 export const RevokeKeyRoute = {
+  operationId: 'revokeApiKey',
   tags: ['api keys'], summary: 'Revoke an API key (at once, idempotent)', security,
   params: IdParams,
   response: {
