@@ -208,6 +208,17 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
         license: { name: pkg.license ?? 'UNLICENSED', ...(pkg.license === 'MIT' ? { url: 'https://opensource.org/licenses/MIT' } : {}) },
       },
       servers: [{ url: config.publicUrl, description: 'PUBLIC_URL' }],
+      tags: [
+        { name: 'accounts', description: 'Sign up, log in (the svc_session cookie), the account and its plan' },
+        { name: 'api keys', description: 'Keys for programs (x-api-key), shown once at creation' },
+        { name: 'sending', description: 'Send email with an API key' },
+        { name: 'emails', description: 'Sent emails, their timelines and statistics' },
+        { name: 'webhooks', description: 'Signed event deliveries to your endpoints' },
+        { name: 'deliveries', description: 'The delivery log of a webhook: retry, test, recover' },
+        { name: 'suppressions', description: 'Addresses that are never sent to' },
+        { name: 'tracking', description: 'The links inside sent emails: open pixel, tracked clicks, unsubscribe' },
+        { name: 'operations', description: 'Health, readiness, metrics and this document' },
+      ],
       components: {
         securitySchemes: {
           session: { type: 'apiKey', in: 'cookie', name: 'svc_session', description: 'Set by signup and login; browsers only (same origin as PUBLIC_URL)' },

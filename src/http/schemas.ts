@@ -21,11 +21,13 @@ export const ERROR_MEANINGS: Readonly<Record<number, string>> = {
   401: 'No credentials, or unknown, expired or revoked ones (authentication_required, invalid_session, invalid_api_key, invalid_credentials)',
   403: 'Not allowed: a browser request from an origin other than PUBLIC_URL (forbidden_origin), or a plan limit (plan_limit_reached)',
   404: 'No such resource (not_found)',
+  408: 'The request did not arrive in time (request_timeout); answered before any route runs',
   409: 'Conflict with what exists (email_taken, idempotency_conflict)',
   413: 'The request body is larger than this route takes (payload_too_large)',
   415: 'The request body is not application/json (unsupported_media_type)',
   422: 'Understood but refused (webhook_url_not_allowed, recipient_suppressed)',
   429: 'Too many requests (rate_limited); Retry-After says in how many seconds to try again',
+  431: 'The request headers are too large (headers_too_large); answered before any route runs',
   500: 'An unexpected failure (internal_error); the x-request-id header names it in the server log',
   503: 'The store is unreachable or cannot write (unavailable); Retry-After says when to try again',
 }
@@ -90,6 +92,8 @@ const BODYLESS = new Set(['GET', 'HEAD'])
  * - 404 when its path has a parameter (the resource it names may not exist);
  * - 413 and 415 when the method may carry a body (every route has a body limit; bodies are JSON only);
  * - 429 when the route has its own rate limit (`config.rateLimit`);
+ * - 408 and 431 always: Node answers them for any request, before routing (a request that never finished,
+ *   headers too large);
  * - 500 always, and 503 always (a store fault).
  * What a route declares itself wins; `omitErrors` takes standard ones away. Hidden routes are left alone.
  */
@@ -99,7 +103,7 @@ export function withStandardErrors (route: { method: string | string[]; url: str
   const methods = (Array.isArray(route.method) ? route.method : [route.method]).map((m) => m.toUpperCase())
   const takesBody = methods.some((m) => !BODYLESS.has(m))
   const security = schema.security ?? []
-  const statuses = new Set<number>([500, 503])
+  const statuses = new Set<number>([408, 431, 500, 503])
   if (takesBody || ['params', 'querystring', 'headers', 'body'].some((k) => schema[k] !== undefined)) statuses.add(400)
   if (security.some((r) => Object.keys(r).length > 0)) statuses.add(401)
   if (security.some((r) => 'session' in r)) statuses.add(403)
