@@ -40,7 +40,8 @@ const documented = (url: string) => url.replace(/:([A-Za-z0-9_]+)/g, '{$1}')
 
 describe('the OpenAPI document', () => {
   test('lints clean under Redocly\'s recommended rules: no error, no warning', async (t) => {
-    const server = await startServer(t)
+    // As deployed: `servers` is PUBLIC_URL (on the localhost default, Redocly warns no-server-example.com).
+    const server = await startServer(t, { env: { PUBLIC_URL: 'https://mail.acme.test' } })
     const { text } = await served(server)
     const config = await createConfig({ extends: ['recommended'] })
     const problems = await lintFromString({ source: text, absoluteRef: `${server.url}/openapi.json`, config })

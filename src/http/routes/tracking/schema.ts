@@ -27,6 +27,8 @@ export const ClickRoute = {
       headers: { location: { type: 'string', format: 'uri', description: 'the original URL' } },
     },
     404: NotValid,
+    // It never answers 2xx: what else it may answer (a store fault…) is the error envelope.
+    default: { $ref: 'ErrorEnvelope#', description: 'Any other answer: the error envelope' },
   },
 }
 export const UnsubscribePageRoute = {
