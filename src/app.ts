@@ -24,7 +24,7 @@ import { registerErrorHandling } from './http/errors.js'
 import { clientErrorHandler, frameworkErrorHandler } from './http/framework-errors.js'
 import { parseJsonBody } from './http/json.js'
 import { loggedPath } from './http/logging.js'
-import { BODY_LIMITS, ErrorEnvelope, withStandardErrors } from './http/schemas.js'
+import { BODY_LIMITS, addSharedSchemas, withStandardErrors } from './http/schemas.js'
 import { registerHttpMetrics } from './http/metrics.js'
 import accountRoutes from './http/routes/auth/index.js'
 import type { RouteContext, Services } from './http/routes/context.js'
@@ -151,7 +151,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
 
   app.setValidatorCompiler(validatorCompiler)
   // Every error answer is this envelope: one shared schema, `#/components/schemas/ErrorEnvelope` in the document.
-  app.addSchema(ErrorEnvelope)
+  addSharedSchemas(app)
   // Every route's body limit is as small as it needs (routes that take a body set theirs, or get the
   // default); a route without a body schema takes no body.
   app.addHook('onRoute', (route) => {

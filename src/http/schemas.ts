@@ -15,6 +15,11 @@ export function Success<T extends TSchema> (data: T) {
   return Type.Object({ success: Type.Literal(true), data, message: Type.String() })
 }
 
+/** Adds the shared schemas that route schemas reference (`ErrorEnvelope#`): every app that has routes calls it first. */
+export function addSharedSchemas (app: { addSchema: (schema: object) => unknown }): void {
+  app.addSchema(ErrorEnvelope)
+}
+
 /** What each error status means in this API: the description of that answer in the OpenAPI document. */
 export const ERROR_MEANINGS: Readonly<Record<number, string>> = {
   400: 'The request is not valid (validation_error): `details` names every field that is wrong, and what is allowed there',
