@@ -6,6 +6,7 @@ import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type preValidationAsyncHookHandler } from 'fastify'
+import { readFileSync } from 'node:fs'
 import { Registry } from 'prom-client'
 import type { Config } from '../config/index.js'
 import { createAccountService } from './domain/accounts.js'
@@ -23,7 +24,7 @@ import { clientErrorHandler, frameworkErrorHandler } from './http/framework-erro
 import { parseJsonBody } from './http/json.js'
 import { loggedPath } from './http/logging.js'
 import { newRequestId } from './http/request-id.js'
-import { BODY_LIMITS } from './http/schemas.js'
+import { BODY_LIMITS, addSharedSchemas, withStandardErrors } from './http/schemas.js'
 import { registerHttpMetrics } from './http/metrics.js'
 import accountRoutes from './http/routes/auth/index.js'
 import type { RouteContext, Services } from './http/routes/context.js'
@@ -87,17 +88,37 @@ export function createServices (config: Config, deps: AppDeps): Services {
   }
 }
 
-interface OpenApiDocument { paths?: Record<string, Record<string, { requestBody?: { required?: boolean; content?: Record<string, { schema?: { required?: string[]; minProperties?: number; type?: string } }> } }>> }
+type Operation = {
+  operationId?: string
+  summary?: string
+  description?: string
+  requestBody?: { required?: boolean; content?: Record<string, { schema?: { required?: string[]; minProperties?: number; type?: string } }> }
+  responses?: Record<string, { content?: unknown }>
+}
+interface OpenApiDocument { paths?: Record<string, Record<string, Operation>> }
 
-function markOptionalBodies (doc: OpenApiDocument): OpenApiDocument {
+/**
+ * The document as tools want it: a body whose every field is optional may be left out
+ * (src/http/validation.ts), so it is not `required`; a HEAD operation (see WITH_HEAD) is named like its
+ * GET with `Head` (Fastify would say `…-head`) and answers headers only.
+ */
+function finishDocument (doc: OpenApiDocument): OpenApiDocument {
   for (const ops of Object.values(doc.paths ?? {})) {
-    for (const op of Object.values(ops)) {
+    for (const [method, op] of Object.entries(ops)) {
       const schema = op.requestBody?.content?.['application/json']?.schema
       if (schema?.type === 'object' && (schema.required ?? []).length === 0 && !schema.minProperties) op.requestBody!.required = false
+      if (method === 'head') {
+        if (op.operationId !== undefined) op.operationId = op.operationId.replace(/-head$/, 'Head')
+        op.description = 'The same answer as GET, headers only; nothing is recorded.'
+        for (const response of Object.values(op.responses ?? {})) delete response.content
+      }
     }
   }
   return doc
 }
+
+/** The name, version and licence of this package (package.json: one source for the document too). */
+const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { name: string; version: string; license?: string }
 
 export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
   const services = createServices(config, deps)
@@ -124,9 +145,13 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   app.setValidatorCompiler(validatorCompiler)
+  // Every error answer is this envelope: one shared schema, `#/components/schemas/ErrorEnvelope` in the document.
+  addSharedSchemas(app)
   // Every route's body limit is as small as it needs (routes that take a body set theirs, or get the
   // default); a route without a body schema takes no body.
   app.addHook('onRoute', (route) => {
+    // The errors every route of its kind can answer, in its schema: in the OpenAPI document, and serialized.
+    withStandardErrors(route)
     const hasBody = route.schema?.body !== undefined
     route.bodyLimit ??= hasBody ? BODY_LIMITS.default : BODY_LIMITS.none
     if (!hasBody) {
@@ -164,6 +189,40 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
     }, 'request')
   })
 
+  // First, so that the document sees every route registered after it (its onRoute hook), /metrics too.
+  await app.register(swagger, {
+    transformObject: (documentObject) => finishDocument((documentObject as { openapiObject: OpenApiDocument }).openapiObject) as object,
+    // Shared schemas keep their $id as their name in components.schemas (ErrorEnvelope), not def-0.
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => typeof json.$id === 'string' ? json.$id : `def-${i}` },
+    openapi: {
+      info: {
+        title: 'svc',
+        version: pkg.version,
+        description: 'Email sending API with signed webhooks. Every answer carries an x-request-id; every error is the ErrorEnvelope. ' +
+          'A method a path does not take answers 405 with an Allow header; every GET also answers HEAD (headers only).',
+        license: { name: pkg.license ?? 'UNLICENSED', ...(pkg.license === 'MIT' ? { url: 'https://opensource.org/licenses/MIT' } : {}) },
+      },
+      servers: [{ url: config.publicUrl, description: 'PUBLIC_URL' }],
+      tags: [
+        { name: 'accounts', description: 'Sign up, log in (the svc_session cookie), the account and its plan' },
+        { name: 'api keys', description: 'Keys for programs (x-api-key), shown once at creation' },
+        { name: 'sending', description: 'Send email with an API key' },
+        { name: 'emails', description: 'Sent emails, their timelines and statistics' },
+        { name: 'webhooks', description: 'Signed event deliveries to your endpoints' },
+        { name: 'deliveries', description: 'The delivery log of a webhook: retry, test, recover' },
+        { name: 'suppressions', description: 'Addresses that are never sent to' },
+        { name: 'tracking', description: 'The links inside sent emails: open pixel, tracked clicks, unsubscribe' },
+        { name: 'operations', description: 'Health, readiness, metrics and this document' },
+      ],
+      components: {
+        securitySchemes: {
+          session: { type: 'apiKey', in: 'cookie', name: 'svc_session', description: 'Set by signup and login; browsers only (same origin as PUBLIC_URL)' },
+          apiKey: { type: 'apiKey', in: 'header', name: 'x-api-key', description: 'An API key (POST /api/keys)' },
+          metricsToken: { type: 'http', scheme: 'bearer', description: 'METRICS_TOKEN, when the operator set one' },
+        },
+      },
+    },
+  })
   registerErrorHandling(app)
   registerHttpMetrics(app, registry, config.metricsToken)
 
@@ -178,21 +237,14 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
     errorResponseBuilder: (_request, context) =>
       RateLimited(`Too many requests; retry in ${Math.ceil(context.ttl / 1000)} s`, undefined, { 'retry-after': String(Math.ceil(context.ttl / 1000)) }),
   })
-  await app.register(swagger, {
-    // A body whose every field is optional may be left out (src/http/validation.ts): say so.
-    transformObject: (documentObject) => markOptionalBodies((documentObject as { openapiObject: OpenApiDocument }).openapiObject) as object,
-    openapi: {
-      info: { title: 'svc', version: '0.1.0', description: 'Email sending API with signed webhooks' },
-      components: {
-        securitySchemes: {
-          session: { type: 'apiKey', in: 'cookie', name: 'svc_session' },
-          apiKey: { type: 'apiKey', in: 'header', name: 'x-api-key' },
-        },
-      },
-    },
-  })
   await app.register(swaggerUi, { routePrefix: '/docs' })
-  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger())
+  app.get('/openapi.json', {
+    schema: {
+      operationId: 'getOpenApiDocument', tags: ['operations'], summary: 'This document (OpenAPI 3)', security: [],
+      response: { 200: { description: 'The OpenAPI document', type: 'object', additionalProperties: true } },
+      omitErrors: [503],
+    },
+  }, async () => app.swagger())
 
   const context: RouteContext = { services, config }
   await app.register(healthRoutes, context)

@@ -11,6 +11,7 @@ import { systemClock } from './domain/clock.js'
 import type { ResolvedAddress } from './domain/webhook-url.js'
 import { registerErrorHandling } from './http/errors.js'
 import { registerHttpMetrics } from './http/metrics.js'
+import { addSharedSchemas } from './http/schemas.js'
 import healthRoutes from './http/routes/health.js'
 import { Mailer, type MailerTuning } from './mail/mailer.js'
 import { instrumentStore } from './metrics.js'
@@ -67,6 +68,7 @@ async function buildOperationsApp (config: Config, deps: AppDeps): Promise<App> 
     bodyLimit: 1024,
     trustProxy: config.trustProxy,
   })
+  addSharedSchemas(app)
   registerErrorHandling(app)
   registerHttpMetrics(app, registry, config.metricsToken)
   await app.register(healthRoutes, { services, config })

@@ -9,6 +9,7 @@
 // and is paged in as room frees.
 import { hostname } from 'node:os'
 import { randomBytes } from 'node:crypto'
+import pRetry from 'p-retry'
 import type { Registry } from 'prom-client'
 import type { Clock } from '../domain/clock.js'
 import type { ResolvedAddress } from '../domain/webhook-url.js'
@@ -72,6 +73,8 @@ export interface EngineOptions {
 const noopLogger: EngineLogger = { info () {}, warn () {}, error () {} }
 const OUTCOME_BATCH = 512
 const OUTCOME_LINGER_MS = 5
+/** A failed outcome write is tried 5 times in all, 200, 400, 800 and 800 ms apart (p-retry's options). */
+const OUTCOME_WRITE_RETRY = { retries: 4, minTimeout: 200, factor: 2, maxTimeout: 800 } as const
 
 export class DeliveryEngine implements Component {
   readonly name = 'delivery-engine'
@@ -524,22 +527,27 @@ export class DeliveryEngine implements Component {
         this.outcomes = []
         this.inWrite = batch
         try {
-          for (let attempt = 1; ; attempt++) {
-            try {
-              const { stale } = await this.store.recordOutcomes(batch, { now: this.clock.now(), autoDisableMs: this.opts.autoDisableMs })
-              if (stale > 0) {
-                // Another node took these deliveries over (this one stalled past their leases): its work stands.
-                this.metrics.staleOutcomes.inc(stale)
-                this.log.warn({ stale }, 'delivery outcomes arrived after their lease was lost; they were not applied')
-              }
-              break
-            } catch (err) {
-              // The leases still stand (they are renewed while the batch is retried); given up, they run
-              // out and the work is simply done again.
-              if (!this.store.health.failed(err)) this.log.error({ err, attempt, outcomes: batch.length }, 'writing delivery outcomes failed')
-              if (attempt >= 5) return
-              await new Promise((resolve) => setTimeout(resolve, 200 * attempt))
-            }
+          let stale: number
+          try {
+            ({ stale } = await pRetry(
+              () => this.store.recordOutcomes(batch, { now: this.clock.now(), autoDisableMs: this.opts.autoDisableMs }),
+              {
+                ...OUTCOME_WRITE_RETRY,
+                // A store fault is logged once, by the store's health; anything else at every attempt.
+                onFailedAttempt: ({ error, attemptNumber }) => {
+                  if (!this.store.health.failed(error)) this.log.error({ err: error, attempt: attemptNumber, outcomes: batch.length }, 'writing delivery outcomes failed')
+                },
+              },
+            ))
+          } catch {
+            // Given up. The leases still stood while the batch was retried (they are renewed); now they run
+            // out and the work is simply done again.
+            return
+          }
+          if (stale > 0) {
+            // Another node took these deliveries over (this one stalled past their leases): its work stands.
+            this.metrics.staleOutcomes.inc(stale)
+            this.log.warn({ stale }, 'delivery outcomes arrived after their lease was lost; they were not applied')
           }
         } finally {
           this.inWrite = []

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import { Histogram, type Registry } from 'prom-client'
 import { safeEqual } from '../domain/secrets.js'
+import { errors } from './schemas.js'
 
 export function registerHttpMetrics (app: FastifyInstance, registry: Registry, token: string | undefined): void {
   const duration = new Histogram({
@@ -17,7 +18,17 @@ export function registerHttpMetrics (app: FastifyInstance, registry: Registry, t
     duration.observe({ method: request.method, route, status: String(reply.statusCode) }, reply.elapsedTime / 1000)
   })
 
-  app.get('/metrics', { schema: { hide: true } }, async (request, reply) => {
+  app.get('/metrics', {
+    schema: {
+      operationId: 'getMetrics', tags: ['operations'], summary: 'Prometheus metrics (text exposition format)',
+      // Open, unless METRICS_TOKEN is set: then `Authorization: Bearer <token>`.
+      security: [{}, { metricsToken: [] }],
+      response: {
+        200: { description: 'The metrics', content: { 'text/plain': { schema: { type: 'string' } } } },
+        ...errors({ 401: 'METRICS_TOKEN is set and the bearer token is missing or wrong (authentication_required)' }),
+      },
+    },
+  }, async (request, reply) => {
     if (token !== undefined) {
       const given = request.headers.authorization ?? ''
       if (!safeEqual(given, `Bearer ${token}`)) {

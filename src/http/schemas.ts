@@ -15,9 +15,110 @@ export function Success<T extends TSchema> (data: T) {
   return Type.Object({ success: Type.Literal(true), data, message: Type.String() })
 }
 
-/** Error responses a route can give, for the OpenAPI document; the shape is always ErrorEnvelope. */
-export function errors (...statuses: number[]): Record<number, typeof ErrorEnvelope> {
-  return Object.fromEntries(statuses.map((s) => [s, ErrorEnvelope]))
+/** Adds the shared schemas that route schemas reference (`ErrorEnvelope#`): every app that has routes calls it first. */
+export function addSharedSchemas (app: { addSchema: (schema: object) => unknown }): void {
+  app.addSchema(ErrorEnvelope)
+}
+
+/** What each error status means in this API: the description of that answer in the OpenAPI document. */
+export const ERROR_MEANINGS: Readonly<Record<number, string>> = {
+  400: 'The request is not valid (validation_error): `details` names every field that is wrong, and what is allowed there',
+  401: 'No credentials, or unknown, expired or revoked ones (authentication_required, invalid_session, invalid_api_key, invalid_credentials)',
+  403: 'Not allowed: a browser request from an origin other than PUBLIC_URL (forbidden_origin), or a plan limit (plan_limit_reached)',
+  404: 'No such resource (not_found)',
+  408: 'The request did not arrive in time (request_timeout); answered before any route runs',
+  409: 'Conflict with what exists (email_taken, idempotency_conflict)',
+  413: 'The request body is larger than this route takes (payload_too_large)',
+  415: 'The request body is not application/json (unsupported_media_type)',
+  422: 'Understood but refused (webhook_url_not_allowed, recipient_suppressed)',
+  429: 'Too many requests (rate_limited); Retry-After says in how many seconds to try again',
+  431: 'The request headers are too large (headers_too_large); answered before any route runs',
+  500: 'An unexpected failure (internal_error); the x-request-id header names it in the server log',
+  503: 'The store is unreachable or cannot write (unavailable); Retry-After says when to try again',
+}
+
+const RETRY_AFTER = { 'retry-after': { type: 'integer', description: 'seconds to wait before trying again' } }
+
+/**
+ * The answer with status `status`: the ErrorEnvelope (a reference to the shared schema, registered by
+ * the app with addSchema), described by what it means here.
+ */
+export function errorResponse (status: number, description = ERROR_MEANINGS[status] ?? 'An error') {
+  // (Typed as src/http/errors.ts's envelope() builds it.)
+  return Type.Unsafe<{ success: false; error: { code: string; message: string; details?: unknown } }>({
+    $ref: 'ErrorEnvelope#',
+    description,
+    ...(status === 429 || status === 503 ? { headers: RETRY_AFTER } : {}),
+  })
+}
+
+/**
+ * The error responses a route gives beyond those every route of its kind gives (those are added to each
+ * route by `withStandardErrors`): `errors(409, 422)`, or with this route's own words,
+ * `errors({ 409: 'An account with this email exists (email_taken)' })`. Listing a standard one is harmless.
+ */
+export function errors<K extends number> (meanings: Record<K, string>): Record<K, ErrorResponse>
+export function errors (...statuses: number[]): Record<number, ErrorResponse>
+export function errors (...statuses: Array<number | Record<number, string>>): Record<number, ErrorResponse> {
+  const out: Record<number, ErrorResponse> = {}
+  for (const s of statuses) {
+    if (typeof s === 'number') out[s] = errorResponse(s)
+    else for (const [status, description] of Object.entries(s)) out[Number(status)] = errorResponse(Number(status), description)
+  }
+  return out
+}
+type ErrorResponse = ReturnType<typeof errorResponse>
+
+/** The schema keys `withStandardErrors` reads (beside Fastify's own: params, querystring, headers, body). */
+interface DocumentedSchema {
+  hide?: boolean
+  security?: Array<Record<string, string[]>>
+  response?: Record<string | number, unknown>
+  /** Standard errors this route never gives (e.g. 415 on a route that takes any body type). */
+  omitErrors?: number[]
+  [key: string]: unknown
+}
+
+/**
+ * Route options that put a GET route's HEAD in the OpenAPI document too (Fastify answers HEAD on every GET
+ * route; the document lists it where clients use it: health probes, link checkers).
+ */
+export const WITH_HEAD = { config: { swagger: { exposeHeadRoute: true } } }
+
+const BODYLESS = new Set(['GET', 'HEAD'])
+
+/**
+ * Adds to a route's schema the error responses that every route of its kind gives, so that a route
+ * declares only its successes and the errors of its own (409, 422, a rate limit its plugin applies…):
+ * - 400 when it reads anything of the request (parameters, query, headers, a body), and whenever the
+ *   method may carry a body (a route without a body schema refuses one; JSON that does not parse);
+ * - 401 when its `security` requires a credential, and 403 when a session cookie is one of them (the
+ *   origin guard, plan limits);
+ * - 404 when its path has a parameter (the resource it names may not exist);
+ * - 413 and 415 when the method may carry a body (every route has a body limit; bodies are JSON only);
+ * - 429 when the route has its own rate limit (`config.rateLimit`);
+ * - 408 and 431 always: Node answers them for any request, before routing (a request that never finished,
+ *   headers too large);
+ * - 500 always, and 503 always (a store fault).
+ * What a route declares itself wins; `omitErrors` takes standard ones away. Hidden routes are left alone.
+ */
+export function withStandardErrors (route: { method: string | string[]; url: string; schema?: object; config?: unknown }): void {
+  const schema = route.schema as DocumentedSchema | undefined
+  if (schema === undefined || schema.hide === true) return
+  const methods = (Array.isArray(route.method) ? route.method : [route.method]).map((m) => m.toUpperCase())
+  const takesBody = methods.some((m) => !BODYLESS.has(m))
+  const security = schema.security ?? []
+  const statuses = new Set<number>([408, 431, 500, 503])
+  if (takesBody || ['params', 'querystring', 'headers', 'body'].some((k) => schema[k] !== undefined)) statuses.add(400)
+  if (security.some((r) => Object.keys(r).length > 0)) statuses.add(401)
+  if (security.some((r) => 'session' in r)) statuses.add(403)
+  if (route.url.includes(':')) statuses.add(404)
+  if (takesBody) { statuses.add(413); statuses.add(415) }
+  if ((route.config as { rateLimit?: unknown } | undefined)?.rateLimit !== undefined) statuses.add(429)
+  for (const s of schema.omitErrors ?? []) statuses.delete(s)
+  const response: Record<string | number, unknown> = { ...schema.response }
+  for (const s of statuses) if (response[s] === undefined) response[s] = errorResponse(s)
+  route.schema = { ...schema, response }
 }
 
 /**

@@ -3,8 +3,8 @@
 // concurrency, and writes the outcome of every attempt (the email's new state, its events, its
 // suppressions) as one atomic write. Nothing lives only in memory: a restart resumes from the store.
 import os from 'node:os'
-import { setTimeout as delay } from 'node:timers/promises'
 import type { FastifyBaseLogger } from 'fastify'
+import pRetry from 'p-retry'
 import { Counter, type Registry } from 'prom-client'
 import { bareOf } from '../domain/addresses.js'
 import { iso, type Clock } from '../domain/clock.js'
@@ -55,7 +55,8 @@ export interface MailerOptions extends MailerTuning {
 const HOUSEKEEPING_MS = 10 * 60_000
 // A multi-step write younger than this may still be in progress; repair leaves it to its writer.
 const REPAIR_GRACE_MS = 60_000
-const RECORD_TRIES = 5
+/** Recording an attempt is tried 5 times in all, 200, 400, 800 and 1,600 ms apart (p-retry's options). */
+const RECORD_RETRY = { retries: 4, minTimeout: 200, factor: 2 } as const
 
 /** The message of an email cannot be built; the message says what failed and never quotes the content. */
 export class MessageBuildError extends Error {
@@ -276,23 +277,21 @@ export class Mailer implements Component {
       }
     }
     plan ??= planAttempt(email, results, this.o.clock.now(), this.policy)
-    for (let i = 1; ; i++) {
-      try {
-        if (!await this.o.store.recordEmailAttempt({ ...plan, owner: this.owner, leaseToken: email.leaseToken })) {
-          this.o.logger.warn({ emailId: email.id }, 'mailer: the lease on an email was lost during its attempt; its outcome was not recorded')
-          return
-        }
-        break
-      } catch (err) {
-        if (i >= RECORD_TRIES) {
-          this.o.logger.error({ err, emailId: email.id }, 'mailer: could not record an attempt; the email is sent again when its lease expires')
-          // Dropped: no longer renewed, and released (if the store answers) so that it is due again at once.
-          this.forget(email)
-          await this.o.store.releaseEmailLeases(this.owner, [{ id: email.id, leaseToken: email.leaseToken }]).catch(() => 0)
-          return
-        }
-        await delay(100 * 2 ** i)
-      }
+    const record = { ...plan, owner: this.owner, leaseToken: email.leaseToken }
+    let recorded: boolean
+    try {
+      recorded = await pRetry(() => this.o.store.recordEmailAttempt(record), RECORD_RETRY)
+    } catch (err) {
+      // A store fault (disk full…) is logged once by the store's health, not for every email.
+      if (!this.o.store.health.failed(err)) this.o.logger.error({ err, emailId: email.id }, 'mailer: could not record an attempt; the email is sent again when its lease expires')
+      // Dropped: no longer renewed, and released (if the store answers) so that it is due again at once.
+      this.forget(email)
+      await this.o.store.releaseEmailLeases(this.owner, [{ id: email.id, leaseToken: email.leaseToken }]).catch(() => 0)
+      return
+    }
+    if (!recorded) {
+      this.o.logger.warn({ emailId: email.id }, 'mailer: the lease on an email was lost during its attempt; its outcome was not recorded')
+      return
     }
     for (const r of results) this.outcomes?.inc({ outcome: r.outcome })
     if (plan.nextAttemptAt !== null) {

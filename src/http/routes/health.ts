@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import { envelope } from '../errors.js'
+import { WITH_HEAD, errors } from '../schemas.js'
 import { Unavailable } from '../../errors.js'
 import { RETRY_AFTER_SECONDS } from '../../store/faults.js'
 import type { RouteContext } from './context.js'
@@ -24,10 +25,24 @@ const healthRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { serv
   })
   app.addHook('onClose', async () => { unsubscribe() })
 
-  app.get('/healthz', { schema: { tags: ['operations'], summary: 'The process is alive', response: { 200: Status } } },
+  // Public: load balancers and orchestrators probe these without credentials.
+  app.get('/healthz', {
+    ...WITH_HEAD,
+    schema: { operationId: 'checkLiveness', tags: ['operations'], summary: 'The process is alive', security: [], response: { 200: Status }, omitErrors: [503] },
+  },
     async () => ({ status: 'ok' }))
 
-  app.get('/readyz', { schema: { tags: ['operations'], summary: 'The store answers and takes writes, and the background workers are running' } },
+  app.get('/readyz', {
+    ...WITH_HEAD,
+    schema: {
+      operationId: 'checkReadiness', tags: ['operations'], security: [],
+      summary: 'The store answers and takes writes, and the background workers are running',
+      response: {
+        200: Status,
+        ...errors({ 503: 'Not ready: the store is unreachable or cannot write, or a background worker is not running (unavailable; the message says which)' }),
+      },
+    },
+  },
     async (request, reply) => {
       try {
         await store.ping()

@@ -17,6 +17,7 @@
 // as a filter, and inserted documents are rebuilt field by field (documents.ts). `$ne`, `{"$gt":""}` and
 // the like are therefore plain strings to MongoDB.
 import { MongoClient, MongoServerError, type Collection, type Db, type Filter, type UpdateFilter, type W } from 'mongodb'
+import pRetry from 'p-retry'
 import type { EventRecord } from '../../domain/events.js'
 import type { Plan } from '../../domain/plans.js'
 import { CANCEL_REASONS, cancelOnEdit } from '../../domain/webhook-health.js'
@@ -471,18 +472,12 @@ export class MongoStore extends MongoDeliveries implements Store {
     const windowEnd = Math.trunc(Number(hit.windowEnd))
     const filter = { _id: `${String(hit.key)}|${Math.trunc(Number(hit.windowStart))}` }
     const update = { $inc: { count: 1 }, $setOnInsert: { expiresAt: new Date(windowEnd) } }
-    for (let attempt = 1; ; attempt++) {
-      try {
-        // Not journaled: a counter is not worth a disk flush (see the contract).
-        const doc = await this.rateLimits.findOneAndUpdate(filter, update,
-          { upsert: true, returnDocument: 'after', projection: { count: 1 }, writeConcern: { w: 1 } })
-        return doc!.count
-      } catch (err) {
-        // Two first hits racing to insert the same window: one loses with a duplicate key; it counts again.
-        if (attempt < 3 && err instanceof MongoServerError && err.code === 11000) continue
-        throw err
-      }
-    }
+    // Two first hits racing to insert the same window: one loses with a duplicate key; it counts again, at once.
+    const doc = await pRetry(() => this.rateLimits.findOneAndUpdate(filter, update,
+      // Not journaled: a counter is not worth a disk flush (see the contract).
+      { upsert: true, returnDocument: 'after', projection: { count: 1 }, writeConcern: { w: 1 } }),
+    { retries: 2, minTimeout: 0, shouldRetry: ({ error }) => error instanceof MongoServerError && error.code === 11000 })
+    return doc!.count
   }
 
   async pruneRateLimits (now: number): Promise<number> {

@@ -28,6 +28,8 @@ export const AccountDetailSchema = Type.Object({
 })
 
 export const SignupRoute = {
+  operationId: 'signUp',
+  security: [],
   tags: ['accounts'],
   summary: 'Create an account and start a session',
   body: CredentialsSchema,
@@ -35,6 +37,8 @@ export const SignupRoute = {
 }
 
 export const LoginRoute = {
+  operationId: 'logIn',
+  security: [],
   tags: ['accounts'],
   summary: 'Start a session (sets the svc_session cookie)',
   body: CredentialsSchema,
@@ -42,6 +46,7 @@ export const LoginRoute = {
 }
 
 export const LogoutRoute = {
+  operationId: 'logOut',
   tags: ['accounts'],
   summary: 'End the session',
   security: [{ session: [] }],
@@ -49,6 +54,7 @@ export const LogoutRoute = {
 }
 
 export const AccountRoute = {
+  operationId: 'getAccount',
   tags: ['accounts'],
   summary: 'The account, its plan, limits and usage',
   security: [{ session: [] }],

@@ -29,6 +29,7 @@ const security: Array<Record<string, string[]>> = [{ session: [] }, { apiKey: []
 const tags = ['deliveries']
 
 export const ListDeliveriesRoute = {
+  operationId: 'listDeliveries',
   tags, security, summary: 'The delivery log of a webhook, newest first',
   params: WebhookParams,
   querystring: Type.Object({
@@ -43,12 +44,14 @@ export const ListDeliveriesRoute = {
 }
 
 export const RetryDeliveryRoute = {
+  operationId: 'retryDelivery',
   tags, security, summary: 'Deliver again now',
   params: DeliveryParams,
   response: { 202: Success(DeliverySchema), ...errors(401, 403, 404) },
 }
 
 export const TestDeliveryRoute = {
+  operationId: 'sendTestEvent',
   tags, security, summary: 'Send a signed test event to this webhook (default email.sent); the body is optional',
   params: WebhookParams,
   body: Type.Optional(Type.Object({ event: Type.Optional(EventTypeSchema) }, { additionalProperties: false })),
@@ -56,6 +59,7 @@ export const TestDeliveryRoute = {
 }
 
 export const RecoverRoute = {
+  operationId: 'recoverDeliveries',
   tags, security,
   summary: 'Queue again every failed delivery of a time window (default: every one still in the log, until now); the body is optional',
   params: WebhookParams,

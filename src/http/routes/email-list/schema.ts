@@ -29,6 +29,7 @@ const security: Array<Record<string, string[]>> = [{ session: [] }, { apiKey: []
 const tags = ['emails']
 
 export const ListEmailsRoute = {
+  operationId: 'listEmails',
   tags, security, summary: 'The account\'s emails, newest first, in pages; filtered by status, recipient and time',
   querystring: ListEmailsQuery,
   response: {
@@ -43,6 +44,7 @@ export const ListEmailsRoute = {
 }
 
 export const GetEmailRoute = {
+  operationId: 'getEmail',
   tags, security, summary: 'An email: its status and its event timeline',
   params: IdParams,
   response: { 200: Success(EmailViewSchema), ...errors(401, 403, 404, 429) },

@@ -49,6 +49,7 @@ const security = [{ apiKey: [] }]
 const tags = ['sending']
 
 export const SendRoute = {
+  operationId: 'sendEmail',
   tags, security, summary: 'Send an email (202: accepted and stored; it goes out in the background)',
   headers: IdempotencyHeaders,
   body: SendSchema,
@@ -56,6 +57,7 @@ export const SendRoute = {
 }
 
 export const SendBatchRoute = {
+  operationId: 'sendEmailBatch',
   tags, security, summary: `Send up to ${MAX_BATCH} emails at once, validated as a whole`,
   headers: IdempotencyHeaders,
   body: Type.Array(SendSchema, { minItems: 1, maxItems: MAX_BATCH, description: `an array of 1 to ${MAX_BATCH} sends` }),

@@ -39,6 +39,7 @@ export const KeySchema = Type.Object({
 const security: Array<Record<string, string[]>> = [{ session: [] }, { apiKey: [] }]
 
 export const CreateKeyRoute = {
+  operationId: 'createApiKey',
   tags: ['api keys'], summary: 'Create an API key', security,
   body: CreateKeySchema,
   description: 'With a session or a full_access key. A key never creates a key with more permission than its own.',
@@ -46,11 +47,13 @@ export const CreateKeyRoute = {
 }
 
 export const ListKeysRoute = {
+  operationId: 'listApiKeys',
   tags: ['api keys'], summary: 'List the API keys, newest first', security,
   response: { 200: Success(Type.Array(KeySchema)), ...errors(401, 403) },
 }
 
 export const RevokeKeyRoute = {
+  operationId: 'revokeApiKey',
   tags: ['api keys'], summary: 'Revoke an API key (at once, idempotent)', security,
   params: IdParams,
   response: {

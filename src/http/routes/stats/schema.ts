@@ -26,6 +26,7 @@ export const StatsQuery = Type.Object({
 }, { additionalProperties: false })
 
 export const StatsRoute = {
+  operationId: 'getStats',
   tags: ['emails'],
   security: [{ session: [] }, { apiKey: [] }] as Array<Record<string, string[]>>,
   summary: `Events counted over a window of at most ${MAX_STATS_DAYS} days: totals, rates, thresholds, and one entry per day`,

@@ -26,6 +26,7 @@ const security: Array<Record<string, string[]>> = [{ session: [] }, { apiKey: []
 const tags = ['suppressions']
 
 export const ListSuppressionsRoute = {
+  operationId: 'listSuppressions',
   tags, security, summary: 'The suppression list, newest first, in pages',
   querystring: ListQuery,
   response: {
@@ -40,18 +41,21 @@ export const ListSuppressionsRoute = {
 }
 
 export const AddSuppressionRoute = {
+  operationId: 'addSuppression',
   tags, security, summary: 'Suppress an address (201; 200 with the existing entry when it already is)',
   body: AddSuppressionSchema,
   response: { 200: Success(SuppressionSchema), 201: Success(SuppressionSchema), ...errors(400, 401, 403, 413, 415) },
 }
 
 export const GetSuppressionRoute = {
+  operationId: 'getSuppression',
   tags, security, summary: 'Look an address up: its entry, or 404 when it is not suppressed',
   params: EmailParams,
   response: { 200: Success(SuppressionSchema), ...errors(401, 403, 404) },
 }
 
 export const DeleteSuppressionRoute = {
+  operationId: 'deleteSuppression',
   tags, security, summary: 'Remove an address from the list: later sends reach it again',
   params: EmailParams,
   response: { 200: Success(Type.Object({ email: Type.String(), deleted: Type.Literal(true) })), ...errors(401, 403, 404) },

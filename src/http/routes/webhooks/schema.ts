@@ -36,28 +36,34 @@ const security: Array<Record<string, string[]>> = [{ session: [] }, { apiKey: []
 const tags = ['webhooks']
 
 export const CreateWebhookRoute = {
+  operationId: 'createWebhook',
   tags, security, summary: 'Create a webhook',
   body: CreateWebhookSchema,
   response: { 201: Success(CreatedWebhookSchema), ...errors(400, 401, 403, 413, 415, 422) },
 }
 export const ListWebhooksRoute = {
+  operationId: 'listWebhooks',
   tags, security, summary: 'List the webhooks, newest first',
   response: { 200: Success(Type.Array(WebhookSchema)), ...errors(401, 403) },
 }
 export const GetWebhookRoute = {
+  operationId: 'getWebhook',
   tags, security, summary: 'One webhook', params: IdParams,
   response: { 200: Success(WebhookSchema), ...errors(401, 403, 404) },
 }
 export const PatchWebhookRoute = {
+  operationId: 'updateWebhook',
   tags, security, summary: 'Change url, events or status (enabled/disabled)', params: IdParams,
   body: PatchWebhookSchema,
   response: { 200: Success(WebhookSchema), ...errors(400, 401, 403, 404, 422) },
 }
 export const DeleteWebhookRoute = {
+  operationId: 'deleteWebhook',
   tags, security, summary: 'Delete a webhook; its pending deliveries are cancelled', params: IdParams,
   response: { 200: Success(Type.Object({ id: Type.String(), deleted: Type.Literal(true) })), ...errors(401, 403, 404) },
 }
 export const RotateSecretRoute = {
+  operationId: 'rotateWebhookSecret',
   tags, security, summary: 'New signing secret; the old one keeps signing beside it for 24 hours', params: IdParams,
   response: {
     200: Success(Type.Object({ secret: Type.String(), previousSecretExpiresAt: Timestamp })),
