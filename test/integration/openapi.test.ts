@@ -81,7 +81,8 @@ describe('the OpenAPI document', () => {
     const isPublic = (path: string, method = 'get') => doc.paths[path]![method]!.security!.length === 0
     for (const path of ['/healthz', '/readyz', '/openapi.json', '/t/o/{token}', '/t/c/{token}', '/t/u/{token}']) assert.ok(isPublic(path), path)
     assert.ok(isPublic('/api/auth/signup', 'post') && isPublic('/api/auth/login', 'post'))
-    assert.deepEqual(doc.paths['/api/keys']!.get!.security, [{ session: [] }])
+    // The management routes take the session cookie or a full_access key.
+    assert.deepEqual(doc.paths['/api/keys']!.get!.security, [{ session: [] }, { apiKey: [] }])
     assert.deepEqual(doc.servers, [{ url: server.config.publicUrl, description: 'PUBLIC_URL' }])
     assert.equal(doc.info.license?.name, 'MIT')
   })
