@@ -75,6 +75,7 @@ export class SqliteEmails implements EmailStore {
                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
       emailById: p('SELECT * FROM emails WHERE account_id = ? AND id = ?'),
       emailAccount: p('SELECT account_id FROM emails WHERE id = ?'),
+      emailAnyAccount: p('SELECT * FROM emails WHERE id = ?'),
       claim: p(`UPDATE emails SET lease_owner = ?, lease_expires_at = ?
                 WHERE id IN (SELECT id FROM emails WHERE next_attempt_at <= ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?)
                              ORDER BY next_attempt_at LIMIT ?)
@@ -142,6 +143,12 @@ export class SqliteEmails implements EmailStore {
 
   async findEmail (accountId: string, id: string): Promise<EmailRecord | null> {
     const row = this.q.emailById.get(accountId, id) as Row | undefined
+    return row ? toEmail(row) : null
+  }
+
+  /** The email whatever its account (returning mail names the email, not the account). */
+  async findEmailById (id: string): Promise<EmailRecord | null> {
+    const row = this.q.emailAnyAccount.get(id) as Row | undefined
     return row ? toEmail(row) : null
   }
 
