@@ -14,6 +14,8 @@ import healthRoutes from './http/routes/health.js'
 import { Mailer, type MailerTuning } from './mail/mailer.js'
 import { createSandboxTransport } from './mail/sandbox-transport.js'
 import { createSmtpTransport } from './mail/smtp-transport.js'
+import { createOutbound } from './mail/outbound.js'
+import { verpKey } from './domain/verp.js'
 import type { MailTransport } from './mail/transport.js'
 
 /** A background part of the service: started after the app is ready, stopped before the store closes. */
@@ -159,6 +161,7 @@ export async function createService (config: Config, deps: ServiceDeps): Promise
       publicUrl: config.publicUrl,
       secret: config.secret!,
       owner: config.nodeId,
+      outbound: createOutbound({ domains: app.services.domains, verpKey: verpKey(config.secret!), bounceDomain: config.mail.bounceDomain }),
       ...deps.mailer,
     })
     : undefined
