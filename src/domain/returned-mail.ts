@@ -32,7 +32,7 @@ export type DsnVerdict =
 /** `5.1.1 (extra)` → `5.1.1`; null unless it is a status code (class 2, 4 or 5). */
 export function statusCode (value: string | undefined): string | null {
   if (value === undefined) return null
-  const m = /^\s*([245])\.(\d{1,3})\.(\d{1,3})(?!\d)/.exec(value.slice(0, 40))
+  const m = /^\s*([245])\.(\d{1,3})\.(\d{1,3})(?![\d.])/.exec(value.slice(0, 40))
   return m ? `${m[1]}.${m[2]}.${m[3]}` : null
 }
 
