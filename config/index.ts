@@ -3,6 +3,7 @@
 // everything else receives the Config object it is given.
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
+import { Resolver } from 'node:dns/promises'
 
 const port = (fallback: number, expects: string) =>
   Type.Integer({ minimum: 0, maximum: 65535, default: fallback, description: expects })
@@ -71,6 +72,30 @@ export const EnvSchema = Type.Object({
   RATE_LIMIT_STORE: Type.Union([Type.Literal('auto'), Type.Literal('memory'), Type.Literal('store')], {
     default: 'auto', description: 'one of memory (counters in this process), store (counters in the store, shared by every node), auto (store on MongoDB, memory on SQLite)',
   }),
+  // Sender domains, DKIM, bounces and complaints (README "Sending from your domain", "Bounces and complaints").
+  DNS_SERVERS: Type.Optional(Type.String({
+    pattern: '^ *[0-9A-Fa-f.:\\[\\]]+ *(, *[0-9A-Fa-f.:\\[\\]]+ *)*$',
+    description: 'a comma-separated list of DNS servers as ip or ip:port ([v6]:port), like 127.0.0.1:5353,9.9.9.9',
+  })),
+  REQUIRE_VERIFIED_DOMAIN: Type.Optional(Type.Union([Type.Literal('true'), Type.Literal('false')], {
+    description: 'true to refuse sends whose from is not on a verified domain of the account, else false (default: true in production)',
+  })),
+  BOUNCE_DOMAIN: Type.Optional(Type.String({
+    pattern: '^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\\.)+[a-z]([a-z0-9-]{0,61}[a-z0-9])?$',
+    description: 'a lower-case domain name that receives returning mail, like bounces.mail.example.com',
+  })),
+  INBOUND_SMTP_PORT: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535, description: 'a TCP port number from 0 to 65535 for returning mail (unset: no listener)' })),
+  INBOUND_SMTP_HOST: Type.String({ minLength: 1, default: '0.0.0.0', description: 'an interface address for the returning-mail listener, like 0.0.0.0' }),
+  INBOUND_MX_HOST: Type.Optional(Type.String({
+    pattern: '^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$',
+    description: 'the lower-case host name that MX records for returning mail point at (default: the host of PUBLIC_URL)',
+  })),
+  COMPLAINTS_ADDRESS: Type.Optional(Type.String({
+    pattern: '^[a-z0-9._+-]{1,64}@[a-z0-9.-]{1,253}$', description: 'a lower-case address that feedback (ARF) reports are sent to, like complaints@bounces.example.com',
+  })),
+  SPF_INCLUDE: Type.Optional(Type.String({
+    pattern: '^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$', description: 'a domain whose SPF record lists the relay\'s addresses, like amazonses.com (default: the relay\'s host)',
+  })),
 })
 export type Env = Static<typeof EnvSchema>
 
@@ -131,6 +156,19 @@ export interface Config {
   roles: { api: boolean; mailer: boolean; delivery: boolean }
   /** Where rate-limit counters live: this process's memory, or the store (shared by every node). */
   rateLimitStore: 'memory' | 'store'
+  /** DNS_SERVERS as `ip` or `ip:port` entries; empty: the system's resolvers. */
+  dnsServers: string[]
+  mail: {
+    requireVerifiedDomain: boolean
+    /** BOUNCE_DOMAIN: where bounces.<domain> CNAMEs point, and the Return-Path of unverified senders. */
+    bounceDomain: string | undefined
+    /** The listener for returning mail; undefined port: off. */
+    inbound: { port: number | undefined; host: string }
+    /** The host MX records of bounce domains point at. */
+    mxHost: string
+    complaintsAddress: string | undefined
+    spfInclude: string | undefined
+  }
 }
 
 export class ConfigError extends Error {
@@ -179,6 +217,16 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
   const production = e.NODE_ENV === 'production'
   if (problems.length === 0 && production && e.SVC_SECRET === undefined) {
     problems.push('SVC_SECRET must be set in production (a random string of at least 32 characters)')
+  }
+  if (problems.length === 0 && e.DNS_SERVERS !== undefined) {
+    for (const server of e.DNS_SERVERS.split(',').map((s) => s.trim())) {
+      try {
+        new Resolver().setServers([server])
+      } catch {
+        problems.push(`DNS_SERVERS must be ${describe(EnvSchema.properties.DNS_SERVERS)} (got ${JSON.stringify(server)})`)
+        break
+      }
+    }
   }
   if (problems.length > 0) throw new ConfigError(problems)
 
@@ -239,6 +287,15 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
     trustProxy: e.TRUST_PROXY === 'true',
     roles: parseRoles(e.SVC_ROLES),
     rateLimitStore: e.RATE_LIMIT_STORE === 'auto' ? (e.MONGODB_URI !== undefined ? 'store' : 'memory') : e.RATE_LIMIT_STORE,
+    dnsServers: e.DNS_SERVERS === undefined ? [] : e.DNS_SERVERS.split(',').map((s) => s.trim()).filter((s) => s !== ''),
+    mail: {
+      requireVerifiedDomain: e.REQUIRE_VERIFIED_DOMAIN === undefined ? production : e.REQUIRE_VERIFIED_DOMAIN === 'true',
+      bounceDomain: e.BOUNCE_DOMAIN,
+      inbound: { port: e.INBOUND_SMTP_PORT, host: e.INBOUND_SMTP_HOST },
+      mxHost: e.INBOUND_MX_HOST ?? new URL(e.PUBLIC_URL ?? 'http://localhost').hostname.replace(/^\[(.*)\]$/, '$1'),
+      complaintsAddress: e.COMPLAINTS_ADDRESS ?? (e.BOUNCE_DOMAIN !== undefined ? `complaints@${e.BOUNCE_DOMAIN}` : undefined),
+      spfInclude: e.SPF_INCLUDE,
+    },
   }
 }
 

@@ -16,7 +16,10 @@ import { createDeliveryService } from './domain/deliveries.js'
 import { createEmailService } from './domain/emails.js'
 import { createSuppressionService } from './domain/suppressions.js'
 import { createWebhookService } from './domain/webhooks.js'
-import { parseCidrList, systemResolver, type Resolver } from './domain/webhook-url.js'
+import { parseCidrList, type Resolver } from './domain/webhook-url.js'
+import { createDns } from './domain/dns.js'
+import { createDomainService, spfMechanism } from './domain/domains.js'
+import domainRoutes from './http/routes/domains/index.js'
 import { RateLimited, ValidationError } from './errors.js'
 import { registerDashboard } from './http/dashboard.js'
 import { registerErrorHandling } from './http/errors.js'
@@ -68,18 +71,33 @@ export function createServices (config: Config, deps: AppDeps): Services {
   if (config.secret === undefined) throw new Error('config.secret must be resolved before building the app')
   const clock = deps.clock ?? systemClock
   const { store } = deps
+  // DNS_SERVERS: one resolver for sender-domain checks and webhook hosts.
+  const dns = createDns(config.dnsServers)
   const webhooks = createWebhookService({
     store,
     clock,
     urlPolicy: { production: config.production, allowedCidrs: parseCidrList(config.webhookAllowedCidrs) },
-    resolver: deps.resolver ?? systemResolver,
+    resolver: deps.resolver ?? dns.hosts,
+  })
+  const domains = createDomainService({
+    store,
+    clock,
+    secret: config.secret,
+    dns,
+    settings: {
+      bounceDomain: config.mail.bounceDomain,
+      mxHost: config.mail.mxHost,
+      spfMechanism: spfMechanism({ spfInclude: config.mail.spfInclude, smtpUrl: config.smtpUrl, mxHost: config.mail.mxHost }),
+    },
+    requireVerified: config.mail.requireVerifiedDomain,
   })
   return {
     store,
     accounts: createAccountService({ store, secret: config.secret, clock, sessionTtlMs: config.sessionTtlMs }),
     apiKeys: createApiKeyService({ store, secret: config.secret, clock }),
     webhooks,
-    emails: createEmailService({ store, clock, mailFrom: config.mailFrom }),
+    emails: createEmailService({ store, clock, mailFrom: config.mailFrom, senders: domains }),
+    domains,
     suppressions: createSuppressionService({ store, clock }),
     readiness: new Map(),
     deliveries: createDeliveryService({
@@ -257,6 +275,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
   await app.register(statsRoutes, context)
   await app.register(suppressionRoutes, context)
   await app.register(trackingRoutes, context)
+  await app.register(domainRoutes, context)
   // The dashboard's static files at / (web/), under their own Content-Security-Policy.
   registerDashboard(app)
 

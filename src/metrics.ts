@@ -4,7 +4,7 @@
 // dashboard and alert rules in ops/ are written against these names; test/integration/ops.test.ts checks
 // that every name they use is served.
 import { collectDefaultMetrics, Counter, Gauge, Histogram, type Registry } from 'prom-client'
-import type { EventRecord, EventType } from './domain/events.js'
+import type { EventRecord, EventType, StoredEventType } from './domain/events.js'
 import type { AcceptResult, UnsubscribeResult } from './store/emails.js'
 import type { Store } from './store/types.js'
 
@@ -21,7 +21,7 @@ export function registerProcessMetrics (registry: Registry): void {
   }
 }
 
-type Counted = (args: unknown[], result: unknown) => Iterable<EventType>
+type Counted = (args: unknown[], result: unknown) => Iterable<StoredEventType>
 
 /**
  * Which store operations store email events, and which events they stored. Test events
@@ -34,6 +34,8 @@ const EVENTS_STORED: Record<string, Counted> = {
   recordEmailAttempt: (args, result) => (result === true ? (args[0] as { events: EventRecord[] }).events.map((e) => e.type) : []),
   recordEngagement: (_args, result) => (result === null ? [] : [(result as EventRecord).type]),
   unsubscribeRecipient: (args, result) => ((result as UnsubscribeResult) === 'unsubscribed' ? [(args[0] as { type: EventType }).type] : []),
+  // Bounces and complaints heard from returning mail (DSN, ARF), and the timeline-only delays.
+  recordReturnedMail: (args, result) => (result === 'recorded' ? [(args[0] as { event: EventRecord }).event.type] : []),
 }
 
 /**

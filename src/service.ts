@@ -17,6 +17,11 @@ import { Mailer, type MailerTuning } from './mail/mailer.js'
 import { instrumentStore } from './metrics.js'
 import { createSandboxTransport } from './mail/sandbox-transport.js'
 import { createSmtpTransport } from './mail/smtp-transport.js'
+import { createOutbound } from './mail/outbound.js'
+import { verpKey } from './domain/verp.js'
+import { createReturnedMailService } from './domain/returned-mail.js'
+import { DomainChecker, type DomainCheckerOptions } from './mail/domain-checker.js'
+import { InboundMail, type InboundOptions } from './mail/inbound/listener.js'
 import type { MailTransport } from './mail/transport.js'
 
 /** A background part of the service: started after the app is ready, stopped before the store closes. */
@@ -36,6 +41,10 @@ export interface ServiceDeps extends AppDeps {
   transport?: MailTransport
   /** Mail queue tuning beyond the configuration (tests: a short retry schedule). */
   mailer?: MailerTuning
+  /** Sender-domain re-check tuning (tests: a short interval). */
+  domainChecker?: Pick<DomainCheckerOptions, 'intervalMs' | 'tickMs'>
+  /** Returning-mail listener tuning (tests: the per-address connection rate). */
+  inbound?: Pick<InboundOptions, 'maxBytes' | 'connectionsPerMinute'>
 }
 
 export interface Service {
@@ -154,6 +163,7 @@ export async function createService (config: Config, given: ServiceDeps): Promis
       allowedCidrs: config.webhookAllowedCidrs,
       nodeId: config.nodeId,
       ...(deps.deliveryHosts ? { hosts: deps.deliveryHosts } : {}),
+      dnsServers: config.dnsServers,
       ...deps.engine,
     })
     : undefined
@@ -179,6 +189,7 @@ export async function createService (config: Config, given: ServiceDeps): Promis
       publicUrl: config.publicUrl,
       secret: config.secret!,
       owner: config.nodeId,
+      outbound: createOutbound({ domains: app.services.domains, verpKey: verpKey(config.secret!), bounceDomain: config.mail.bounceDomain }),
       ...deps.mailer,
     })
     : undefined
@@ -192,6 +203,20 @@ export async function createService (config: Config, given: ServiceDeps): Promis
   if (mailer) {
     components.push(mailer)
     app.services.readiness.set('mail', () => (mailer.started ? null : 'The mail queue is not running'))
+    // Sender domains are re-checked, and returning mail heard, by the mailer role.
+    components.push(new DomainChecker({ domains: app.services.domains, logger: app.log.child({ component: 'domains' }), ...deps.domainChecker }))
+    if (config.mail.inbound.port !== undefined) {
+      components.push(new InboundMail({
+        port: config.mail.inbound.port,
+        host: config.mail.inbound.host,
+        verpKey: verpKey(config.secret!),
+        complaintsAddress: config.mail.complaintsAddress,
+        returnedMail: createReturnedMailService({ store: deps.store, clock: deps.clock ?? systemClock }),
+        logger: app.log.child({ component: 'inbound' }),
+        registry: app.registry,
+        ...deps.inbound,
+      }))
+    }
   }
   if (engine || mailer) {
     const wake: Array<() => void> = []

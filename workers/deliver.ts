@@ -11,6 +11,7 @@ import { createHttpSender, type DeliveryResult, type HttpSender, type SenderOpti
 import { Lanes } from '../src/delivery/lanes.js'
 import { ResultPacker, unpackTasks, type ResultBatch, type TaskGroup } from '../src/delivery/wire.js'
 import type { ResolvedAddress } from '../src/domain/webhook-url.js'
+import { createDns } from '../src/domain/dns.js'
 
 /**
  * What the dispatcher passes as Piscina `workerData`. Functions cannot cross threads, so instead of a
@@ -21,6 +22,8 @@ export type DeliverWorkerData = Omit<SenderOptions, 'resolver'> & {
   /** Requests in flight at once per webhook. */
   window: number
   hosts?: Record<string, ResolvedAddress[]>
+  /** DNS_SERVERS: webhook hosts are resolved through these (a resolver is made in the thread). */
+  dnsServers?: string[]
 }
 
 /** The one task a thread runs: the port batches arrive on and results leave by. */
@@ -50,7 +53,8 @@ function osThreadId (): number | undefined {
 const RESULT_BATCH = 64
 
 function build (): HttpSender {
-  const { hosts, window: _window, ...options } = workerData as DeliverWorkerData
+  const { hosts, dnsServers, window: _window, ...options } = workerData as DeliverWorkerData
+  if (!hosts && dnsServers !== undefined && dnsServers.length > 0) return createHttpSender({ ...options, resolver: createDns(dnsServers).hosts })
   if (!hosts) return createHttpSender(options)
   return createHttpSender({
     ...options,

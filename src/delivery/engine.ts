@@ -45,6 +45,8 @@ export interface EngineOptions {
   allowedCidrs: string
   /** Fixed DNS answers for the worker threads (tests; see workers/deliver.ts). */
   hosts?: Record<string, ResolvedAddress[]>
+  /** DNS_SERVERS, for the worker threads' resolver (empty or absent: the system's). */
+  dnsServers?: string[]
   /** This node's name (NODE_ID); the lease owner is `<nodeId>:<pid>:<random>`. Default: the host name. */
   nodeId?: string
   /** The whole lease owner id instead (tests). */
@@ -157,6 +159,7 @@ export class DeliveryEngine implements Component {
         production: opts.production,
         allowedCidrs: opts.allowedCidrs,
         ...(opts.hosts ? { hosts: opts.hosts } : {}),
+        ...(opts.dnsServers && opts.dnsServers.length > 0 ? { dnsServers: opts.dnsServers } : {}),
       },
       onResults: (results) => this.onResults(results),
       onLost: (ids, error) => {

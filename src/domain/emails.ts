@@ -6,10 +6,10 @@ import type {
   EmailAttempt, EmailRecipient, EmailRecord, EmailStatus, EmailTag, EngagementEvent, IdempotencyRecord, SuppressionRecord,
 } from '../store/emails.js'
 import type { ApiKeyRecord, Store } from '../store/types.js'
-import { formatAddress, parseAddress } from './addresses.js'
+import { bareOf, formatAddress, parseAddress } from './addresses.js'
 import { hasControlCharacter } from './text.js'
 import { iso, type Clock } from './clock.js'
-import { eventPayload, type EventData, type EventRecord, type EventType } from './events.js'
+import { eventPayload, type EventData, type EventRecord, type EventType, type StoredEventType } from './events.js'
 import { newId } from './ids.js'
 
 export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000
@@ -202,7 +202,7 @@ export function requestHash (route: string, body: unknown): string {
 }
 
 export function makeEvent (
-  e: { accountId: string; emailId: string; type: EventType; recipient: string; at: number }, data?: EventData,
+  e: { accountId: string; emailId: string; type: StoredEventType; recipient: string; at: number }, data?: EventData,
 ): EventRecord {
   const base = { id: newId('evt', e.at), emailId: e.emailId, type: e.type, recipient: e.recipient, occurredAt: iso(e.at) }
   return { ...base, accountId: e.accountId, payload: eventPayload(base, data) }
@@ -243,7 +243,7 @@ export interface EmailView {
   createdAt: string
   suppressed: string[]
   tags: EmailTag[]
-  events: Array<{ id: string; type: EventType; recipient: string; occurredAt: string }>
+  events: Array<{ id: string; type: StoredEventType; recipient: string; occurredAt: string }>
 }
 
 export interface EmailServiceOptions {
@@ -251,9 +251,11 @@ export interface EmailServiceOptions {
   clock: Clock
   /** MAIL_FROM: the sender of emails that name none. */
   mailFrom: string
+  /** Refuses senders that are not on the account's verified domains (REQUIRE_VERIFIED_DOMAIN; domains.ts). */
+  senders?: { assertSenders(accountId: string, senders: Array<{ address: string; path: string }>): Promise<void> }
 }
 
-export function createEmailService ({ store, clock, mailFrom }: EmailServiceOptions) {
+export function createEmailService ({ store, clock, mailFrom, senders }: EmailServiceOptions) {
   const defaultFrom = parseAddress(mailFrom)
   if ('error' in defaultFrom) throw new Error(`MAIL_FROM ${defaultFrom.error}`)
   const from = formatAddress(defaultFrom)
@@ -289,6 +291,7 @@ export function createEmailService ({ store, clock, mailFrom }: EmailServiceOpti
         const existing = await store.findIdempotencyKey(accountId, opts.idempotencyKey, iso(now))
         if (existing !== null) return replayOrConflict(existing, opts.requestHash)
       }
+      await senders?.assertSenders(accountId, sends.map((s, i) => ({ address: bareOf(s.from), path: `${prefix(i)}.from` })))
 
       const suppressions = new Map<string, SuppressionRecord>()
       for (const s of await store.findSuppressions(accountId, sends.flatMap((s) => s.recipients.map((r) => r.address)))) {

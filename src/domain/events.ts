@@ -10,6 +10,14 @@ export const EVENT_TYPES = [
 
 export type EventType = (typeof EVENT_TYPES)[number]
 
+/**
+ * Entries of an email's timeline that are not webhook events: a delay reported by a returning DSN
+ * (4.x.x, `Action: delayed`). Stored with the events (the timeline reads them in order) but never routed.
+ */
+export const TIMELINE_ONLY_TYPES = ['email.delayed'] as const
+export type TimelineOnlyType = (typeof TIMELINE_ONLY_TYPES)[number]
+export type StoredEventType = EventType | TimelineOnlyType
+
 export function isEventType (value: string): value is EventType {
   return (EVENT_TYPES as readonly string[]).includes(value)
 }
@@ -23,7 +31,7 @@ export interface EventRecord {
   id: string
   accountId: string
   emailId: string
-  type: EventType
+  type: StoredEventType
   /** The recipient address the event is about. */
   recipient: string
   /** When it happened: ISO 8601 UTC with milliseconds. */
@@ -53,7 +61,7 @@ export const TEST_EVENT_DATA: Partial<Record<EventType, EventData>> = {
  * The webhook body: the seed's `emailId`, `to` and `timestamp` first, then `type` and `eventId`
  * (API.md), then `data` when the event has any.
  */
-export function eventPayload (e: { id: string; emailId: string; type: EventType; recipient: string; occurredAt: string }, data?: EventData): string {
+export function eventPayload (e: { id: string; emailId: string; type: StoredEventType; recipient: string; occurredAt: string }, data?: EventData): string {
   const body: Record<string, unknown> = { emailId: e.emailId, to: e.recipient, timestamp: e.occurredAt, type: e.type, eventId: e.id }
   if (data && Object.keys(data).length > 0) body.data = data
   return JSON.stringify(body)

@@ -50,6 +50,8 @@ export interface MailerOptions extends MailerTuning {
   registry?: Registry
   publicUrl: string
   secret: string
+  /** Adds the DKIM key and the VERP Return-Path to a composed message (src/mail/outbound.ts). */
+  outbound?: (email: EmailRecord, msg: OutgoingMessage) => Promise<OutgoingMessage>
 }
 
 const HOUSEKEEPING_MS = 10 * 60_000
@@ -268,7 +270,7 @@ export class Mailer implements Component {
     }
     if (msg !== undefined) {
       try {
-        results = await this.o.transport.send(msg)
+        results = await this.o.transport.send(this.o.outbound ? await this.o.outbound(email, msg) : msg)
       } catch (err) {
         // Never the message itself in the log: only what went wrong.
         const reason = err instanceof Error ? err.message : String(err)

@@ -4,6 +4,7 @@ import type SMTPTransport from 'nodemailer/lib/smtp-transport/index.js'
 import {
   bareAddress,
   customHeaders,
+  DKIM_SIGNED_HEADERS,
   envelopeRecipients,
   formatMessageId,
   simulatorOutcome,
@@ -134,11 +135,22 @@ export function createSmtpTransport(url: string, opts: SmtpTransportOptions = {}
   const scrub = secretScrubber(parts.pass)
   let closed = false
 
+  /**
+   * With VERP (msg.returnPath) each recipient gets its own transaction, since the envelope sender names
+   * the recipient; the transactions share the pool's connections.
+   */
   async function relay(msg: OutgoingMessage, recipients: string[]): Promise<RecipientResult[]> {
+    const returnPath = msg.returnPath
+    if (returnPath === undefined) return relayOnce(msg, recipients, bareAddress(msg.from))
+    const each = await Promise.all(recipients.map((r) => relayOnce(msg, [r], returnPath(r))))
+    return each.flat()
+  }
+
+  async function relayOnce(msg: OutgoingMessage, recipients: string[], envelopeFrom: string): Promise<RecipientResult[]> {
     const mail: SendMailOptions = {
       // An explicit envelope keeps simulator addresses (and Bcc) off the wire while the
       // headers still show what the author wrote.
-      envelope: { from: bareAddress(msg.from), to: recipients },
+      envelope: { from: envelopeFrom, to: recipients },
       messageId: formatMessageId(msg),
       from: msg.from,
       to: msg.to,
@@ -149,6 +161,8 @@ export function createSmtpTransport(url: string, opts: SmtpTransportOptions = {}
     if (msg.replyTo !== undefined && msg.replyTo.length > 0) mail.replyTo = msg.replyTo
     if (msg.html !== undefined) mail.html = msg.html
     if (msg.text !== undefined) mail.text = msg.text
+    // relaxed/relaxed (nodemailer's canonicalisation), over the headers that matter to receivers.
+    if (msg.dkim !== undefined) mail.dkim = { ...msg.dkim, headerFieldNames: DKIM_SIGNED_HEADERS }
 
     let info: RelayInfo
     try {

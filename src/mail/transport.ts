@@ -13,7 +13,20 @@ export interface OutgoingMessage {
   text?: string
   /** Already validated custom headers, plus List-Unsubscribe and friends. */
   headers: Record<string, string>
+  /** The From domain's DKIM key (a verified domain of the account): the relay transport signs with it. */
+  dkim?: { domainName: string; keySelector: string; privateKey: string }
+  /** The envelope sender (Return-Path) for each recipient, a VERP address; the From address when absent. */
+  returnPath?: (recipient: string) => string
 }
+
+/**
+ * The headers a DKIM signature covers, when the message has them (RFC 6376 §5.4: From always; what a
+ * mailbox provider shows or acts on, the one-click unsubscribe pair included).
+ */
+export const DKIM_SIGNED_HEADERS = [
+  'From', 'To', 'Cc', 'Subject', 'Date', 'Message-ID', 'Reply-To', 'MIME-Version', 'Content-Type', 'Content-Transfer-Encoding',
+  'List-Unsubscribe', 'List-Unsubscribe-Post',
+].join(':')
 
 export type RecipientOutcome = 'delivered' | 'bounced' | 'complained' | 'deferred'
 

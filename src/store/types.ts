@@ -11,7 +11,7 @@ import type { ApiKeyPermission } from '../domain/api-keys.js'
 import type { EventRecord, EventType } from '../domain/events.js'
 import type { Plan } from '../domain/plans.js'
 import type { DeliveryStore } from './deliveries.js'
-import type { EmailStore } from './emails.js'
+import type { EmailRecord, EmailStore, SuppressionRecord } from './emails.js'
 import type { StoreHealth } from './faults.js'
 
 export interface AccountRecord {
@@ -68,6 +68,40 @@ export interface WebhookPatch {
 }
 
 export type LimitedInsert = 'created' | 'limit_reached'
+
+/** pending: never verified yet. verified: every required record found. failed: verified once, a record is gone since. */
+export type DomainStatus = 'pending' | 'verified' | 'failed'
+export type DnsRecordStatus = 'pending' | 'verified' | 'failed'
+export type DnsRecordPurpose = 'dkim' | 'spf' | 'return_path' | 'dmarc'
+
+/** A sender domain (src/domain/domains.ts). The DNS records shown are derived from it and the configuration. */
+export interface DomainRecord {
+  id: string
+  accountId: string
+  /** Lower-case ASCII (an IDN in punycode). */
+  name: string
+  /** The DKIM selector: `<selector>._domainkey.<name>`. */
+  selector: string
+  /** The DKIM public key, base64 of its DER SubjectPublicKeyInfo (what the TXT record's p= holds). */
+  publicKey: string
+  /** The DKIM private key, encrypted (domains.ts sealKey); only the mailer opens it. */
+  privateKey: string
+  status: DomainStatus
+  /** What the last check found for each record. */
+  records: Record<DnsRecordPurpose, DnsRecordStatus>
+  createdAt: string
+  updatedAt: string
+  lastCheckedAt: string | null
+  /** When the domain last became verified; null while it never was. */
+  verifiedAt: string | null
+}
+
+export interface DomainCheck {
+  status: DomainStatus
+  records: Record<DnsRecordPurpose, DnsRecordStatus>
+  checkedAt: string
+  verifiedAt: string | null
+}
 
 export interface Store extends DeliveryStore, EmailStore {
   readonly kind: 'sqlite' | 'mongo'
@@ -132,6 +166,32 @@ export interface Store extends DeliveryStore, EmailStore {
   countWebhooks(accountId: string): Promise<number>
   /** Every account's webhooks by status, deleted ones left out (operators' svc_webhooks gauge). */
   countWebhooksByStatus(): Promise<Record<WebhookStatus, number>>
+
+  // Sender domains (a deleted domain is gone)
+  /** Inserts unless the account already has `limit` domains ('limit_reached') or one with this name; atomic like insertApiKey. */
+  insertDomain(domain: DomainRecord, limit: number): Promise<LimitedInsert | 'name_taken'>
+  /** The account's domains, newest first. */
+  listDomains(accountId: string): Promise<DomainRecord[]>
+  findDomain(accountId: string, id: string): Promise<DomainRecord | null>
+  findDomainByName(accountId: string, name: string): Promise<DomainRecord | null>
+  /** Stores the result of a DNS check; null when the account has no such domain (deleted meanwhile). */
+  updateDomainCheck(accountId: string, id: string, check: DomainCheck): Promise<DomainRecord | null>
+  /** false when the account has no such domain. */
+  deleteDomain(accountId: string, id: string): Promise<boolean>
+  /** Domains of every account never checked or last checked before `before`, least recently checked first. */
+  listDomainsCheckedBefore(before: string, limit: number): Promise<DomainRecord[]>
+
+  // Returning mail (src/mail/inbound): bounces and complaints that arrive after the relay accepted the email
+  /** The email whatever its account; null when there is none. */
+  findEmailById(id: string): Promise<EmailRecord | null>
+  /**
+   * Appends the event and adds the suppression (unless the address is already suppressed), together.
+   * 'duplicate', and nothing written, when the email already has an event of this type for this recipient
+   * (a report received twice, or a bounce already known from the SMTP session). A `timelineOnly` event is
+   * never routed to webhooks. MongoDB: check and insert are two steps, so two copies of one report handled
+   * at the same instant may both record (at least once, like every webhook event).
+   */
+  recordReturnedMail(input: { event: EventRecord; suppression: SuppressionRecord | null; timelineOnly: boolean }): Promise<'recorded' | 'duplicate'>
 
   // Events (the outbox read by the delivery engine)
   /** Appends events in one atomic write. Events are never changed afterwards except for routing. */

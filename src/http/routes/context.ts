@@ -4,6 +4,7 @@ import type { ApiKeyService } from '../../domain/api-keys.js'
 import type { EmailService } from '../../domain/emails.js'
 import type { SuppressionService } from '../../domain/suppressions.js'
 import type { DeliveryService } from '../../domain/deliveries.js'
+import type { DomainService } from '../../domain/domains.js'
 import type { WebhookService } from '../../domain/webhooks.js'
 import type { Store } from '../../store/types.js'
 
@@ -15,6 +16,8 @@ export interface Services {
   emails: EmailService
   suppressions: SuppressionService
   deliveries: DeliveryService
+  /** Sender domains: records, verification, and which senders a send may use. */
+  domains: DomainService
   /** Named readiness checks of the background workers: null when fine, else what is wrong. */
   readiness: Map<string, () => string | null>
 }

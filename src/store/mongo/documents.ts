@@ -23,6 +23,8 @@ export interface AccountDoc {
    */
   activeApiKeyIds: string[]
   webhookIds: string[]
+  /** The account's sender domains (absent on accounts made before domains existed). */
+  domainIds?: string[]
 }
 
 export interface SessionDoc {

@@ -22,7 +22,7 @@ import type { EventRecord } from '../../domain/events.js'
 import type { Plan } from '../../domain/plans.js'
 import { CANCEL_REASONS, cancelOnEdit } from '../../domain/webhook-health.js'
 import type {
-  AccountRecord, ApiKeyRecord, LimitedInsert, SessionRecord, Store, WebhookPatch, WebhookRecord, WebhookStatus,
+  AccountRecord, ApiKeyRecord, DomainCheck, DomainRecord, LimitedInsert, SessionRecord, Store, WebhookPatch, WebhookRecord, WebhookStatus,
 } from '../types.js'
 import {
   accountDoc, apiKeyDoc, eventDoc, inTransaction, nullableString, sessionDoc, toAccount, toApiKey, toDate, toEvent, toSession, toWebhook, webhookDoc,
@@ -30,6 +30,7 @@ import {
 } from './documents.js'
 import { MongoDeliveries } from './deliveries.js'
 import { MongoEmails } from './emails.js'
+import { MongoDomains, domainDoc } from './domains.js'
 import { StoreHealth } from '../faults.js'
 import { syncIndexes } from './indexes.js'
 import type {
@@ -81,7 +82,7 @@ async function requireTransactions (client: MongoClient): Promise<void> {
     'and add ?replicaSet=rs0 to MONGODB_URI.')
 }
 
-type SlotField = 'activeApiKeyIds' | 'webhookIds'
+type SlotField = 'activeApiKeyIds' | 'webhookIds' | 'domainIds'
 
 const ACCOUNT_EMAIL_INDEX = 'accounts_email'
 
@@ -132,7 +133,11 @@ export class MongoStore extends MongoDeliveries implements Store {
     this.webhooks = db.collection<WebhookDoc>('webhooks')
     this.events = db.collection<EventDoc>('events')
     this.mail = new MongoEmails(client, db, () => this.hintWork())
+    this.senderDomains = new MongoDomains(db, () => this.hintWork())
   }
+
+  /** Sender domains and returning mail (src/store/mongo/domains.ts). */
+  readonly senderDomains: MongoDomains
 
   /** Sending: emails, idempotency keys, suppressions (src/store/mongo/emails.ts). */
   readonly mail: MongoEmails
@@ -160,6 +165,7 @@ export class MongoStore extends MongoDeliveries implements Store {
         { key: { routed: 1, _id: 1 }, name: 'events_unrouted', partialFilterExpression: { routed: false } },
       ]),
       this.mail.ensureIndexes(),
+      this.senderDomains.ensureIndexes(),
       this.ensureDeliveryIndexes(),
     ])
   }
@@ -435,6 +441,47 @@ export class MongoStore extends MongoDeliveries implements Store {
   async listEmailEvents (accountId: string, emailId: string): Promise<EventRecord[]> {
     const docs = await this.events.find({ accountId: String(accountId), emailId: String(emailId) }).sort({ _id: 1 }).toArray()
     return docs.map(toEvent)
+  }
+
+  // Sender domains (src/store/mongo/domains.ts), limited by the account's `domainIds` slots
+
+  async insertDomain (domain: DomainRecord, limit: number): Promise<LimitedInsert | 'name_taken'> {
+    const doc = domainDoc(domain)
+    if (await this.senderDomains.findDomainByName(doc.accountId, doc.name) !== null) return 'name_taken'
+    try {
+      return await this.insertWithinLimit(doc.accountId, 'domainIds', doc._id, limit,
+        () => this.senderDomains.domains.insertOne(doc),
+        async () => await this.senderDomains.domains.findOne({ _id: doc._id, accountId: doc.accountId }) !== null)
+    } catch (err) {
+      // Added by a concurrent request between the check and the insert (the unique index on accountId + name).
+      if (err instanceof MongoServerError && err.code === 11000) return 'name_taken'
+      throw err
+    }
+  }
+
+  listDomains (accountId: string): Promise<DomainRecord[]> { return this.senderDomains.listDomains(accountId) }
+  findDomain (accountId: string, id: string): Promise<DomainRecord | null> { return this.senderDomains.findDomain(accountId, id) }
+  findDomainByName (accountId: string, name: string): Promise<DomainRecord | null> { return this.senderDomains.findDomainByName(accountId, name) }
+  updateDomainCheck (accountId: string, id: string, check: DomainCheck): Promise<DomainRecord | null> { return this.senderDomains.updateDomainCheck(accountId, id, check) }
+
+  async deleteDomain (accountId: string, id: string): Promise<boolean> {
+    const deleted = await this.senderDomains.deleteDomainDoc(accountId, id)
+    // Freed whether or not this call deleted it: repeating a delete repairs a release that failed.
+    if (deleted || await this.accounts.findOne({ _id: String(accountId), domainIds: String(id) }, { projection: { _id: 1 } }) !== null) {
+      await this.releaseSlot(String(accountId), 'domainIds', String(id))
+    }
+    return deleted
+  }
+
+  listDomainsCheckedBefore (before: string, limit: number): Promise<DomainRecord[]> { return this.senderDomains.listDomainsCheckedBefore(before, limit) }
+
+  async findEmailById (id: string): Promise<EmailRecord | null> {
+    const doc = await this.mail.emails.findOne({ _id: String(id) }, { projection: { outbox: 0, outboxSuppressions: 0 } })
+    return doc === null ? null : await this.mail.findEmail(doc.accountId, doc._id)
+  }
+
+  recordReturnedMail (input: { event: EventRecord; suppression: SuppressionRecord | null; timelineOnly: boolean }): Promise<'recorded' | 'duplicate'> {
+    return this.senderDomains.recordReturnedMail(input)
   }
 
   // Sending (src/store/mongo/emails.ts)

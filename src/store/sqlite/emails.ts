@@ -93,6 +93,7 @@ export class SqliteEmails implements EmailStore {
                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
       emailById: p('SELECT * FROM emails WHERE account_id = ? AND id = ?'),
       emailAccount: p('SELECT account_id FROM emails WHERE id = ?'),
+      emailAnyAccount: p('SELECT * FROM emails WHERE id = ?'),
       claim: p(`UPDATE emails SET lease_owner = ?, lease_expires_at = ?, lease_token = lease_token + 1
                 WHERE id IN (SELECT id FROM emails WHERE next_attempt_at <= ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?)
                              ORDER BY next_attempt_at LIMIT ?)
@@ -200,6 +201,12 @@ export class SqliteEmails implements EmailStore {
   async countEvents (accountId: string, window: { since: string; until: string }): Promise<DailyEventCount[]> {
     return (this.q.countEvents.all(accountId, window.since, window.until) as Row[])
       .map((r) => ({ day: str(r.day), type: r.type as EventType, count: r.n as number }))
+  }
+
+  /** The email whatever its account (returning mail names the email, not the account). */
+  async findEmailById (id: string): Promise<EmailRecord | null> {
+    const row = this.q.emailAnyAccount.get(id) as Row | undefined
+    return row ? toEmail(row) : null
   }
 
   async claimDueEmails (req: { owner: string; now: string; leaseUntil: string; limit: number }): Promise<EmailRecord[]> {

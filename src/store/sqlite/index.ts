@@ -7,12 +7,13 @@ import { join } from 'node:path'
 import type { EventRecord, EventType } from '../../domain/events.js'
 import type { Plan } from '../../domain/plans.js'
 import type {
-  AccountRecord, ApiKeyRecord, LimitedInsert, SessionRecord, Store, WebhookPatch, WebhookRecord, WebhookStatus,
+  AccountRecord, ApiKeyRecord, DomainCheck, DomainRecord, LimitedInsert, SessionRecord, Store, WebhookPatch, WebhookRecord, WebhookStatus,
 } from '../types.js'
 import { migrations } from './migrations.js'
 import { CANCEL_REASONS, cancelOnEdit } from '../../domain/webhook-health.js'
 import { SqliteDeliveries } from './deliveries.js'
 import { SqliteEmails } from './emails.js'
+import { SqliteDomains } from './domains.js'
 import type {
   AcceptResult, EmailAttempt, EmailLease, EmailRecord, EngagementEvent, IdempotencyRecord, SuppressionCursor, SuppressionRecord, UnsubscribeResult,
 } from '../emails.js'
@@ -115,6 +116,7 @@ export class SqliteStore extends SqliteDeliveries implements Store {
   readonly kind = 'sqlite' as const
   private readonly q
   private readonly mail: SqliteEmails
+  private readonly domains: SqliteDomains
   /** Whether writes can be made (faults.ts): set by the write queue, cleared only by a probe write. */
   readonly health: StoreHealth
 
@@ -123,6 +125,7 @@ export class SqliteStore extends SqliteDeliveries implements Store {
     this.health = new StoreHealth({ probe: () => this.probeWrite() })
     this.writes.onFault = (err) => { this.health.failed(err) }
     this.mail = new SqliteEmails(db, this.writes, (events) => this.insertEventRows(events))
+    this.domains = new SqliteDomains(db, this.writes, () => { this.workHint = true })
     const p = (sql: string) => db.prepare(sql)
     this.q = {
       ping: p('SELECT 1'),
@@ -365,6 +368,18 @@ export class SqliteStore extends SqliteDeliveries implements Store {
   recordEngagement (event: EngagementEvent): Promise<EventRecord | null> { return this.mail.recordEngagement(event) }
   unsubscribeRecipient (event: EngagementEvent, at: string): Promise<UnsubscribeResult> { return this.mail.unsubscribeRecipient(event, at) }
   repairInterruptedWrites (before: string): Promise<number> { return this.mail.repairInterruptedWrites(before) }
+
+  // Sender domains and returning mail (src/store/sqlite/domains.ts)
+
+  insertDomain (d: DomainRecord, limit: number): Promise<LimitedInsert | 'name_taken'> { return this.domains.insertDomain(d, limit) }
+  listDomains (accountId: string): Promise<DomainRecord[]> { return this.domains.listDomains(accountId) }
+  findDomain (accountId: string, id: string): Promise<DomainRecord | null> { return this.domains.findDomain(accountId, id) }
+  findDomainByName (accountId: string, name: string): Promise<DomainRecord | null> { return this.domains.findDomainByName(accountId, name) }
+  updateDomainCheck (accountId: string, id: string, check: DomainCheck): Promise<DomainRecord | null> { return this.domains.updateDomainCheck(accountId, id, check) }
+  deleteDomain (accountId: string, id: string): Promise<boolean> { return this.domains.deleteDomain(accountId, id) }
+  listDomainsCheckedBefore (before: string, limit: number): Promise<DomainRecord[]> { return this.domains.listDomainsCheckedBefore(before, limit) }
+  findEmailById (id: string): Promise<EmailRecord | null> { return this.mail.findEmailById(id) }
+  recordReturnedMail (input: { event: EventRecord; suppression: SuppressionRecord | null; timelineOnly: boolean }): Promise<'recorded' | 'duplicate'> { return this.domains.recordReturnedMail(input) }
 
   // Several nodes: shared rate limits, and noticing other processes' writes
 

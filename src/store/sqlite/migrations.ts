@@ -188,4 +188,23 @@ export const migrations: string[] = [
      full_access, the default for a new key. */ `
   ALTER TABLE api_keys ADD COLUMN permission TEXT NOT NULL DEFAULT 'full_access';
   `,
+  /* 11: sender domains: one row per account and domain name, the DKIM private key sealed by the
+     application (src/domain/domains.ts); records holds each DNS record's last status as JSON. */ `
+  CREATE TABLE domains (
+    id              TEXT PRIMARY KEY,
+    account_id      TEXT NOT NULL REFERENCES accounts(id),
+    name            TEXT NOT NULL,
+    selector        TEXT NOT NULL,
+    public_key      TEXT NOT NULL,
+    private_key     TEXT NOT NULL,
+    status          TEXT NOT NULL,
+    records         TEXT NOT NULL,
+    created_at      TEXT NOT NULL,
+    updated_at      TEXT NOT NULL,
+    last_checked_at TEXT,
+    verified_at     TEXT,
+    UNIQUE (account_id, name)
+  ) STRICT;
+  CREATE INDEX domains_check ON domains (coalesce(last_checked_at, ''), id);
+  `,
 ]

@@ -76,7 +76,8 @@ export const EmailViewSchema = Type.Object({
   createdAt: Timestamp,
   suppressed: Type.Array(Type.String()),
   tags: Type.Array(Type.Object({ name: Type.String(), value: Type.String() })),
-  events: Type.Array(Type.Object({ id: Type.String(), type: EventTypeSchema, recipient: Type.String(), occurredAt: Timestamp })),
+  // email.delayed: a timeline entry from a returning DSN, never a webhook event.
+  events: Type.Array(Type.Object({ id: Type.String(), type: Type.Union([EventTypeSchema, Type.Literal('email.delayed')]), recipient: Type.String(), occurredAt: Timestamp })),
 })
 
 // GET /api/emails/:id is in ../email-list (the session cookie or an API key).

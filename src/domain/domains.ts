@@ -1,0 +1,361 @@
+// Sender domains: what a domain name must look like, the DKIM key svc makes for it, the DNS records the
+// owner publishes, how a DNS check turns into a status, and which sends a verified domain allows. The
+// DKIM private key is sealed (AES-256-GCM, key derived from SVC_SECRET with HKDF) before it reaches the
+// store, and is opened only to sign outgoing mail: no route ever returns it.
+import { createCipheriv, createDecipheriv, generateKeyPair, hkdfSync, randomBytes } from 'node:crypto'
+import { isIP } from 'node:net'
+import { domainToASCII } from 'node:url'
+import { promisify } from 'node:util'
+import { DomainExists, DomainNotVerified, NotFound, PlanLimitReached, ValidationError, type ErrorDetail } from '../errors.js'
+import type {
+  AccountRecord, DnsRecordPurpose, DnsRecordStatus, DomainCheck, DomainRecord, DomainStatus, Store,
+} from '../store/types.js'
+import { iso, type Clock } from './clock.js'
+import type { Dns } from './dns.js'
+import { newId } from './ids.js'
+import { PLANS, limitsOf } from './plans.js'
+
+const generateKeyPairAsync = promisify(generateKeyPair)
+
+/** The subdomain of a sender domain that its Return-Path (VERP) addresses live on. */
+export const BOUNCE_SUBDOMAIN = 'bounces'
+/** How often the background check looks again at a domain. */
+export const RECHECK_INTERVAL_MS = 3_600_000
+const MAX_INPUT = 1024
+
+export interface DomainSettings {
+  /** BOUNCE_DOMAIN: when set, bounces.<name> is a CNAME to it (the operator publishes MX and SPF there once). */
+  bounceDomain: string | undefined
+  /** The host the bounce subdomain's MX points at (svc's inbound listener). */
+  mxHost: string
+  /** The SPF mechanism naming the relay: include:…, a:…, ip4:… or ip6:…. */
+  spfMechanism: string
+}
+
+/**
+ * The SPF mechanism for the relay: SPF_INCLUDE when the relay publishes its own list (include:amazonses.com),
+ * else the relay's host from SMTP_URL (ip4:/ip6: for an address, a: for a name), else the MX host (a
+ * relay on the same machine as svc).
+ */
+export function spfMechanism (o: { spfInclude: string | undefined; smtpUrl: string | undefined; mxHost: string }): string {
+  if (o.spfInclude !== undefined) return `include:${o.spfInclude}`
+  let host = o.mxHost
+  if (o.smtpUrl !== undefined) {
+    try {
+      host = new URL(o.smtpUrl).hostname.replace(/^\[(.*)\]$/, '$1').toLowerCase() || host
+    } catch {}
+  }
+  const family = isIP(host)
+  return family === 4 ? `ip4:${host}` : family === 6 ? `ip6:${host}` : `a:${host}`
+}
+
+const LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/
+
+/** A domain name as given → lower-case ASCII (IDN in punycode), or what is wrong with it. */
+export function normaliseDomainName (input: string): { name: string } | { error: string } {
+  if (input.length > MAX_INPUT) return { error: 'is longer than 253 characters' }
+  let text = input.trim()
+  if (text.endsWith('.')) text = text.slice(0, -1)
+  if (text === '') return { error: 'is empty' }
+  if (isIP(text) !== 0 || text.startsWith('[')) return { error: 'is an IP address, not a domain name' }
+  const ascii = domainToASCII(text).toLowerCase()
+  if (ascii === '') return { error: 'is not a valid domain name' }
+  if (ascii.length > 253) return { error: 'is longer than 253 characters' }
+  const labels = ascii.split('.')
+  if (labels.length < 2) return { error: 'needs at least two labels, like example.com' }
+  for (const label of labels) {
+    if (!LABEL.test(label)) return { error: 'has a label that is empty, longer than 63 characters, or holds characters other than letters, digits and inner hyphens' }
+  }
+  if (/^[0-9]+$/.test(labels[labels.length - 1]!)) return { error: 'has an all-numeric top-level label' }
+  return { name: ascii }
+}
+
+/** The bare address's domain, lower case; '' when there is none. */
+export function domainOfAddress (address: string): string {
+  const at = address.lastIndexOf('@')
+  return at < 0 ? '' : address.slice(at + 1).toLowerCase()
+}
+
+// Sealing the private key. The domain id is bound in as associated data: a sealed key copied onto
+// another domain's row does not open.
+
+function sealingKey (secret: string): Buffer {
+  return Buffer.from(hkdfSync('sha256', secret, 'svc', 'svc dkim private key v1', 32))
+}
+
+export function sealKey (secret: string, domainId: string, pem: string): string {
+  const iv = randomBytes(12)
+  const cipher = createCipheriv('aes-256-gcm', sealingKey(secret), iv)
+  cipher.setAAD(Buffer.from(domainId))
+  const body = Buffer.concat([cipher.update(pem, 'utf8'), cipher.final()])
+  return ['v1', iv.toString('base64url'), cipher.getAuthTag().toString('base64url'), body.toString('base64url')].join('.')
+}
+
+export function openKey (secret: string, domainId: string, sealed: string): string {
+  const [version, iv, tag, body] = sealed.split('.')
+  if (version !== 'v1' || !iv || !tag || body === undefined) throw new Error('the sealed DKIM key has an unknown format')
+  const decipher = createDecipheriv('aes-256-gcm', sealingKey(secret), Buffer.from(iv, 'base64url'))
+  decipher.setAAD(Buffer.from(domainId))
+  decipher.setAuthTag(Buffer.from(tag, 'base64url'))
+  return Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()]).toString('utf8')
+}
+
+// The records.
+
+export interface DnsRecordView {
+  type: 'TXT' | 'MX' | 'CNAME'
+  name: string
+  value: string
+  /** MX only. */
+  priority?: number
+  purpose: DnsRecordPurpose
+  /** Whether the domain's status depends on it (DMARC is a suggestion). */
+  required: boolean
+  status: DnsRecordStatus
+}
+
+export function bounceHost (name: string): string {
+  return `${BOUNCE_SUBDOMAIN}.${name}`
+}
+
+export function dkimRecordValue (publicKey: string): string {
+  return `v=DKIM1; k=rsa; p=${publicKey}`
+}
+
+export function dnsRecords (d: Pick<DomainRecord, 'name' | 'selector' | 'publicKey' | 'records'>, s: DomainSettings): DnsRecordView[] {
+  const bounce = bounceHost(d.name)
+  const list: DnsRecordView[] = [
+    { type: 'TXT', name: `${d.selector}._domainkey.${d.name}`, value: dkimRecordValue(d.publicKey), purpose: 'dkim', required: true, status: d.records.dkim },
+  ]
+  if (s.bounceDomain !== undefined) {
+    list.push({ type: 'CNAME', name: bounce, value: s.bounceDomain, purpose: 'return_path', required: true, status: d.records.return_path })
+    // Reached through the CNAME: the operator publishes it once, on BOUNCE_DOMAIN.
+    list.push({ type: 'TXT', name: s.bounceDomain, value: `v=spf1 ${s.spfMechanism} ~all`, purpose: 'spf', required: true, status: d.records.spf })
+  } else {
+    list.push({ type: 'MX', name: bounce, value: s.mxHost, priority: 10, purpose: 'return_path', required: true, status: d.records.return_path })
+    list.push({ type: 'TXT', name: bounce, value: `v=spf1 ${s.spfMechanism} ~all`, purpose: 'spf', required: true, status: d.records.spf })
+  }
+  list.push({ type: 'TXT', name: `_dmarc.${d.name}`, value: 'v=DMARC1; p=none; adkim=r; aspf=r', purpose: 'dmarc', required: false, status: d.records.dmarc })
+  return list
+}
+
+/** The tags of a DKIM or DMARC TXT record (`k=v; k=v`), names lower case, values without white space. */
+function tags (record: string): Map<string, string> {
+  const out = new Map<string, string>()
+  for (const part of record.split(';')) {
+    const eq = part.indexOf('=')
+    if (eq < 0) continue
+    out.set(part.slice(0, eq).trim().toLowerCase(), part.slice(eq + 1).replace(/\s+/g, ''))
+  }
+  return out
+}
+
+type Found = DnsRecordStatus | 'unknown'
+
+async function look (query: () => Promise<boolean>): Promise<Found> {
+  try {
+    return (await query()) ? 'verified' : 'failed'
+  } catch {
+    // DNS itself failed (timeout, SERVFAIL): nothing is learned about the record.
+    return 'unknown'
+  }
+}
+
+/**
+ * Asks DNS for every record of the domain. A record is verified when DNS holds it as shown; failed when
+ * it is absent or different; a DNS failure leaves the record's previous status as it was. The domain is
+ * verified when every required record is; when one goes missing it is failed (pending if it never was
+ * verified).
+ */
+export async function checkDomain (d: DomainRecord, dns: Dns, s: DomainSettings, now: number): Promise<DomainCheck> {
+  const bounce = bounceHost(d.name)
+  const [dkim, returnPath, spf, dmarc] = await Promise.all([
+    look(async () => (await dns.txt(`${d.selector}._domainkey.${d.name}`)).some((r) => {
+      const t = tags(r)
+      return (t.get('v') ?? 'DKIM1') === 'DKIM1' && t.get('p') === d.publicKey
+    })),
+    look(async () => s.bounceDomain !== undefined
+      ? (await dns.cname(bounce)).includes(s.bounceDomain)
+      : (await dns.mx(bounce)).some((m) => m.exchange === s.mxHost)),
+    // Through the CNAME when there is one: the resolver follows it.
+    look(async () => (await dns.txt(bounce)).some((r) => {
+      const terms = r.trim().toLowerCase().split(/\s+/)
+      return terms[0] === 'v=spf1' && terms.some((t) => t.replace(/^[+]/, '') === s.spfMechanism)
+    })),
+    look(async () => (await dns.txt(`_dmarc.${d.name}`)).some((r) => tags(r).get('v')?.toUpperCase() === 'DMARC1')),
+  ])
+  const keep = (found: Found, before: DnsRecordStatus): DnsRecordStatus => (found === 'unknown' ? before : found)
+  const records = {
+    dkim: keep(dkim, d.records.dkim),
+    return_path: keep(returnPath, d.records.return_path),
+    spf: keep(spf, d.records.spf),
+    dmarc: keep(dmarc, d.records.dmarc),
+  }
+  const allRequired = records.dkim === 'verified' && records.return_path === 'verified' && records.spf === 'verified'
+  const at = iso(now)
+  let status: DomainStatus
+  if (allRequired) status = 'verified'
+  else status = d.verifiedAt !== null ? 'failed' : 'pending'
+  return {
+    status,
+    records,
+    checkedAt: at,
+    verifiedAt: allRequired ? (d.status === 'verified' ? d.verifiedAt ?? at : at) : d.verifiedAt,
+  }
+}
+
+export interface DomainView {
+  id: string
+  name: string
+  status: DomainStatus
+  records: DnsRecordView[]
+  createdAt: string
+  lastCheckedAt: string | null
+  verifiedAt: string | null
+}
+
+/** What the key to sign mail of one domain is, for the mailer only. */
+export interface SigningKey {
+  domainName: string
+  keySelector: string
+  privateKey: string
+}
+
+export interface DomainServiceOptions {
+  store: Store
+  clock: Clock
+  secret: string
+  dns: Dns
+  settings: DomainSettings
+  requireVerified: boolean
+}
+
+export function newSelector (): string {
+  return `svc${randomBytes(4).toString('hex')}`
+}
+
+export function createDomainService ({ store, clock, secret, dns, settings, requireVerified }: DomainServiceOptions) {
+  function view (d: DomainRecord): DomainView {
+    return {
+      id: d.id,
+      name: d.name,
+      status: d.status,
+      records: dnsRecords(d, settings),
+      createdAt: d.createdAt,
+      lastCheckedAt: d.lastCheckedAt,
+      verifiedAt: d.verifiedAt,
+    }
+  }
+
+  async function find (accountId: string, id: string): Promise<DomainRecord> {
+    const d = await store.findDomain(accountId, id)
+    if (d === null) throw NotFound('No domain with this id')
+    return d
+  }
+
+  async function check (d: DomainRecord): Promise<DomainRecord | null> {
+    const result = await checkDomain(d, dns, settings, clock.now())
+    return await store.updateDomainCheck(d.accountId, d.id, result)
+  }
+
+  return {
+    view,
+
+    async create (account: AccountRecord, input: { name: string }): Promise<DomainView> {
+      const n = normaliseDomainName(input.name)
+      if ('error' in n) throw ValidationError('The request is not valid', [{ path: 'body.name', message: n.error }])
+      const limit = limitsOf(account.plan).domains
+      // Cheap refusals before the key is made (tens of milliseconds, off the event loop).
+      if ((await store.listDomains(account.id)).length >= limit) {
+        throw PlanLimitReached(`The ${PLANS[account.plan].name} plan allows ${limit} domain(s); delete one or upgrade`)
+      }
+      const { publicKey, privateKey } = await generateKeyPairAsync('rsa', {
+        modulusLength: 2048,
+        publicKeyEncoding: { type: 'spki', format: 'der' },
+        privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
+      })
+      const now = iso(clock.now())
+      const id = newId('dom')
+      const record: DomainRecord = {
+        id,
+        accountId: account.id,
+        name: n.name,
+        selector: newSelector(),
+        publicKey: Buffer.from(publicKey).toString('base64'),
+        privateKey: sealKey(secret, id, privateKey),
+        status: 'pending',
+        records: { dkim: 'pending', return_path: 'pending', spf: 'pending', dmarc: 'pending' },
+        createdAt: now,
+        updatedAt: now,
+        lastCheckedAt: null,
+        verifiedAt: null,
+      }
+      const outcome = await store.insertDomain(record, limit)
+      if (outcome === 'limit_reached') throw PlanLimitReached(`The ${PLANS[account.plan].name} plan allows ${limit} domain(s); delete one or upgrade`)
+      if (outcome === 'name_taken') throw DomainExists(`${n.name} is already one of this account's domains`)
+      return view(record)
+    },
+
+    async list (accountId: string): Promise<DomainView[]> {
+      return (await store.listDomains(accountId)).map(view)
+    },
+
+    async get (accountId: string, id: string): Promise<DomainView> {
+      return view(await find(accountId, id))
+    },
+
+    /** Checks DNS now and stores what it found. */
+    async verify (accountId: string, id: string): Promise<DomainView> {
+      const checked = await check(await find(accountId, id))
+      if (checked === null) throw NotFound('No domain with this id')
+      return view(checked)
+    },
+
+    async remove (accountId: string, id: string): Promise<void> {
+      if (!await store.deleteDomain(accountId, id)) throw NotFound('No domain with this id')
+    },
+
+    /** The background check: up to `limit` domains not checked for `intervalMs`. Returns how many were checked. */
+    async recheckDue (intervalMs: number, limit: number, onError: (err: unknown, domainId: string) => void): Promise<number> {
+      const due = await store.listDomainsCheckedBefore(iso(clock.now() - intervalMs), limit)
+      for (const d of due) {
+        try {
+          await check(d)
+        } catch (err) {
+          onError(err, d.id)
+        }
+      }
+      return due.length
+    },
+
+    /**
+     * Refuses (DomainNotVerified) when sends must come from verified domains and one of these bare from
+     * addresses is not on a verified domain of the account. `paths` name each address in the request.
+     */
+    async assertSenders (accountId: string, senders: Array<{ address: string; path: string }>): Promise<void> {
+      if (!requireVerified) return
+      const verdicts = new Map<string, boolean>()
+      const refused: ErrorDetail[] = []
+      for (const s of senders) {
+        const name = domainOfAddress(s.address)
+        if (!verdicts.has(name)) {
+          const d = name === '' ? null : await store.findDomainByName(accountId, name)
+          verdicts.set(name, d?.status === 'verified')
+        }
+        if (!verdicts.get(name)) refused.push({ path: s.path, message: `${name || 'this address'} is not a verified domain of this account (POST /api/domains)` })
+      }
+      if (refused.length > 0) throw DomainNotVerified(undefined, refused)
+    },
+
+    /** The key to sign mail from `fromAddress` with, when its domain is a verified domain of the account. */
+    async signingKey (accountId: string, fromAddress: string): Promise<SigningKey | null> {
+      const name = domainOfAddress(fromAddress)
+      if (name === '') return null
+      const d = await store.findDomainByName(accountId, name)
+      if (d === null || d.status !== 'verified') return null
+      return { domainName: d.name, keySelector: d.selector, privateKey: openKey(secret, d.id, d.privateKey) }
+    },
+  }
+}
+
+export type DomainService = ReturnType<typeof createDomainService>

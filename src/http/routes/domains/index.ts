@@ -1,0 +1,38 @@
+// Sender domains: cookie routes like the webhooks' (same hooks, so whatever auth they gain, these gain).
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { accountAuth, requireAccount } from '../../auth.js'
+import type { RouteContext } from '../context.js'
+import { CreateDomainRoute, DeleteDomainRoute, GetDomainRoute, ListDomainsRoute, VerifyDomainRoute } from './schema.js'
+
+const domainRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
+  const cookieOpts = { production: config.production, sessionTtlMs: config.sessionTtlMs }
+  // The session cookie (Origin checked) or a full_access API key.
+  app.addHook('onRequest', accountAuth(services.accounts, services.apiKeys, config.allowedOrigins, cookieOpts))
+  const domains = services.domains
+
+  app.post('/api/domains', { schema: CreateDomainRoute }, async (request, reply) => {
+    const d = await domains.create(requireAccount(request), request.body)
+    return reply.code(201).send({ success: true, data: d, message: 'Domain added. Publish its DNS records, then verify it.' })
+  })
+
+  app.get('/api/domains', { schema: ListDomainsRoute }, async (request) => {
+    const list = await domains.list(requireAccount(request).id)
+    return { success: true as const, data: list, message: `${list.length} domain(s)` }
+  })
+
+  app.get('/api/domains/:id', { schema: GetDomainRoute }, async (request) => {
+    return { success: true as const, data: await domains.get(requireAccount(request).id, request.params.id), message: 'Domain' }
+  })
+
+  app.post('/api/domains/:id/verify', { schema: VerifyDomainRoute }, async (request) => {
+    const d = await domains.verify(requireAccount(request).id, request.params.id)
+    return { success: true as const, data: d, message: d.status === 'verified' ? 'Domain verified' : 'Some required records are not published yet' }
+  })
+
+  app.delete('/api/domains/:id', { schema: DeleteDomainRoute }, async (request) => {
+    await domains.remove(requireAccount(request).id, request.params.id)
+    return { success: true as const, data: { id: request.params.id, deleted: true as const }, message: 'Domain deleted' }
+  })
+}
+
+export default domainRoutes

@@ -1,0 +1,55 @@
+import { Type } from '@sinclair/typebox'
+import { IdParams, Success, Timestamp, errors } from '../../schemas.js'
+
+const RecordStatus = Type.Union([Type.Literal('pending'), Type.Literal('verified'), Type.Literal('failed')])
+
+export const DnsRecordSchema = Type.Object({
+  type: Type.Union([Type.Literal('TXT'), Type.Literal('MX'), Type.Literal('CNAME')]),
+  name: Type.String(),
+  value: Type.String(),
+  priority: Type.Optional(Type.Integer({ description: 'MX only' })),
+  purpose: Type.Union([Type.Literal('dkim'), Type.Literal('spf'), Type.Literal('return_path'), Type.Literal('dmarc')]),
+  required: Type.Boolean({ description: 'false for the suggested DMARC record: the status does not depend on it' }),
+  status: RecordStatus,
+})
+
+export const DomainSchema = Type.Object({
+  id: Type.String(),
+  name: Type.String({ description: 'lower-case ASCII; an internationalised name in punycode' }),
+  status: Type.Union([Type.Literal('pending'), Type.Literal('verified'), Type.Literal('failed')], {
+    description: 'pending: never verified; verified: every required record found; failed: verified once, a required record is gone since',
+  }),
+  records: Type.Array(DnsRecordSchema),
+  createdAt: Timestamp,
+  lastCheckedAt: Type.Union([Timestamp, Type.Null()]),
+  verifiedAt: Type.Union([Timestamp, Type.Null()]),
+})
+
+export const CreateDomainSchema = Type.Object({
+  name: Type.String({ minLength: 1, maxLength: 1024, description: 'the domain to send from, like example.com' }),
+}, { additionalProperties: false })
+
+const security = [{ session: [] }]
+const tags = ['domains']
+
+export const CreateDomainRoute = {
+  tags, security, summary: 'Add a sender domain: svc makes its DKIM key and answers with the DNS records to publish',
+  body: CreateDomainSchema,
+  response: { 201: Success(DomainSchema), ...errors(400, 401, 403, 409, 413, 415) },
+}
+export const ListDomainsRoute = {
+  tags, security, summary: 'List the sender domains, newest first',
+  response: { 200: Success(Type.Array(DomainSchema)), ...errors(401, 403) },
+}
+export const GetDomainRoute = {
+  tags, security, summary: 'One sender domain and its records', params: IdParams,
+  response: { 200: Success(DomainSchema), ...errors(401, 403, 404) },
+}
+export const VerifyDomainRoute = {
+  tags, security, summary: 'Check the DNS records now', params: IdParams,
+  response: { 200: Success(DomainSchema), ...errors(401, 403, 404) },
+}
+export const DeleteDomainRoute = {
+  tags, security, summary: 'Delete a sender domain (and its DKIM key)', params: IdParams,
+  response: { 200: Success(Type.Object({ id: Type.String(), deleted: Type.Literal(true) })), ...errors(401, 403, 404) },
+}

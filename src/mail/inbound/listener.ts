@@ -1,0 +1,256 @@
+// The SMTP listener for mail that comes back (INBOUND_SMTP_PORT): bounces (DSNs) mailed to VERP
+// Return-Paths and feedback reports (ARF) mailed to the complaints address. It is no mailbox and no relay:
+// RCPT TO is refused unless it is a VERP address svc signed or the complaints address; a message is held
+// in memory only while it is read (at most MAX_BYTES) and is never stored; what it means is decided in
+// src/domain/returned-mail.ts. The answer to DATA comes after the outcome is written, so a sender whose
+// report could not be recorded (store down) gets a 451 and tries again later.
+import type { FastifyBaseLogger } from 'fastify'
+import { simpleParser, type Attachment } from 'mailparser'
+import type { AddressInfo } from 'node:net'
+import { Counter, type Registry } from 'prom-client'
+import { SMTPServer, type SMTPServerSession } from 'smtp-server'
+import {
+  addressField, classifyDsn, emailIdOfMessageId, type ComplaintMatch, type ReturnedMailService, type ReturnedOutcome,
+} from '../../domain/returned-mail.js'
+import { parseVerpAddress, type VerpClaims } from '../../domain/verp.js'
+import { readFieldBlocks, scanHeaderFields, type Block } from './fields.js'
+
+export const INBOUND_LIMITS = {
+  /** Reports carry a part of the original message at most; 256 KiB is ample. */
+  maxBytes: 256 * 1024,
+  maxClients: 20,
+  /** New connections per remote address and minute. */
+  connectionsPerMinute: 60,
+  recipientsPerMessage: 10,
+} as const
+
+export interface InboundOptions {
+  port: number
+  host: string
+  verpKey: Buffer
+  /** Lower case; undefined: only VERP addresses are accepted. */
+  complaintsAddress: string | undefined
+  returnedMail: ReturnedMailService
+  logger: FastifyBaseLogger
+  registry?: Registry
+  maxBytes?: number
+  connectionsPerMinute?: number
+}
+
+type Kind = 'dsn' | 'arf' | 'other' | 'rcpt' | 'connection'
+type Outcome = ReturnedOutcome | 'refused' | 'forged' | 'too_large' | 'failed'
+
+const DSN_TYPES = new Set(['message/delivery-status', 'message/global-delivery-status'])
+const ORIGINAL_TYPES = new Set(['message/rfc822', 'text/rfc822-headers', 'message/global', 'message/global-headers'])
+
+function smtpError (message: string, responseCode: number): Error {
+  return Object.assign(new Error(message), { responseCode })
+}
+
+/** `Alice <alice@example.net>` or `alice@example.net` → the address, lower case. */
+function mailboxOf (value: string | undefined): string | null {
+  if (value === undefined) return null
+  const open = value.lastIndexOf('<')
+  const close = value.lastIndexOf('>')
+  return addressField(open >= 0 && close > open ? value.slice(open, close + 1) : value)
+}
+
+interface Envelope {
+  verp: VerpClaims[]
+  complaints: boolean
+}
+
+export class InboundMail {
+  readonly name = 'inbound-smtp'
+  private server: SMTPServer | undefined
+  private readonly counter: Counter<'kind' | 'outcome'> | undefined
+  private readonly maxBytes: number
+  private readonly perMinute: number
+  private window = { startedAt: 0, counts: new Map<string, number>() }
+  private listening: number | undefined
+
+  constructor (private readonly o: InboundOptions) {
+    this.maxBytes = o.maxBytes ?? INBOUND_LIMITS.maxBytes
+    this.perMinute = o.connectionsPerMinute ?? INBOUND_LIMITS.connectionsPerMinute
+    this.counter = o.registry
+      ? new Counter({
+          name: 'svc_inbound_messages_total',
+          help: 'Returning mail by kind (dsn, arf, other; rcpt and connection for refusals) and outcome',
+          labelNames: ['kind', 'outcome'] as const,
+          registers: [o.registry],
+        })
+      : undefined
+  }
+
+  /** The port it listens on (after start). */
+  get port (): number {
+    if (this.listening === undefined) throw new Error('the inbound listener is not started')
+    return this.listening
+  }
+
+  private count (kind: Kind, outcome: Outcome): void {
+    this.counter?.inc({ kind, outcome })
+  }
+
+  private admit (address: string): boolean {
+    const now = Date.now()
+    if (now - this.window.startedAt >= 60_000 || this.window.counts.size > 10_000) this.window = { startedAt: now, counts: new Map() }
+    const n = (this.window.counts.get(address) ?? 0) + 1
+    this.window.counts.set(address, n)
+    return n <= this.perMinute
+  }
+
+  async start (): Promise<void> {
+    const envelopes = new WeakMap<SMTPServerSession, Envelope>()
+    const envelopeOf = (session: SMTPServerSession): Envelope => {
+      let e = envelopes.get(session)
+      if (e === undefined) {
+        e = { verp: [], complaints: false }
+        envelopes.set(session, e)
+      }
+      return e
+    }
+    this.server = new SMTPServer({
+      logger: false,
+      authOptional: true,
+      disabledCommands: ['AUTH', 'STARTTLS'],
+      size: this.maxBytes,
+      maxClients: INBOUND_LIMITS.maxClients,
+      banner: 'svc returning mail',
+      socketTimeout: 60_000,
+      closeTimeout: 1000,
+      onConnect: (session, cb) => {
+        if (!this.admit(session.remoteAddress)) {
+          this.count('connection', 'refused')
+          return cb(smtpError('Too many connections, try again later', 421))
+        }
+        cb()
+      },
+      onMailFrom: (_address, session, cb) => {
+        envelopes.set(session, { verp: [], complaints: false })
+        cb()
+      },
+      onRcptTo: (address, session, cb) => {
+        const e = envelopeOf(session)
+        if (e.verp.length + (e.complaints ? 1 : 0) >= INBOUND_LIMITS.recipientsPerMessage) return cb(smtpError('Too many recipients', 452))
+        const a = address.address.toLowerCase()
+        if (this.o.complaintsAddress !== undefined && a === this.o.complaintsAddress) {
+          e.complaints = true
+          return cb()
+        }
+        const v = parseVerpAddress(this.o.verpKey, a)
+        if (typeof v === 'object') {
+          e.verp.push(v)
+          return cb()
+        }
+        this.count('rcpt', v === 'forged' ? 'forged' : 'refused')
+        cb(smtpError('5.1.1 No such recipient here', 550))
+      },
+      onData: (stream, session, cb) => {
+        const chunks: Buffer[] = []
+        let size = 0
+        let tooLarge = false
+        stream.on('data', (chunk: Buffer) => {
+          if (tooLarge) return
+          size += chunk.length
+          if (size > this.maxBytes) {
+            tooLarge = true
+            chunks.length = 0
+          } else {
+            chunks.push(chunk)
+          }
+        })
+        stream.on('error', () => {})
+        stream.on('end', () => {
+          if (tooLarge || stream.sizeExceeded) {
+            this.count('other', 'too_large')
+            return cb(smtpError(`5.3.4 Message too big (at most ${this.maxBytes} bytes)`, 552))
+          }
+          const envelope = envelopeOf(session)
+          this.handle(Buffer.concat(chunks), envelope).then(() => cb(), (err: unknown) => {
+            this.o.logger.error({ err }, 'inbound: could not record returning mail; the sender will retry')
+            cb(smtpError('4.3.0 Could not record this report now, try again later', 451))
+          })
+        })
+      },
+    })
+    this.server.on('error', (err) => this.o.logger.warn({ err }, 'inbound: SMTP connection error'))
+    await new Promise<void>((resolve, reject) => {
+      const server = this.server!.server
+      server.once('error', reject)
+      this.server!.listen(this.o.port, this.o.host, () => {
+        server.off('error', reject)
+        this.listening = (server.address() as AddressInfo).port
+        resolve()
+      })
+    })
+    this.o.logger.info({ port: this.listening }, 'inbound: listening for returning mail')
+  }
+
+  async stop (): Promise<void> {
+    const server = this.server
+    this.server = undefined
+    if (server !== undefined) await new Promise<void>((resolve) => server.close(() => resolve()))
+  }
+
+  /** Reads one message and records what it means. Rejects only when the store could not be written. */
+  private async handle (raw: Buffer, envelope: Envelope): Promise<void> {
+    let attachments: Attachment[]
+    let text = ''
+    try {
+      const parsed = await simpleParser(raw, {
+        keepDeliveryStatus: true, skipHtmlToText: true, skipTextToHtml: true, skipTextLinks: true, skipImageLinks: true,
+      })
+      attachments = parsed.attachments
+      text = parsed.text ?? ''
+    } catch {
+      this.count('other', 'ignored')
+      return
+    }
+    const part = (types: Set<string> | string) => attachments.find((a) =>
+      typeof types === 'string' ? a.contentType === types : types.has(a.contentType))
+    const arf = part('message/feedback-report')
+    const dsn = part(DSN_TYPES)
+    if (arf !== undefined) {
+      const fields: Block = readFieldBlocks(arf.content.toString('utf8'))[0] ?? new Map()
+      const original = part(ORIGINAL_TYPES)
+      const headers = original !== undefined
+        ? [...(readFieldBlocks(original.content.toString('utf8'))[0] ?? new Map()).entries()].map(([name, value]) => ({ name, value }))
+        // An inline original is folded into the text by mailparser: its header lines are still there.
+        : scanHeaderFields(`${text}\n${raw.toString('utf8')}`, ['message-id', 'return-path', 'to'])
+      const match: ComplaintMatch = { verp: [...envelope.verp], emailIds: [], recipients: [] }
+      const verpOf = (value: string | undefined) => {
+        const a = mailboxOf(value)
+        const v = a === null ? 'not_verp' : parseVerpAddress(this.o.verpKey, a)
+        if (typeof v === 'object') match.verp.push(v)
+      }
+      verpOf(fields.get('original-mail-from'))
+      const rcpt = mailboxOf(fields.get('original-rcpt-to'))
+      if (rcpt !== null) match.recipients.push(rcpt)
+      for (const h of headers) {
+        if (h.name === 'return-path') verpOf(h.value)
+        else if (h.name === 'message-id') {
+          const id = emailIdOfMessageId(h.value)
+          if (id !== null) match.emailIds.push(id)
+        } else if (h.name === 'to') {
+          const to = mailboxOf(h.value)
+          if (to !== null) match.recipients.push(to)
+        }
+      }
+      const outcome = await this.o.returnedMail.feedback(fields.get('feedback-type') ?? '', fields.get('user-agent') ?? '', match)
+      this.count('arf', outcome)
+      return
+    }
+    if (dsn !== undefined) {
+      const verdict = classifyDsn(readFieldBlocks(dsn.content.toString('utf8')))
+      if (envelope.verp.length === 0) {
+        // A DSN to the complaints address names no email we can trust.
+        this.count('dsn', 'unmatched')
+        return
+      }
+      for (const claims of envelope.verp) this.count('dsn', await this.o.returnedMail.deliveryStatus(claims, verdict))
+      return
+    }
+    this.count('other', 'ignored')
+  }
+}
