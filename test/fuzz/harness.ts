@@ -241,6 +241,7 @@ export interface Account {
   deliveryId: string
   emailId: string
   suppressed: string
+  domainId: string
 }
 
 /** Columns that a refused request may legitimately touch: the last use of a key that authenticated, a session's sliding expiry. */
@@ -264,9 +265,10 @@ export class World {
 
   static async start (t: Pick<TestContext, 'after'>): Promise<World> {
     const receiver = await startReceiver(t)
+    // Domain checks ask DNS_SERVERS: a closed port on loopback, so a fuzzed verify never reaches public DNS.
     // The credential routes are rate limited per address and per email; the fuzz comes from one address
     // and would otherwise test the limiter only.
-    const server = await startServer(t, { env: { RATE_LIMIT_AUTH_PER_MINUTE: '1000000', RATE_LIMIT_LOGIN_PER_EMAIL: '1000000' } })
+    const server = await startServer(t, { env: { RATE_LIMIT_AUTH_PER_MINUTE: '1000000', RATE_LIMIT_LOGIN_PER_EMAIL: '1000000', DNS_SERVERS: '127.0.0.1:9' } })
     const A = await World.provision(server, receiver, 'A')
     const B = await World.provision(server, receiver, 'B')
     const world = new World(server, receiver, A, B)
@@ -321,10 +323,11 @@ export class World {
     const sent = World.must(await World.call(server, 'POST', '/api/send', { key: key.key, json: { to: 'delivered@simulator.test', subject: `fixture ${label}`, text: 'hi' } }), 202, 'send').body.data
     const suppressed = `suppressed-${label.toLowerCase()}@example.test`
     World.must(await World.call(server, 'POST', '/api/suppressions', { cookie, json: { email: suppressed } }), 201, 'suppress')
+    const domain = World.must(await World.call(server, 'POST', '/api/domains', { cookie, json: { name: `fuzz-${label.toLowerCase()}.example.test` } }), 201, 'add domain').body.data
     return {
       label, email, id: signup.body.data.id, cookie, deadCookie: dead, key: key.key, keyId: key.id,
       revokedKey: revoked.key, revokedKeyId: revoked.id, webhookId: hook.id, webhookSecret: hook.secret,
-      deliveryId: delivery.id, emailId: sent.id, suppressed,
+      deliveryId: delivery.id, emailId: sent.id, suppressed, domainId: domain.id,
     }
   }
 
@@ -356,6 +359,7 @@ export class World {
     if (route.startsWith('/api/keys')) return owner.keyId
     if (route.startsWith('/api/webhooks')) return owner.webhookId
     if (route.startsWith('/api/emails')) return owner.emailId
+    if (route.startsWith('/api/domains')) return owner.domainId
     return owner.id
   }
 
@@ -448,7 +452,7 @@ export class World {
       out[`db.${name}`] = `${rows.length} rows: ${rows.join('\n')}`
     }
     for (const a of [this.accounts.A, this.accounts.B]) {
-      for (const url of ['/api/account', '/api/keys', '/api/webhooks', '/api/suppressions?limit=100', `/api/webhooks/${a.webhookId}/deliveries?limit=100`]) {
+      for (const url of ['/api/account', '/api/keys', '/api/webhooks', '/api/domains', '/api/suppressions?limit=100', `/api/webhooks/${a.webhookId}/deliveries?limit=100`]) {
         const res = await this.app.inject({ method: 'GET', url, headers: { cookie: a.cookie } })
         const body = res.json() as any
         if (Array.isArray(body?.data)) for (const item of body.data) delete item.lastUsedAt
@@ -528,6 +532,12 @@ export class World {
       // A rotation keeps the old secret signing for a day; the current one is the secret to guard.
       const list = (await World.call(s, 'GET', '/api/suppressions?limit=100', { cookie: a.cookie })).body.data as Array<{ email: string }>
       if (!list.some((x) => x.email === a.suppressed)) await World.call(s, 'POST', '/api/suppressions', { cookie: a.cookie, json: { email: a.suppressed } })
+      // The account's one domain (the Free plan's limit): a fuzzed DELETE may have taken it.
+      const domains = (await World.call(s, 'GET', '/api/domains', { cookie: a.cookie })).body.data as Array<{ id: string }>
+      if (!domains.some((d) => d.id === a.domainId)) {
+        for (const d of domains) await World.call(s, 'DELETE', `/api/domains/${d.id}`, { cookie: a.cookie })
+        a.domainId = World.must(await World.call(s, 'POST', '/api/domains', { cookie: a.cookie, json: { name: `fuzz-${a.label.toLowerCase()}.example.test` } }), 201, 'recreate domain').body.data.id
+      }
     }
     if (this.version() !== version) await this.settle()
   }

@@ -29,27 +29,28 @@ export const CreateDomainSchema = Type.Object({
   name: Type.String({ minLength: 1, maxLength: 1024, description: 'the domain to send from, like example.com' }),
 }, { additionalProperties: false })
 
-const security = [{ session: [] }]
+// The session cookie or a full_access API key.
+const security: Array<Record<string, string[]>> = [{ session: [] }, { apiKey: [] }]
 const tags = ['domains']
 
 export const CreateDomainRoute = {
-  tags, security, summary: 'Add a sender domain: svc makes its DKIM key and answers with the DNS records to publish',
+  operationId: 'createDomain', tags, security, summary: 'Add a sender domain: svc makes its DKIM key and answers with the DNS records to publish',
   body: CreateDomainSchema,
   response: { 201: Success(DomainSchema), ...errors(400, 401, 403, 409, 413, 415) },
 }
 export const ListDomainsRoute = {
-  tags, security, summary: 'List the sender domains, newest first',
+  operationId: 'listDomains', tags, security, summary: 'List the sender domains, newest first',
   response: { 200: Success(Type.Array(DomainSchema)), ...errors(401, 403) },
 }
 export const GetDomainRoute = {
-  tags, security, summary: 'One sender domain and its records', params: IdParams,
+  operationId: 'getDomain', tags, security, summary: 'One sender domain and its records', params: IdParams,
   response: { 200: Success(DomainSchema), ...errors(401, 403, 404) },
 }
 export const VerifyDomainRoute = {
-  tags, security, summary: 'Check the DNS records now', params: IdParams,
+  operationId: 'verifyDomain', tags, security, summary: 'Check the DNS records now', params: IdParams,
   response: { 200: Success(DomainSchema), ...errors(401, 403, 404) },
 }
 export const DeleteDomainRoute = {
-  tags, security, summary: 'Delete a sender domain (and its DKIM key)', params: IdParams,
+  operationId: 'deleteDomain', tags, security, summary: 'Delete a sender domain (and its DKIM key)', params: IdParams,
   response: { 200: Success(Type.Object({ id: Type.String(), deleted: Type.Literal(true) })), ...errors(401, 403, 404) },
 }
