@@ -115,8 +115,12 @@ export async function detail (view, ctx) {
   const result = h('p', { class: 'verify-result', role: 'status', 'aria-live': 'polite' })
 
   const verify = h('button', { type: 'button', class: 'button' }, 'Verify now')
+  // Busy, the button stays focusable (aria-disabled, not disabled: a disabled button drops the focus).
+  let checking = false
   verify.addEventListener('click', async () => {
-    verify.disabled = true
+    if (checking) return
+    checking = true
+    verify.setAttribute('aria-disabled', 'true')
     verify.textContent = 'Checking DNS…'
     records.setAttribute('aria-busy', 'true')
     result.className = 'verify-result muted'
@@ -135,7 +139,8 @@ export async function detail (view, ctx) {
       result.className = 'verify-result error-text'
       result.textContent = `The check did not run: ${err.message}`
     } finally {
-      verify.disabled = false
+      checking = false
+      verify.removeAttribute('aria-disabled')
       verify.textContent = 'Verify now'
       records.removeAttribute('aria-busy')
     }
@@ -156,7 +161,7 @@ export async function detail (view, ctx) {
   })
 
   function renderHeader () {
-    clear(header).append(
+    clear(header).append(...[
       h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/domains' }, 'Domains'), ' / ', h('span', { class: 'mono' }, d.name)),
       pageHeader(d.name, badge(d.status), h('p', { class: 'muted page-sub' },
         'Added ', time(d.createdAt), '. Last checked ', d.lastCheckedAt ? time(d.lastCheckedAt) : 'never',
@@ -164,7 +169,7 @@ export async function detail (view, ctx) {
       d.status === 'failed'
         ? h('p', { class: 'alert tone-warn' }, 'A required record is gone since this domain was verified: publish it again, then verify.')
         : null,
-    )
+    ].filter(Boolean))
   }
 
   function renderRecords () {
