@@ -75,7 +75,7 @@ export async function list (view, ctx) {
     }
     const limit = account.data.limits.domains
     usage.textContent = limit === undefined
-      ? `${domains.data.length} domain(s) on the ${account.data.plan} plan.`
+      ? `${domains.data.length} domain${domains.data.length === 1 ? '' : 's'} on the ${account.data.plan} plan.`
       : `${domains.data.length} of ${limit} domain${limit === 1 ? '' : 's'} on the ${account.data.plan} plan.`
     clear(listArea).append(h('div', { class: 'card-head' }, h('h2', { id: 'domains-title', tabindex: '-1' }, 'Your domains')))
     if (domains.data.length === 0) {
