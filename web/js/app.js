@@ -4,6 +4,7 @@ import { announce, clear, errorBox, h, loading } from './dom.js'
 import { createRouter } from './router.js'
 import * as account from './pages/account.js'
 import * as auth from './pages/auth.js'
+import * as domains from './pages/domains.js'
 import * as emails from './pages/emails.js'
 import * as keys from './pages/keys.js'
 import * as overview from './pages/overview.js'
@@ -19,6 +20,8 @@ const routes = [
   { path: '/keys', title: 'API keys', page: keys.render, nav: 'keys' },
   { path: '/webhooks', title: 'Webhooks', page: webhooks.list, nav: 'webhooks' },
   { path: '/webhooks/:id', title: 'Webhook', page: webhooks.detail, nav: 'webhooks' },
+  { path: '/domains', title: 'Domains', page: domains.list, nav: 'domains' },
+  { path: '/domains/:id', title: 'Domain', page: domains.detail, nav: 'domains' },
   { path: '/suppressions', title: 'Suppressions', page: suppressions.render, nav: 'suppressions' },
   { path: '/account', title: 'Account', page: account.render, nav: 'account' },
 ]
