@@ -1,4 +1,4 @@
-import { Type, type TSchema } from '@sinclair/typebox'
+import { Type, type TSchema } from 'typebox'
 import { EVENT_TYPES } from '../../../domain/events.js'
 import { MAX_STATS_DAYS } from '../../../domain/stats.js'
 import { Success, Timestamp, errors } from '../../schemas.js'
