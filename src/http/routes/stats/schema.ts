@@ -17,7 +17,9 @@ export const StatsSchema = Type.Object({
     complaintRate: Rate,
   }, { description: 'fractions (0.02 is 2 %); null when there was nothing to divide by' }),
   thresholds: Type.Object({ complaintRate: Threshold, bounceRate: Threshold }),
-  daily: Type.Array(Type.Intersect([Type.Object({ day: Type.String({ description: 'YYYY-MM-DD (UTC)' }) }), Counts])),
+  // `type: 'object'` beside the allOf, as TypeBox 0.x wrote it (1.x leaves it out): tools reading the
+  // OpenAPI document see an object without merging the allOf first.
+  daily: Type.Array(Type.Intersect([Type.Object({ day: Type.String({ description: 'YYYY-MM-DD (UTC)' }) }), Counts], { type: 'object' })),
 })
 
 export const StatsQuery = Type.Object({
