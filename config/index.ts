@@ -1,8 +1,8 @@
 // The environment svc reads, as one TypeBox schema: defaults, types and what each variable expects live
 // here and nowhere else. Only the entry points (src/server.ts, src/cli.ts) call loadConfig(process.env);
 // everything else receives the Config object it is given.
-import { Type, type Static, type TSchema } from '@sinclair/typebox'
-import { Value } from '@sinclair/typebox/value'
+import { Type, type Static, type TSchema, type TSchemaOptions } from 'typebox'
+import { Value } from 'typebox/value'
 import { Resolver } from 'node:dns/promises'
 
 const port = (fallback: number, expects: string) =>
@@ -52,7 +52,10 @@ export const EnvSchema = Type.Object({
   DELIVERY_LEASE_SECONDS: positive(30, 'a whole number of seconds from 2 to 3600', 3600),
   DELIVERY_WINDOW: positive(64, 'a whole number of concurrent requests per webhook from 1 to 1000', 1000),
   WEBHOOK_AUTO_DISABLE_HOURS: positive(120, 'a whole number of hours, at least 1'), // 5 days
-  LOG_LEVEL: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)), {
+  LOG_LEVEL: Type.Union([
+    Type.Literal('fatal'), Type.Literal('error'), Type.Literal('warn'), Type.Literal('info'),
+    Type.Literal('debug'), Type.Literal('trace'), Type.Literal('silent'),
+  ], {
     default: 'info', description: 'one of fatal, error, warn, info, debug, trace, silent',
   }),
   BODY_LIMIT_BYTES: positive(1024 * 1024, 'a size in bytes, at least 1'), // 1 MiB
@@ -189,7 +192,8 @@ export function parseDurations (text: string): number[] {
 }
 
 function describe (schema: TSchema): string {
-  return typeof schema.description === 'string' ? schema.description : 'a valid value'
+  const { description } = schema as TSchemaOptions
+  return typeof description === 'string' ? description : 'a valid value'
 }
 
 /**
@@ -206,7 +210,7 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
   const problems: string[] = []
   const seen = new Set<string>()
   for (const error of Value.Errors(EnvSchema, candidate)) {
-    const key = error.path.split('/')[1] ?? ''
+    const key = error.instancePath.split('/')[1] ?? ''
     if (seen.has(key)) continue
     seen.add(key)
     const schema = (EnvSchema.properties as Record<string, TSchema>)[key]

@@ -262,7 +262,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
       response: { 200: { description: 'The OpenAPI document', type: 'object', additionalProperties: true } },
       omitErrors: [503],
     },
-  }, async () => app.swagger())
+  }, async () => app.swagger() as unknown as Record<string, unknown>)
 
   const context: RouteContext = { services, config }
   await app.register(healthRoutes, context)

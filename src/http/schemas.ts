@@ -1,4 +1,4 @@
-import { Type, type TSchema } from '@sinclair/typebox'
+import { Type, type TLiteral, type TSchema, type TSchemaOptions, type TUnion } from 'typebox'
 import { EVENT_TYPES } from '../domain/events.js'
 
 export const ErrorEnvelope = Type.Object({
@@ -130,5 +130,15 @@ export function withStandardErrors (route: { method: string | string[]; url: str
 export const BODY_LIMITS = { none: 1024, small: 4 * 1024, default: 16 * 1024, batchFactor: 4 } as const
 
 export const Timestamp = Type.String({ format: 'date-time', maxLength: 64, description: 'ISO 8601 UTC, with milliseconds' })
-export const EventTypeSchema = Type.Union(EVENT_TYPES.map((t) => Type.Literal(t)))
+/**
+ * One of a list of strings, as `anyOf` of `const`s (what Type.Union of Type.Literals gives), typed as the
+ * union of the values. TypeBox 1.x types a union by walking a tuple, so a union built from `.map` over an
+ * array would be typed `never`; this keeps the list's own type.
+ */
+export function Literals<const T extends readonly string[]> (values: T, options?: TSchemaOptions): TUnion<LiteralTuple<T>> {
+  return Type.Union(values.map((v) => Type.Literal(v)), options) as unknown as TUnion<LiteralTuple<T>>
+}
+type LiteralTuple<T extends readonly string[]> = { -readonly [K in keyof T]: TLiteral<T[K]> }
+
+export const EventTypeSchema = Literals(EVENT_TYPES)
 export const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) })

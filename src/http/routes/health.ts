@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { Type } from '@sinclair/typebox'
+import { Type } from 'typebox'
 import { envelope } from '../errors.js'
 import { WITH_HEAD, errors } from '../schemas.js'
 import { Unavailable } from '../../errors.js'

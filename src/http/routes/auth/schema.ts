@@ -1,4 +1,4 @@
-import { Type, type Static } from '@sinclair/typebox'
+import { Type, type Static } from 'typebox'
 import { Success, Timestamp, errors } from '../../schemas.js'
 
 export const PlanSchema = Type.Union([Type.Literal('free'), Type.Literal('pro')])

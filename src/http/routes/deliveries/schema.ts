@@ -1,9 +1,9 @@
-import { Type } from '@sinclair/typebox'
-import { EventTypeSchema, Success, Timestamp, errors } from '../../schemas.js'
+import { Type, type TSchema } from 'typebox'
+import { EventTypeSchema, Literals, Success, Timestamp, errors } from '../../schemas.js'
 
-const Nullable = <T extends import('@sinclair/typebox').TSchema>(t: T) => Type.Union([t, Type.Null()])
+const Nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()])
 
-export const DeliveryStatusSchema = Type.Union(['pending', 'succeeded', 'retrying', 'failed', 'cancelled'].map((s) => Type.Literal(s)))
+export const DeliveryStatusSchema = Literals(['pending', 'succeeded', 'retrying', 'failed', 'cancelled'])
 
 export const DeliverySchema = Type.Object({
   id: Type.String(),

@@ -1,4 +1,4 @@
-import { Type } from '@sinclair/typebox'
+import { Type } from 'typebox'
 import { IdParams, Success, Timestamp, errors } from '../../schemas.js'
 
 const RecordStatus = Type.Union([Type.Literal('pending'), Type.Literal('verified'), Type.Literal('failed')])

@@ -1,9 +1,9 @@
-import { Type } from '@sinclair/typebox'
+import { Type } from 'typebox'
 import { EMAIL_STATUSES } from '../../../domain/email-list.js'
-import { IdParams, Success, Timestamp, errors } from '../../schemas.js'
+import { IdParams, Literals, Success, Timestamp, errors } from '../../schemas.js'
 import { EmailViewSchema } from '../emails/schema.js'
 
-export const EmailStatusSchema = Type.Union(EMAIL_STATUSES.map((s) => Type.Literal(s)))
+export const EmailStatusSchema = Literals(EMAIL_STATUSES)
 
 export const EmailSummarySchema = Type.Object({
   id: Type.String(),

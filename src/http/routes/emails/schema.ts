@@ -1,7 +1,7 @@
-import { Type, type Static } from '@sinclair/typebox'
+import { Type, type Static } from 'typebox'
 import { MAX_BATCH, MAX_HEADERS, MAX_RECIPIENTS, MAX_REPLY_TO } from '../../../domain/emails.js'
 import { EMAIL_STATUSES } from '../../../domain/email-list.js'
-import { EventTypeSchema, IdParams, Success, Timestamp, errors } from '../../schemas.js'
+import { EventTypeSchema, IdParams, Literals, Success, Timestamp, errors } from '../../schemas.js'
 
 // The schema checks shapes and sizes; what an address or a header may hold (no CR/LF, a real address,
 // no reserved header) is checked by src/domain/emails.ts, which names the exact field in its answer.
@@ -72,7 +72,7 @@ export const EmailViewSchema = Type.Object({
   bcc: Type.Array(Type.String()),
   replyTo: Type.Array(Type.String()),
   subject: Type.String(),
-  status: Type.Union(EMAIL_STATUSES.map((s) => Type.Literal(s))),
+  status: Literals(EMAIL_STATUSES),
   createdAt: Timestamp,
   suppressed: Type.Array(Type.String()),
   tags: Type.Array(Type.Object({ name: Type.String(), value: Type.String() })),

@@ -1,4 +1,4 @@
-import { Type, type Static } from '@sinclair/typebox'
+import { Type, type Static } from 'typebox'
 import { NO_CONTROL_CHARACTERS_PATTERN } from '../../../domain/text.js'
 import { IdParams, Success, Timestamp, errors } from '../../schemas.js'
 

@@ -1,4 +1,4 @@
-import { Type, type TSchema } from '@sinclair/typebox'
+import { Type, type TSchema } from 'typebox'
 import { EVENT_TYPES } from '../../../domain/events.js'
 import { MAX_STATS_DAYS } from '../../../domain/stats.js'
 import { Success, Timestamp, errors } from '../../schemas.js'
@@ -17,7 +17,9 @@ export const StatsSchema = Type.Object({
     complaintRate: Rate,
   }, { description: 'fractions (0.02 is 2 %); null when there was nothing to divide by' }),
   thresholds: Type.Object({ complaintRate: Threshold, bounceRate: Threshold }),
-  daily: Type.Array(Type.Intersect([Type.Object({ day: Type.String({ description: 'YYYY-MM-DD (UTC)' }) }), Counts])),
+  // `type: 'object'` beside the allOf, as TypeBox 0.x wrote it (1.x leaves it out): tools reading the
+  // OpenAPI document see an object without merging the allOf first.
+  daily: Type.Array(Type.Intersect([Type.Object({ day: Type.String({ description: 'YYYY-MM-DD (UTC)' }) }), Counts], { type: 'object' })),
 })
 
 export const StatsQuery = Type.Object({

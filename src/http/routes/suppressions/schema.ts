@@ -1,8 +1,8 @@
-import { Type } from '@sinclair/typebox'
+import { Type } from 'typebox'
 import { SUPPRESSION_REASONS } from '../../../domain/suppressions.js'
-import { Success, Timestamp, errors } from '../../schemas.js'
+import { Literals, Success, Timestamp, errors } from '../../schemas.js'
 
-const Reason = (description?: string) => Type.Union(SUPPRESSION_REASONS.map((r) => Type.Literal(r)), description ? { description } : {})
+const Reason = (description?: string) => Literals(SUPPRESSION_REASONS, description ? { description } : {})
 
 export const SuppressionSchema = Type.Object({
   email: Type.String(),

@@ -1,4 +1,4 @@
-import { Type } from '@sinclair/typebox'
+import { Type } from 'typebox'
 
 // The router already caps a path parameter at 8192 characters; the token's own checks do the rest.
 export const TokenParams = Type.Object({ token: Type.String({ minLength: 1, maxLength: 8192 }) })

@@ -1,4 +1,4 @@
-import { Type, type Static } from '@sinclair/typebox'
+import { Type, type Static } from 'typebox'
 import { EventTypeSchema, IdParams, Success, Timestamp, errors } from '../../schemas.js'
 
 const Url = Type.String({ minLength: 1, maxLength: 2048, description: 'https URL of the receiver (http and localhost only in development)' })
