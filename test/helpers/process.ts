@@ -16,10 +16,12 @@ export interface ServerProcess {
 
 /**
  * Starts the server on a free port and resolves with its URL once it listens. Killed (SIGKILL) with the
- * test unless the test stopped it first.
+ * test unless the test stopped it first. `prefix` runs it through another command that execs it
+ * (`setpriv …`), so that the child is still the server.
  */
-export async function startServerProcess (t: Pick<TestContext, 'after'>, env: Record<string, string>): Promise<ServerProcess> {
-  const child = spawn(process.execPath, [SERVER_FILE], {
+export async function startServerProcess (t: Pick<TestContext, 'after'>, env: Record<string, string>, prefix: string[] = []): Promise<ServerProcess> {
+  const [command, ...args] = [...prefix, process.execPath, SERVER_FILE]
+  const child = spawn(command!, args, {
     env: { PATH: process.env.PATH ?? '', PORT: '0', SVC_SECRET: TEST_SECRET, LOG_LEVEL: 'info', ...env },
     stdio: ['pipe', 'pipe', 'pipe'],
   })

@@ -4,7 +4,7 @@
 // a 500), /readyz 503 naming the reason, the fault logged once, nothing half-written, and svc back on
 // its own when the disk has room again.
 import assert from 'node:assert/strict'
-import { execFileSync, spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process'
+import { execFileSync, spawnSync } from 'node:child_process'
 import { once } from 'node:events'
 import { chmodSync, closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, rmSync, unlinkSync, writeSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -13,9 +13,9 @@ import { Writable } from 'node:stream'
 import { describe, test, type TestContext } from 'node:test'
 import Database from 'better-sqlite3'
 import pino from 'pino'
-import { SERVER_FILE, killProcess } from '../helpers/process.js'
+import { startServerProcess, type ServerProcess } from '../helpers/process.js'
 import { sender } from '../helpers/sending.js'
-import { Client, PASSWORD, TEST_SECRET, errorOf, signedUp, startServer, tempDir, uniqueEmail, type Response } from '../helpers/server.js'
+import { Client, PASSWORD, errorOf, signedUp, startServer, tempDir, uniqueEmail, type Response } from '../helpers/server.js'
 import { waitFor } from '../helpers/wait.js'
 
 const basic = { to: 'someone@example.com', subject: 'Hello', html: '<p>Hi</p>' }
@@ -149,28 +149,13 @@ describe('a full disk', () => {
  * ignore them (setpriv drops CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH). It stays root, so it can still
  * reach the compiled server wherever the checkout is, however private its directories.
  */
-async function startWithoutOverride (t: TestContext, dataDir: string): Promise<{ child: ChildProcessWithoutNullStreams; url: string; output: () => string }> {
-  const child = spawn('setpriv', ['--inh-caps=-all', '--bounding-set=-dac_override,-dac_read_search', '--', process.execPath, SERVER_FILE], {
-    env: { PATH: process.env.PATH ?? '', PORT: '0', SVC_SECRET: TEST_SECRET, LOG_LEVEL: 'info', DATA_DIR: dataDir },
-    stdio: ['pipe', 'pipe', 'pipe'],
-  })
-  t.after(() => killProcess(child))
-  let output = ''
-  child.stderr.on('data', (chunk: Buffer) => { output += chunk })
-  const url = await new Promise<string>((resolve, reject) => {
-    child.stdout.on('data', (chunk: Buffer) => {
-      output += chunk
-      const m = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(output)
-      if (m) resolve(m[1]!)
-    })
-    child.once('exit', (code) => reject(new Error(`server exited early (${code}): ${output}`)))
-  })
-  return { child, url, output: () => output }
+function startWithoutOverride (t: TestContext, dataDir: string): Promise<ServerProcess> {
+  return startServerProcess(t, { DATA_DIR: dataDir }, ['setpriv', '--inh-caps=-all', '--bounding-set=-dac_override,-dac_read_search', '--'])
 }
 
-async function stop (svc: { child: ChildProcessWithoutNullStreams; output: () => string }): Promise<void> {
-  svc.child.kill('SIGTERM')
-  const [code] = await once(svc.child, 'exit')
+async function stop (svc: ServerProcess): Promise<void> {
+  svc.process.kill('SIGTERM')
+  const [code] = await once(svc.process, 'exit')
   assert.equal(code, 0, svc.output())
 }
 
