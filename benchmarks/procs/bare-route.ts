@@ -2,6 +2,7 @@
 // POST /api/send, and no work: no auth, no store, a fixed 202. In its own process, like svc.
 import Fastify from 'fastify'
 import { SendRoute } from '../../src/http/routes/emails/schema.js'
+import { addSharedSchemas } from '../../src/http/schemas.js'
 import { validatorCompiler } from '../../src/http/validation.js'
 import { serve } from '../lib/procs.js'
 
@@ -10,6 +11,8 @@ const ANSWER = JSON.stringify({ success: true, data: { id: 'em_00000000000000000
 // No type provider: the answer is a fixed string, as svc's own route sends its stored JSON text.
 const app = Fastify({ logger: false })
 app.setValidatorCompiler(validatorCompiler)
+// The route's declared error answers refer to the shared error envelope, as in svc.
+addSharedSchemas(app)
 app.post('/api/send', { schema: SendRoute }, async (_request, reply) => reply.code(202).type('application/json; charset=utf-8').send(ANSWER))
 
 await app.listen({ port: 0, host: '127.0.0.1' })
