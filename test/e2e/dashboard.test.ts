@@ -3,45 +3,22 @@
 // the email's timeline, a failed delivery retried from the UI, suppressions, log out. It also takes the
 // README's screenshots (docs/screenshots/, with UPDATE_SCREENSHOTS=1), at 1280 px.
 import assert from 'node:assert/strict'
-import { existsSync, mkdirSync } from 'node:fs'
-import net from 'node:net'
+import { mkdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import { fileURLToPath } from 'node:url'
-import { chromium, type Browser, type Page } from 'playwright-core'
+import type { Page } from 'playwright-core'
+import { chromiumMissing, freePort, heading, launchChromium } from '../helpers/browser.js'
 import { startReceiver } from '../helpers/receiver.js'
 import { PASSWORD, startServer, uniqueEmail } from '../helpers/server.js'
 import { waitFor } from '../helpers/wait.js'
 
-const CHROMIUM = '/usr/bin/chromium'
 // The README's screenshots are rewritten with UPDATE_SCREENSHOTS=1 (npm test leaves the tree clean
 // otherwise: each run's ports and times differ); without it they go to the temp directory.
 const SCREENSHOTS = process.env.UPDATE_SCREENSHOTS === '1'
   ? fileURLToPath(new URL('../../../docs/screenshots/', import.meta.url))
   : join(tmpdir(), 'svc-dashboard-screenshots')
-
-/** A port nobody uses now, so that PUBLIC_URL can name the origin the browser will use. */
-async function freePort (): Promise<number> {
-  const server = net.createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as net.AddressInfo
-  await new Promise((resolve) => server.close(resolve))
-  return port
-}
-
-async function launch (): Promise<Browser> {
-  return await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
-  })
-}
-
-/** The page's main heading, once the page has settled on it. */
-async function heading (page: Page, text: string | RegExp): Promise<void> {
-  await page.locator('main h1').filter({ hasText: text }).waitFor()
-}
 
 /** The screenshot shows the page, not the last passing status message. */
 async function screenshot (page: Page, name: string, fullPage: boolean): Promise<void> {
@@ -51,7 +28,7 @@ async function screenshot (page: Page, name: string, fullPage: boolean): Promise
   await page.screenshot({ path: join(SCREENSHOTS, name), fullPage, animations: 'disabled' })
 }
 
-const skip = existsSync(CHROMIUM) ? false : `chromium is not installed at ${CHROMIUM} (apt-get install chromium); the dashboard's browser test is skipped`
+const skip = chromiumMissing("the dashboard's browser test")
 
 test('the dashboard, end to end in chromium: sign up, keys, webhook, send, timeline, retry a failed delivery, suppressions, log out', { skip, timeout: 180_000 }, async (t) => {
   // The receiver fails every attempt until the test says otherwise; one retry 100 ms later, then the
@@ -68,7 +45,7 @@ test('the dashboard, end to end in chromium: sign up, keys, webhook, send, timel
   const server = await startServer(t, { port, env: { PUBLIC_URL: origin, DELIVERY_RETRY_SCHEDULE: '100ms' } })
   assert.equal(server.url, origin)
 
-  const browser = await launch()
+  const browser = await launchChromium()
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, baseURL: origin })
   const page = await context.newPage()
   page.setDefaultTimeout(20_000)

@@ -2,37 +2,19 @@
 // against a real svc on loopback. DNS_SERVERS names a closed port on loopback, so "Verify now" asks a DNS
 // server that never answers: the check fails fast, learns nothing, and the records stay pending.
 import assert from 'node:assert/strict'
-import { existsSync } from 'node:fs'
-import net from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
-import { chromium, type Page } from 'playwright-core'
+import { chromiumMissing, freePort, heading, launchChromium } from '../helpers/browser.js'
 import { startServer, uniqueEmail, PASSWORD } from '../helpers/server.js'
 
-const CHROMIUM = '/usr/bin/chromium'
-const skip = existsSync(CHROMIUM) ? false : `chromium is not installed at ${CHROMIUM} (apt-get install chromium); the Domains page's browser test is skipped`
-
-async function freePort (): Promise<number> {
-  const server = net.createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as net.AddressInfo
-  await new Promise((resolve) => server.close(resolve))
-  return port
-}
-
-async function heading (page: Page, text: string | RegExp): Promise<void> {
-  await page.locator('main h1').filter({ hasText: text }).waitFor()
-}
+const skip = chromiumMissing("the Domains page's browser test")
 
 test('the Domains page in chromium: add a domain, copy its DKIM record, verify (DNS silent), plan limit, delete', { skip, timeout: 120_000 }, async (t) => {
   const port = await freePort()
   const origin = `http://127.0.0.1:${port}`
   const server = await startServer(t, { port, env: { PUBLIC_URL: origin, DNS_SERVERS: '127.0.0.1:9' } })
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  })
+  const browser = await launchChromium()
   t.after(() => browser.close())
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, baseURL: origin, permissions: ['clipboard-read', 'clipboard-write'] })
   const page = await context.newPage()
