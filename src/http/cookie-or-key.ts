@@ -1,7 +1,6 @@
-// Read routes that both a person in the dashboard (session cookie) and a program (x-api-key) may call:
-// the email list, an email, the stats. An x-api-key header makes it a key request, checked for the
-// permission the route needs; otherwise it is a cookie request, under the same Origin rule as every
-// cookie route.
+// Routes that both a person in the dashboard (session cookie) and a program (x-api-key) may call: every
+// management route, the email reads, the stats. An x-api-key header makes it a key request, checked for
+// the permission the route needs; otherwise it is a cookie request, under the Origin rule.
 import type { FastifyInstance, FastifyRequest, onRequestAsyncHookHandler } from 'fastify'
 import type { Config } from '../../config/index.js'
 import { AuthenticationRequired, RateLimited } from '../errors.js'
@@ -11,7 +10,7 @@ import type { Services } from './routes/context.js'
 
 /**
  * The session cookie (Origin checked) or an API key allowed `need`: `send` for the email reads (a
- * sending_access key reads what it sent), `manage` for the rest (the stats).
+ * sending_access key reads what it sent), `manage` for the rest.
  */
 export function cookieOrKey (services: Services, config: Config, need: ApiKeyNeed): onRequestAsyncHookHandler {
   const cookieOpts = { production: config.production, sessionTtlMs: config.sessionTtlMs }

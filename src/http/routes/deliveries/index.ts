@@ -3,7 +3,8 @@ import { parseTimestamp } from '../../../domain/clock.js'
 import type { EventType } from '../../../domain/events.js'
 import { ValidationError } from '../../../errors.js'
 import type { DeliveryRecord } from '../../../store/deliveries.js'
-import { accountAuth, requireAccount } from '../../auth.js'
+import { requireAccount } from '../../auth.js'
+import { cookieOrKey } from '../../cookie-or-key.js'
 import { BODY_LIMITS } from '../../schemas.js'
 import type { RouteContext } from '../context.js'
 import { ListDeliveriesRoute, RecoverRoute, RetryDeliveryRoute, TestDeliveryRoute } from './schema.js'
@@ -20,9 +21,8 @@ function shown (d: DeliveryRecord) {
 }
 
 const deliveryRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
-  const cookieOpts = { production: config.production, sessionTtlMs: config.sessionTtlMs }
   // The session cookie (Origin checked) or a full_access API key.
-  app.addHook('onRequest', accountAuth(services.accounts, services.apiKeys, config.allowedOrigins, cookieOpts))
+  app.addHook('onRequest', cookieOrKey(services, config, 'manage'))
   const deliveries = services.deliveries
 
   app.get('/api/webhooks/:id/deliveries', { schema: ListDeliveriesRoute }, async (request) => {

@@ -1,13 +1,13 @@
 // Sender domains: cookie routes like the webhooks' (same hooks, so whatever auth they gain, these gain).
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { accountAuth, requireAccount } from '../../auth.js'
+import { requireAccount } from '../../auth.js'
+import { cookieOrKey } from '../../cookie-or-key.js'
 import type { RouteContext } from '../context.js'
 import { CreateDomainRoute, DeleteDomainRoute, GetDomainRoute, ListDomainsRoute, VerifyDomainRoute } from './schema.js'
 
 const domainRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
-  const cookieOpts = { production: config.production, sessionTtlMs: config.sessionTtlMs }
   // The session cookie (Origin checked) or a full_access API key.
-  app.addHook('onRequest', accountAuth(services.accounts, services.apiKeys, config.allowedOrigins, cookieOpts))
+  app.addHook('onRequest', cookieOrKey(services, config, 'manage'))
   const domains = services.domains
 
   app.post('/api/domains', { schema: CreateDomainRoute }, async (request, reply) => {

@@ -1,7 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { preValidationAsyncHookHandler } from 'fastify'
 import type { ApiKeyRecord } from '../../../store/types.js'
-import { accountAuth, requireAccount } from '../../auth.js'
+import { requireAccount } from '../../auth.js'
+import { cookieOrKey } from '../../cookie-or-key.js'
 import { BODY_LIMITS } from '../../schemas.js'
 import type { RouteContext } from '../context.js'
 import { CreateKeyRoute, ListKeysRoute, RevokeKeyRoute } from './schema.js'
@@ -20,10 +21,9 @@ function listed (k: ApiKeyRecord) {
 }
 
 const keyRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
-  const cookieOpts = { production: config.production, sessionTtlMs: config.sessionTtlMs }
   // Who is asking is settled before the body is even read: a stranger learns nothing from validation.
   // The session cookie (Origin checked) or a full_access API key.
-  app.addHook('onRequest', accountAuth(services.accounts, services.apiKeys, config.allowedOrigins, cookieOpts))
+  app.addHook('onRequest', cookieOrKey(services, config, 'manage'))
 
   const trimName: preValidationAsyncHookHandler = async (request) => {
     const body = request.body as { name?: unknown } | undefined

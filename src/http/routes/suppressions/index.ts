@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { SuppressionRecord } from '../../../store/emails.js'
-import { accountAuth, requireAccount } from '../../auth.js'
+import { requireAccount } from '../../auth.js'
+import { cookieOrKey } from '../../cookie-or-key.js'
 import { BODY_LIMITS } from '../../schemas.js'
 import type { RouteContext } from '../context.js'
 import { NotFound } from '../../../errors.js'
@@ -11,9 +12,8 @@ function shown (s: SuppressionRecord) {
 }
 
 const suppressionRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
-  const cookieOpts = { production: config.production, sessionTtlMs: config.sessionTtlMs }
   // The session cookie (Origin checked) or a full_access API key.
-  app.addHook('onRequest', accountAuth(services.accounts, services.apiKeys, config.allowedOrigins, cookieOpts))
+  app.addHook('onRequest', cookieOrKey(services, config, 'manage'))
 
   app.get('/api/suppressions', { schema: ListSuppressionsRoute }, async (request) => {
     const { limit, cursor } = request.query

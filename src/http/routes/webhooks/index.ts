@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { WebhookRecord } from '../../../store/types.js'
-import { accountAuth, requireAccount } from '../../auth.js'
+import { requireAccount } from '../../auth.js'
+import { cookieOrKey } from '../../cookie-or-key.js'
 import type { RouteContext } from '../context.js'
 import {
   CreateWebhookRoute, DeleteWebhookRoute, GetWebhookRoute, ListWebhooksRoute, PatchWebhookRoute, RotateSecretRoute,
@@ -11,9 +12,8 @@ function shown (w: WebhookRecord) {
 }
 
 const webhookRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
-  const cookieOpts = { production: config.production, sessionTtlMs: config.sessionTtlMs }
   // The session cookie (Origin checked) or a full_access API key.
-  app.addHook('onRequest', accountAuth(services.accounts, services.apiKeys, config.allowedOrigins, cookieOpts))
+  app.addHook('onRequest', cookieOrKey(services, config, 'manage'))
   const hooks = services.webhooks
 
   app.post('/api/webhooks', { schema: CreateWebhookRoute }, async (request, reply) => {
