@@ -14,7 +14,7 @@ import type { Registry } from 'prom-client'
 import type { Clock } from '../domain/clock.js'
 import type { ResolvedAddress } from '../domain/webhook-url.js'
 import type { Component } from '../service.js'
-import type { DeliveryOutcome, DeliveryStats, DeliveryWork } from '../store/deliveries.js'
+import type { DeliveryOrigin, DeliveryOutcome, DeliveryStats, DeliveryWork, LeaseRequest, RoutedThrough, RoutingPosition } from '../store/deliveries.js'
 import type { Store } from '../store/types.js'
 import { WebhookActor, type ActorOptions } from './actor.js'
 import { clampRetryAfter, nextAttemptAt, type RetryPolicy } from './backoff.js'
@@ -73,6 +73,11 @@ export interface EngineOptions {
 }
 
 const noopLogger: EngineLogger = { info () {}, warn () {}, error () {} }
+
+/** What an outcome names of its work; a first attempt held in memory brings its origin (its row is made from it). */
+function of (w: DeliveryWork): { id: string; webhookId: string; lease: number; origin?: DeliveryOrigin } {
+  return w.origin === undefined ? { id: w.id, webhookId: w.webhookId, lease: w.lease } : { id: w.id, webhookId: w.webhookId, lease: w.lease, origin: w.origin }
+}
 const OUTCOME_BATCH = 512
 const OUTCOME_LINGER_MS = 5
 /** A failed outcome write is tried 5 times in all, 200, 400, 800 and 800 ms apart (p-retry's options). */
@@ -109,6 +114,16 @@ export class DeliveryEngine implements Component {
   private inWrite: DeliveryOutcome[] = []
 
   private running = false
+
+  /**
+   * Written once (a store with readEvents): this node's place in the event stream while it holds the
+   * routing lease, and, per event read under that lease (by seq, ascending), how many of its first
+   * attempts have no outcome queued yet. The durable cursor may move up to just before the first of them.
+   */
+  private routing: RoutingPosition | null = null
+  private readonly unwritten = new Map<number, number>()
+  /** The cursor last written (under the current routing token). */
+  private routedWritten = -1
 
   /** True between start() and stop(). */
   get started (): boolean {
@@ -184,6 +199,13 @@ export class DeliveryEngine implements Component {
     every(Math.max(1000, Math.floor(this.leaseMs / 3)), () => {
       const ids = this.heldIds()
       if (ids.length > 0) this.store.renewLeases(this.owner, ids, this.clock.now() + this.leaseMs).catch((err) => this.log.error({ err }, 'renewing delivery leases failed'))
+      const routing = this.routing
+      if (routing !== null && this.store.renewRouting !== undefined) {
+        this.store.renewRouting(this.owner, routing.token, this.clock.now() + this.leaseMs).then(
+          (held) => { if (!held && this.routing === routing) this.loseRouting() },
+          (err) => this.log.error({ err }, 'renewing the routing lease failed'),
+        )
+      }
     })
     every(60_000, () => { this.prune().catch((err) => this.log.error({ err }, 'pruning old deliveries failed')) })
     this.wake()
@@ -242,17 +264,20 @@ export class DeliveryEngine implements Component {
    * dropped (outcomes given up after failed writes, a claim whose answer never arrived) runs out.
    */
   private heldIds (): string[] {
-    const ids = [...this.held.keys()]
-    for (const o of this.outcomes) ids.push(o.id)
-    for (const o of this.inWrite) ids.push(o.id)
+    // First attempts held in memory have no row (and no lease) yet: the routing lease covers them.
+    const ids: string[] = []
+    for (const w of this.held.values()) if (w.origin === undefined) ids.push(w.id)
+    for (const o of this.outcomes) if (o.origin === undefined) ids.push(o.id)
+    for (const o of this.inWrite) if (o.origin === undefined) ids.push(o.id)
     return ids
   }
 
   /** Resolves once nothing is held in memory (tests and benchmarks wait on this, never on time). */
   async drained (): Promise<void> {
-    while (this.held.size > 0 || this.outcomes.length > 0) {
+    while (this.held.size > 0 || this.outcomes.length > 0 || this.routedThrough() !== undefined) {
       await new Promise((resolve) => setTimeout(resolve, 5))
-      await this.writing
+      if (this.held.size === 0) await this.flushOutcomes()
+      else await this.writing
     }
   }
 
@@ -284,7 +309,7 @@ export class DeliveryEngine implements Component {
       // An event fans out to up to 10 webhooks (the Pro plan's limit): route no more events than there
       // is room for their deliveries.
       const eventLimit = Math.max(1, Math.floor(req.limit / 10))
-      const routed = await this.store.routeEvents({ ...req, limit: eventLimit })
+      const routed = await this.readEvents({ ...req, limit: eventLimit })
       this.accept(routed.work)
       const claimRoom = this.room()
       let claimed: DeliveryWork[] = []
@@ -295,6 +320,56 @@ export class DeliveryEngine implements Component {
       if (routed.events < eventLimit && claimed.length < Math.min(claimRoom, 2000)) return
     }
     this.starved = true
+  }
+
+  /**
+   * New events: read into memory under the routing lease (written once), or routed into the store by an
+   * adapter without readEvents.
+   */
+  private async readEvents (req: LeaseRequest): Promise<{ events: number; work: DeliveryWork[] }> {
+    if (this.store.readEvents === undefined) return await this.store.routeEvents(req)
+    const before = this.routing
+    const read = await this.store.readEvents(before ? { ...req, routing: before } : req)
+    if (this.routing !== before) return { events: 0, work: [] } // lost meanwhile (a failed write): read again
+    if (read.routing === null) {
+      if (before !== null) this.loseRouting()
+      return read
+    }
+    if (before === null || read.routing.token !== before.token) {
+      // Taken (again): counting starts afresh under the new token; the reads start at the durable cursor.
+      this.unwritten.clear()
+      this.routedWritten = -1
+    }
+    this.routing = read.routing
+    // Events that made no delivery (or only ones already stored) let the cursor move: write it soon.
+    if (read.events > 0) this.scheduleWrite()
+    return read
+  }
+
+  /** The routing lease is gone (taken over, or given up after a failed write): what was read is read again. */
+  private loseRouting (): void {
+    this.routing = null
+    this.unwritten.clear()
+    this.routedWritten = -1
+  }
+
+  /** Where the durable cursor may move now: past every event whose first attempts all have outcomes queued. */
+  private routedThrough (): RoutedThrough | undefined {
+    if (this.routing === null) return undefined
+    let through = this.routing.through
+    for (const seq of this.unwritten.keys()) {
+      through = seq - 1
+      break
+    }
+    if (through <= this.routedWritten) return undefined
+    return { owner: this.owner, token: this.routing.token, through }
+  }
+
+  private countUnwritten (origin: DeliveryOrigin | undefined, by: number): void {
+    if (origin === undefined || this.routing === null || origin.router !== this.routing.token) return
+    const n = (this.unwritten.get(origin.seq) ?? 0) + by
+    if (n > 0) this.unwritten.set(origin.seq, n)
+    else this.unwritten.delete(origin.seq)
   }
 
   private actorFor (webhookId: string): WebhookActor {
@@ -314,19 +389,30 @@ export class DeliveryEngine implements Component {
       const known = this.held.get(w.id)
       if (known) {
         // Already here, and claimed again (its lease ran out, say, and this node won it back): the new
-        // token is the one that holds, so the attempt under way records itself with it.
-        known.lease = Math.max(known.lease, w.lease)
+        // token is the one that holds, so the attempt under way records itself with it. A first attempt
+        // read again under a new routing token records itself under that one.
+        if (w.origin !== undefined && known.origin !== undefined) {
+          known.origin = w.origin
+          this.countUnwritten(known.origin, 1)
+        } else {
+          known.lease = Math.max(known.lease, w.lease)
+        }
         continue
       }
       this.held.set(w.id, w)
+      this.countUnwritten(w.origin, 1)
       const actor = this.actorFor(w.webhookId)
-      if (actor.isPaused(now)) {
+      if (w.origin !== undefined && this.saturated.has(w.webhookId)) {
+        // This webhook's backlog waits in the store: a new delivery goes behind it, not ahead.
+        this.held.delete(w.id)
+        this.queueOutcome({ kind: 'parked', ...of(w), owner: this.owner, leaseUntil: now + this.leaseMs })
+      } else if (actor.isPaused(now)) {
         this.defer(w, actor.pausedUntil)
       } else if (!actor.hasRoom(share)) {
         // This endpoint has more queued than it can take soon: the rest waits in the store, still leased to
         // this node, and the actor pages it back in as its mailbox empties (refill).
         this.held.delete(w.id)
-        this.queueOutcome({ kind: 'parked', id: w.id, webhookId: w.webhookId, lease: w.lease, owner: this.owner, leaseUntil: now + this.leaseMs })
+        this.queueOutcome({ kind: 'parked', ...of(w), owner: this.owner, leaseUntil: now + this.leaseMs })
         this.saturated.add(w.webhookId)
       } else {
         actor.mailbox.push(w)
@@ -398,7 +484,7 @@ export class DeliveryEngine implements Component {
         }
       } else if (r.outcome === 'delivered') {
         actor.succeeded()
-        this.queueOutcome({ kind: 'succeeded', id: work.id, webhookId: work.webhookId, lease: work.lease, at: now, statusCode: r.status ?? 200, durationMs: r.durationMs })
+        this.queueOutcome({ kind: 'succeeded', ...of(work), at: now, statusCode: r.status ?? 200, durationMs: r.durationMs })
         this.metrics.latency.observe(Math.max(0, now - work.eventAt) / 1000)
         this.metrics.attempts.observe(attempts)
       } else if (r.outcome === 'gone') {
@@ -407,7 +493,7 @@ export class DeliveryEngine implements Component {
         // The receiver is gone and its webhook is being disabled: send it nothing more for a while. What
         // waits for it goes back to the store, where the disable cancels it (the claim would, too).
         actor.pause(now + this.actorOptions.cooldownMs)
-        this.queueOutcome({ kind: 'gone', id: work.id, webhookId: work.webhookId, lease: work.lease, at: now, statusCode: r.status ?? 410, durationMs: r.durationMs })
+        this.queueOutcome({ kind: 'gone', ...of(work), at: now, statusCode: r.status ?? 410, durationMs: r.durationMs })
         this.metrics.attempts.observe(attempts)
         this.giveBackWhilePaused(actor, now, wasPaused)
       } else {
@@ -417,7 +503,7 @@ export class DeliveryEngine implements Component {
         if (opened) this.log.warn({ webhookId: work.webhookId, until: new Date(actor.pausedUntil).toISOString() }, 'webhook circuit breaker opened')
         const next = nextAttemptAt(this.policy, attempts, now, r.retryAfterMs)
         const common = {
-          id: work.id, webhookId: work.webhookId, lease: work.lease, at: now, error: r.error ?? 'failed', durationMs: r.durationMs,
+          ...of(work), at: now, error: r.error ?? 'failed', durationMs: r.durationMs,
           ...(r.status !== undefined ? { statusCode: r.status } : {}),
         }
         if (next === null) {
@@ -487,7 +573,7 @@ export class DeliveryEngine implements Component {
   /** Gives work back to the store, due at `at`, without counting an attempt. */
   private defer (work: DeliveryWork, at: number): void {
     this.held.delete(work.id)
-    this.queueOutcome({ kind: 'deferred', id: work.id, webhookId: work.webhookId, lease: work.lease, nextAttemptAt: at })
+    this.queueOutcome({ kind: 'deferred', ...of(work), nextAttemptAt: at })
   }
 
   private inFlightRequests (): number {
@@ -504,6 +590,11 @@ export class DeliveryEngine implements Component {
   private queueOutcome (outcome: DeliveryOutcome): void {
     this.outcomes.push(outcome)
     this.metrics.outcomes.inc({ outcome: outcome.kind })
+    this.countUnwritten(outcome.origin, -1)
+    this.scheduleWrite()
+  }
+
+  private scheduleWrite (): void {
     if (this.outcomes.length >= OUTCOME_BATCH && !this.writeSoon) {
       this.writeSoon = true
       setImmediate(() => {
@@ -525,7 +616,10 @@ export class DeliveryEngine implements Component {
       this.writeTimer = undefined
     }
     this.writing = this.writing.then(async () => {
-      while (this.outcomes.length > 0) {
+      for (;;) {
+        // The cursor moves with the outcomes that complete its events, in the same write.
+        const routed = this.routedThrough()
+        if (this.outcomes.length === 0 && routed === undefined) break
         const batch = this.outcomes
         this.outcomes = []
         this.inWrite = batch
@@ -533,7 +627,7 @@ export class DeliveryEngine implements Component {
           let stale: number
           try {
             ({ stale } = await pRetry(
-              () => this.store.recordOutcomes(batch, { now: this.clock.now(), autoDisableMs: this.opts.autoDisableMs }),
+              () => this.store.recordOutcomes(batch, { now: this.clock.now(), autoDisableMs: this.opts.autoDisableMs, ...(routed ? { routed } : {}) }),
               {
                 ...OUTCOME_WRITE_RETRY,
                 // A store fault is logged once, by the store's health; anything else at every attempt.
@@ -544,8 +638,13 @@ export class DeliveryEngine implements Component {
             ))
           } catch {
             // Given up. The leases still stood while the batch was retried (they are renewed); now they run
-            // out and the work is simply done again.
+            // out and the work is simply done again. First attempts held in memory have no lease: the
+            // routing lease is given up instead, so that their events are read again from the durable cursor.
+            if (routed !== undefined || batch.some((o) => o.origin !== undefined)) this.loseRouting()
             return
+          }
+          if (routed !== undefined && this.routing !== null && routed.token === this.routing.token) {
+            this.routedWritten = Math.max(this.routedWritten, routed.through)
           }
           if (stale > 0) {
             // Another node took these deliveries over (this one stalled past their leases): its work stands.

@@ -20,6 +20,14 @@
 // made): attempts + 1 and the attempt's time, status code, error and duration; a success makes the
 // delivery `succeeded` (it was delivered), any failure leaves it `cancelled` (nothing is retried).
 //
+// Written once (SQLite; readEvents): a delivery's first attempt is made from memory and its row is written
+// once, with its outcome, instead of inserted at routing and updated after. The routing lease (one holder
+// at a time, a token incremented at each take) guards reading; the durable cursor (every event up to it
+// has all its deliveries stored) moves in the same write as the outcomes that complete its events. A
+// first attempt whose outcome must wait (a retry, a deferral, a parked webhook) is stored then, as such.
+// A holder that crashes or stalls loses nothing: the next holder reads again from the durable cursor,
+// skips what is stored, and the stale holder's first-attempt outcomes are refused by the token.
+//
 // Webhook health is decided by src/domain/webhook-health.ts from the outcomes that applied; the adapters
 // store its decisions. What stays adapter-specific:
 // - SQLite applies a batch of outcomes, the health decisions and the cancellations in one transaction.
@@ -65,12 +73,38 @@ export interface DeliveryWork {
   attempts: number
   /** When the event happened (ms), for the event→delivery latency. */
   eventAt: number
-  /** The lease token this work was claimed under: every outcome for it carries it back (see Fencing). */
+  /**
+   * The lease token this work was claimed under: every outcome for it carries it back (see Fencing).
+   * 0 for a first attempt read by readEvents: nothing of it is stored yet (see Written once).
+   */
   lease: number
+  /** A first attempt not stored yet (readEvents): what its row is made of when its outcome is written. */
+  origin?: DeliveryOrigin
 }
 
-/** What every outcome names: the delivery, its webhook, and the lease token it was claimed under. */
-interface OutcomeOf { id: string; webhookId: string; lease: number }
+/**
+ * Where a first attempt held in memory comes from: its event, and the routing token it was read under.
+ * Its outcome is the delivery's first row, and is written only while that token still routes.
+ */
+export interface DeliveryOrigin {
+  seq: number
+  accountId: string
+  eventId: string
+  eventType: EventType
+  emailId: string
+  /** When the event happened (ms). */
+  eventAt: number
+  /** The routing lease token the event was read under (see Written once). */
+  router: number
+  /** When it was read (ms): the delivery's creation time. */
+  createdAt: number
+}
+
+/**
+ * What every outcome names: the delivery, its webhook, and the lease token it was claimed under; and for a
+ * first attempt held in memory, its origin (the outcome makes its row).
+ */
+interface OutcomeOf { id: string; webhookId: string; lease: number; origin?: DeliveryOrigin }
 
 export type DeliveryOutcome =
   | OutcomeOf & { kind: 'succeeded'; at: number; statusCode: number; durationMs: number }
@@ -106,6 +140,24 @@ export interface LeaseRequest {
   saturated?: string[]
 }
 
+/** The engine's place in the event stream while it holds the routing lease (readEvents). */
+export interface RoutingPosition {
+  /** The routing lease token: each take of the lease increments it. */
+  token: number
+  /** The last event read (seq): the next read starts after it. */
+  through: number
+  /** Events up to here may already have deliveries stored (a previous holder wrote them): check each. */
+  recheckThrough: number
+}
+
+/** The engine's report of how far every delivery of every event read has been written (see Written once). */
+export interface RoutedThrough {
+  owner: string
+  token: number
+  /** Every delivery of every event up to this seq is stored: the durable cursor may move here. */
+  through: number
+}
+
 export interface DeliveryPage {
   items: DeliveryRecord[]
   nextCursor: string | null
@@ -127,6 +179,20 @@ export interface DeliveryStore {
    */
   routeEvents(req: LeaseRequest): Promise<{ events: number; work: DeliveryWork[] }>
   /**
+   * Written once (optional; the engine routes with routeEvents where an adapter lacks it). Reads up to
+   * `limit` events after the caller's position, without storing anything, and answers each delivery they
+   * make (per enabled webhook subscribing to the type at this moment) as a first attempt held in memory:
+   * lease 0 and an `origin`. Only the holder of the routing lease reads: a caller without a position (or
+   * whose position's token no longer holds) takes the lease when it is free or has run out, and starts
+   * from the durable cursor, skipping deliveries a previous holder already stored. `routing` is null when
+   * another node holds the lease (the caller only claims due work), else the caller's new position.
+   * The durable cursor moves only with recordOutcomes' `routed`, in the same write as the outcomes: so a
+   * crash re-reads from the events what was not yet recorded, and nothing accepted is lost.
+   */
+  readEvents?(req: LeaseRequest & { routing?: RoutingPosition }): Promise<{ events: number; work: DeliveryWork[]; routing: RoutingPosition | null }>
+  /** Extends the routing lease while `owner` holds it under `token`; false when it has lost it. */
+  renewRouting?(owner: string, token: number, leaseUntil: number): Promise<boolean>
+  /**
    * Leases up to `limit` due deliveries (retries whose time has come, expired leases), earliest first;
    * only those of `webhookId` when given. Deliveries whose webhook is no longer enabled are cancelled
    * instead of handed out.
@@ -139,7 +205,10 @@ export interface DeliveryStore {
    * others: a node renews what it holds in memory, so what it dropped runs out and is due for anyone.
    */
   renewLeases(owner: string, ids: readonly string[], leaseUntil: number): Promise<void>
-  /** Gives back every lease `owner` holds, parked ones included: those deliveries are due at once for any node. */
+  /**
+   * Gives back every lease `owner` holds, parked ones included: those deliveries are due at once for any
+   * node; and the routing lease, if it holds it.
+   */
   releaseLeases(owner: string, now: number): Promise<void>
   /**
    * Applies the outcomes whose lease is still held (see Fencing), in the order given, with their effect
@@ -147,8 +216,14 @@ export interface DeliveryStore {
    * streak; a failure starts one; a webhook failing without a success for `autoDisableMs` becomes
    * auto_disabled, and so does one that answered 410; disabling cancels its live deliveries. Answers how
    * many outcomes were stale (changed nothing).
+   *
+   * An outcome with an `origin` (a first attempt held in memory) makes the delivery's row, as that outcome
+   * leaves it, and only while the routing lease is still held under `origin.router` (else it is stale):
+   * one write per delivery instead of an insert at routing and an update after. A delivery whose webhook
+   * is no longer enabled is stored as cancelled while in flight is (see above). `routed` moves the durable
+   * cursor in the same write, while its token still holds.
    */
-  recordOutcomes(outcomes: DeliveryOutcome[], opts: { now: number; autoDisableMs: number }): Promise<{ stale: number }>
+  recordOutcomes(outcomes: DeliveryOutcome[], opts: { now: number; autoDisableMs: number; routed?: RoutedThrough }): Promise<{ stale: number }>
 
   /** One webhook's deliveries, newest first, in cursor pages. */
   listDeliveries(accountId: string, webhookId: string, opts: { status?: DeliveryStatus; limit: number; cursor?: string }): Promise<DeliveryPage>

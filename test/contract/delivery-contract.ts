@@ -7,7 +7,7 @@ import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { eventPayload, type EventRecord, type EventType } from '../../src/domain/events.js'
 import { deliveryId, newId } from '../../src/domain/ids.js'
-import type { DeliveryOutcome, DeliveryRecord, DeliveryStatus, DeliveryWork, LeaseRequest } from '../../src/store/deliveries.js'
+import type { DeliveryOutcome, DeliveryRecord, DeliveryStatus, DeliveryWork, LeaseRequest, RoutingPosition } from '../../src/store/deliveries.js'
 import type { AccountRecord, Store, WebhookRecord } from '../../src/store/types.js'
 import type { MadeStore, MakeStore } from './store-contract.js'
 
@@ -24,7 +24,7 @@ const byId = <X extends { id: string }>(xs: X[]): X[] => [...xs].sort((a, b) => 
 const ids = (xs: Array<{ id: string }>): string[] => xs.map((x) => x.id)
 const sortedIds = (xs: Array<{ id: string }>): string[] => ids(xs).sort()
 
-function lease (now: number, overrides: Partial<LeaseRequest> = {}): LeaseRequest {
+function lease (now: number, overrides: Partial<LeaseRequest & { routing: RoutingPosition }> = {}): LeaseRequest & { routing?: RoutingPosition } {
   return { owner: 'node-a', now, leaseUntil: now + 30 * SECOND, limit: 100, ...overrides }
 }
 
@@ -975,6 +975,135 @@ export function deliveryContract (name: string, make: MakeStore): void {
       // The delivery that needs a2 still works.
       const claimed = await store.claimDeliveries(lease(T + DAY))
       assert.equal(claimed.find((w) => w.id === workFor(hook, a2).id)?.payload, a2.payload)
+    })
+
+    // Written once (readEvents, where the adapter has it): first attempts are held in memory and their row
+    // is made with their outcome; the routing lease and the durable cursor keep that safe.
+
+    /** readEvents, or a skip where the adapter routes into the store instead. */
+    function reader (t: { skip: (why: string) => void }): NonNullable<Store['readEvents']> | undefined {
+      if (store.readEvents === undefined) {
+        t.skip(`${name} routes first attempts into the store (no readEvents)`)
+        return undefined
+      }
+      return store.readEvents.bind(store)
+    }
+
+    /** A first attempt's outcome names its origin. */
+    const first = (o: DeliveryOutcome, w: DeliveryWork): DeliveryOutcome => ({ ...o, origin: w.origin! })
+
+    test('readEvents hands out first attempts and stores nothing; one node reads at a time', async (t) => {
+      const read = reader(t)
+      if (!read) return
+      const a = await newAccount()
+      const [h1, h2] = [await newHook(a), await newHook(a, { events: ['email.delivered'] })]
+      const [e1, e2] = await addEvents(a, [T, T + 1]) as [EventRecord, EventRecord]
+      const got = await read(lease(T + 10, { owner: 'node-a' }))
+      assert.equal(got.events, 2)
+      assert.ok(got.routing)
+      assert.deepEqual(sortedIds(got.work), [deliveryId(e1.id, h1.id), deliveryId(e2.id, h1.id)].sort(), 'only the webhook subscribing to email.sent')
+      for (const w of got.work) {
+        assert.equal(w.lease, 0)
+        assert.equal(w.attempts, 0)
+        assert.equal(w.origin?.router, got.routing.token)
+        assert.equal(w.payload, w.origin?.eventId === e1.id ? e1.payload : e2.payload)
+      }
+      assert.deepEqual(await allDeliveries(h1), [], 'no row until an outcome')
+      assert.deepEqual(await allDeliveries(h2), [])
+      assert.deepEqual(await read(lease(T + 11, { owner: 'node-a', routing: got.routing })), { events: 0, work: [], routing: got.routing }, 'read once')
+      assert.deepEqual(await read(lease(T + 12, { owner: 'node-b' })), { events: 0, work: [], routing: null }, 'node A holds the routing lease')
+      assert.equal((await store.deliveryStats(T + 12)).unroutedEvents, 2, 'the durable cursor has not moved')
+    })
+
+    test('a first attempt\'s outcome makes its row as the outcome leaves it; routed moves the durable cursor in the same write', async (t) => {
+      const read = reader(t)
+      if (!read) return
+      const a = await newAccount()
+      const hook = await newHook(a)
+      const events = await addEvents(a, [T, T + 1, T + 2, T + 3, T + 4])
+      const got = await read(lease(T + 10, { owner: 'node-a' }))
+      const w = (e: EventRecord) => got.work.find((x) => x.origin?.eventId === e.id)!
+      const [ok, again, dead, later, waits] = events as [EventRecord, EventRecord, EventRecord, EventRecord, EventRecord]
+      const r = await store.recordOutcomes([
+        first(succeeded(w(ok), T + 20), w(ok)),
+        first(retry(w(again), T + 20, T + 5000, 503), w(again)),
+        first(failed(w(dead), T + 20), w(dead)),
+        first(deferred(w(later), T + 100), w(later)),
+        first(parked(w(waits), 'node-a', T + 30_000), w(waits)),
+      ], { now: T + 20, ...HEALTHY, routed: { owner: 'node-a', token: got.routing!.token, through: got.routing!.through } })
+      assert.deepEqual(r, { stale: 0 })
+      const d = async (e: EventRecord) => { const x = await find(hook, e); return { status: x.status, attempts: x.attempts, code: x.lastStatusCode } }
+      assert.deepEqual(await d(ok), { status: 'succeeded', attempts: 1, code: 200 })
+      assert.deepEqual(await d(again), { status: 'retrying', attempts: 1, code: 503 })
+      assert.deepEqual(await d(dead), { status: 'failed', attempts: 1, code: 500 })
+      assert.deepEqual(await d(later), { status: 'pending', attempts: 0, code: null })
+      assert.deepEqual(await d(waits), { status: 'pending', attempts: 0, code: null })
+      assert.equal((await find(hook, ok)).createdAt, iso(T + 10), 'created when it was read')
+      // The retry and the deferral are due like any stored delivery; the parked one only for its owner.
+      assert.deepEqual(sortedIds(await store.claimDeliveries(lease(T + 6000, { owner: 'node-b' }))), [w(again).id, w(later).id].sort())
+      assert.deepEqual(ids(await store.unparkDeliveries({ owner: 'node-a', webhookId: hook.id, now: T + 6000, leaseUntil: T + 9000, limit: 10 })), [w(waits).id])
+      // The cursor moved: a node taking the lease over later reads nothing again.
+      assert.equal((await store.deliveryStats(T + 6000)).unroutedEvents, 0)
+      await store.releaseLeases('node-a', T + 7000)
+      assert.deepEqual((await read(lease(T + 7001, { owner: 'node-b' }))).work, [])
+    })
+
+    test('a node that lost the routing lease: its first-attempt outcomes are stale, the new holder reads again what was not stored', async (t) => {
+      const read = reader(t)
+      if (!read) return
+      const a = await newAccount()
+      const hook = await newHook(a)
+      const [e1, e2, e3] = await addEvents(a, [T, T + 1, T + 2]) as [EventRecord, EventRecord, EventRecord]
+      const mine = await read(lease(T + 10, { owner: 'node-a', leaseUntil: T + 1000 }))
+      const w = (e: EventRecord) => mine.work.find((x) => x.origin?.eventId === e.id)!
+      // e1's outcome lands in time (without moving the cursor); then node A stalls past its lease.
+      await store.recordOutcomes([first(succeeded(w(e1), T + 20), w(e1))], { now: T + 20, ...HEALTHY })
+      assert.equal(await store.renewRouting!('node-a', mine.routing!.token, T + 1500), true, 'renewed while held')
+      const theirs = await read(lease(T + 2000, { owner: 'node-b' }))
+      assert.ok(theirs.routing)
+      assert.notEqual(theirs.routing.token, mine.routing!.token)
+      assert.deepEqual(sortedIds(theirs.work), [w(e2).id, w(e3).id].sort(), 'from the durable cursor, skipping what was stored')
+      // Node A comes back: nothing of its first attempts applies any more, and its cursor does not move.
+      const late = await store.recordOutcomes([first(failed(w(e2), T + 2100), w(e2))],
+        { now: T + 2100, ...HEALTHY, routed: { owner: 'node-a', token: mine.routing!.token, through: mine.routing!.through } })
+      assert.deepEqual(late, { stale: 1 })
+      assert.equal(await store.renewRouting!('node-a', mine.routing!.token, T + 9000), false, 'lost')
+      assert.equal(await store.findDelivery(a.id, hook.id, w(e2).id), null, 'no row from the stale outcome')
+      assert.equal((await store.deliveryStats(T + 2100)).unroutedEvents, 3, 'the cursor stays where it was')
+      const w2 = theirs.work.find((x) => x.id === w(e2).id)!
+      assert.deepEqual(await store.recordOutcomes([first(succeeded(w2, T + 2200), w2)], { now: T + 2200, ...HEALTHY }), { stale: 0 })
+      assert.equal(await statusOf(hook, e2), 'succeeded')
+    })
+
+    test('a first attempt whose webhook was disabled meanwhile: a success is recorded, a failure leaves it cancelled', async (t) => {
+      const read = reader(t)
+      if (!read) return
+      const a = await newAccount()
+      const hook = await newHook(a)
+      const [e1, e2, e3] = await addEvents(a, [T, T + 1, T + 2]) as [EventRecord, EventRecord, EventRecord]
+      const got = await read(lease(T + 10))
+      const w = (e: EventRecord) => got.work.find((x) => x.origin?.eventId === e.id)!
+      assert.ok(await store.updateWebhook(a.id, hook.id, { status: 'disabled' }, iso(T + 15)))
+      await store.recordOutcomes([
+        first(succeeded(w(e1), T + 20), w(e1)), first(retry(w(e2), T + 20, T + 5000, 500), w(e2)), first(deferred(w(e3), T + 30), w(e3)),
+      ], { now: T + 20, ...HEALTHY })
+      assert.equal(await statusOf(hook, e1), 'succeeded')
+      assert.equal(await statusOf(hook, e2), 'cancelled')
+      assert.equal(await statusOf(hook, e3), 'cancelled')
+      assert.deepEqual(await store.claimDeliveries(lease(T + DAY)), [], 'nothing is due for a disabled webhook')
+    })
+
+    test('releaseLeases gives the routing lease back: another node reads at once', async (t) => {
+      const read = reader(t)
+      if (!read) return
+      const a = await newAccount()
+      await newHook(a)
+      await addEvents(a, [T])
+      const mine = await read(lease(T + 10, { owner: 'node-a' }))
+      assert.equal(mine.work.length, 1)
+      await store.releaseLeases('node-a', T + 20)
+      const theirs = await read(lease(T + 21, { owner: 'node-b' }))
+      assert.deepEqual(ids(theirs.work), ids(mine.work), 'read again: it was never stored')
     })
   })
 }

@@ -173,16 +173,17 @@ describe('two svc processes on one SQLite file', () => {
     const entry = async () => {
       const res = await bClient.get(`/api/webhooks/${hook.body.data.id}/deliveries`)
       assert.equal(res.status, 200, res.text)
-      return (res.body.data as Array<{ id: string; status: string; attempts: number; lastStatusCode: number | null }>).find((d) => d.id === deliveryId)!
+      return (res.body.data as Array<{ id: string; status: string; attempts: number; lastStatusCode: number | null }>).find((d) => d.id === deliveryId)
     }
+    // A first attempt is written once, with its outcome (issue 16): while node B's attempt is in flight
+    // the delivery has no row yet. Node A's stale 500, refused by the routing token, made none either.
     const during = await entry()
-    assert.deepEqual({ status: during.status, attempts: during.attempts, lastStatusCode: during.lastStatusCode },
-      { status: 'pending', attempts: 0, lastStatusCode: null }, 'node A\'s stale 500 is not recorded while node B holds the delivery')
+    assert.equal(during, undefined, 'node A\'s stale 500 is not recorded while node B holds the delivery')
     assert.equal(receiver.on('/hook').length, 2, 'nobody sent it a third time while node B was sending it')
 
     // Node B's answer is the delivery's outcome.
     held.get(2)!.writeHead(200).end()
-    const final = await eventually(async () => { const e = await entry(); return e.status === 'pending' ? undefined : e }, 'node B\'s outcome')
+    const final = await eventually(async () => { const e = await entry(); return e === undefined || e.status === 'pending' ? undefined : e }, 'node B\'s outcome')
     assert.deepEqual({ status: final.status, attempts: final.attempts, lastStatusCode: final.lastStatusCode },
       { status: 'succeeded', attempts: 1, lastStatusCode: 200 })
     assert.equal(receiver.on('/hook').length, 2, 'two copies in all: node A\'s unanswered one and node B\'s')

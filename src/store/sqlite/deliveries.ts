@@ -5,7 +5,8 @@ import type { EventRecord, EventType } from '../../domain/events.js'
 import { deliveryId } from '../../domain/ids.js'
 import { GONE_ERROR, cancelReasonFor, decideHealth, healthKind, unchanged, type CancelReason, type HealthOutcome } from '../../domain/webhook-health.js'
 import type {
-  DeliveryOutcome, DeliveryPage, DeliveryRecord, DeliveryStats, DeliveryStatus, DeliveryStore, DeliveryWork, LeaseRequest,
+  DeliveryOrigin, DeliveryOutcome, DeliveryPage, DeliveryRecord, DeliveryStats, DeliveryStatus, DeliveryStore, DeliveryWork, LeaseRequest,
+  RoutedThrough, RoutingPosition,
 } from '../deliveries.js'
 import type { WriteQueue } from './write-queue.js'
 
@@ -82,6 +83,22 @@ export abstract class SqliteDeliveries implements DeliveryStore {
     const CURSOR = '(SELECT routed_through FROM routing WHERE id = 1)'
     const claimFrom = `FROM deliveries d JOIN events e ON e.seq = d.event_seq JOIN webhooks w ON w.id = d.webhook_id`
     this.d = {
+      routingRow: p('SELECT routed_through, router_owner, router_until, router_token FROM routing WHERE id = 1'),
+      takeRouting: p(`UPDATE routing SET router_owner = ?, router_until = ?, router_token = router_token + 1
+                      WHERE id = 1 AND router_token = ? RETURNING router_token, routed_through`),
+      renewRouting: p('UPDATE routing SET router_until = ? WHERE id = 1 AND router_owner = ? AND router_token = ?'),
+      releaseRouting: p('UPDATE routing SET router_owner = NULL, router_until = 0 WHERE id = 1 AND router_owner = ?'),
+      advanceRouting: p('UPDATE routing SET routed_through = max(routed_through, ?) WHERE id = 1 AND router_owner = ? AND router_token = ?'),
+      lastStoredSeq: p('SELECT coalesce(max(event_seq), 0) AS seq FROM deliveries'),
+      eventsAfter: p(`SELECT seq, id, account_id, email_id, type, occurred_at, payload FROM events
+                      WHERE seq > ? AND routed = 0 ORDER BY seq LIMIT ?`),
+      anyAfter: p('SELECT 1 FROM events WHERE seq > ? AND routed = 0 LIMIT 1'),
+      stored: p('SELECT 1 FROM deliveries WHERE id = ?'),
+      // A first attempt's row, made with its outcome (written once).
+      insertWritten: p(`INSERT OR IGNORE INTO deliveries (id, account_id, webhook_id, event_seq, event_id, event_type, email_id, event_at,
+                          status, attempts, next_attempt_at, lease_owner, parked, lease, last_attempt_at, last_status_code, last_error,
+                          last_duration_ms, created_at, updated_at)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)`),
       unrouted: p(`SELECT seq, id, account_id, email_id, type, occurred_at, payload FROM events
                    WHERE seq > ${CURSOR} AND routed = 0 ORDER BY seq LIMIT ?`),
       anyUnrouted: p(`SELECT 1 FROM events WHERE seq > ${CURSOR} AND routed = 0 LIMIT 1`),
@@ -203,6 +220,94 @@ export abstract class SqliteDeliveries implements DeliveryStore {
     }, ENGINE)
   }
 
+  readEvents (req: LeaseRequest & { routing?: RoutingPosition }): Promise<{ events: number; work: DeliveryWork[]; routing: RoutingPosition | null }> {
+    // Plain reads first: most calls find nothing new, and those should not take the write lock.
+    const held = (r: Row) => req.routing !== undefined && r.router_owner === req.owner && r.router_token === req.routing.token && r.router_until > req.now
+    const before = this.d.routingRow.get() as Row
+    if (held(before)) {
+      if (this.d.anyAfter.get(req.routing!.through) === undefined) return Promise.resolve({ events: 0, work: [], routing: req.routing! })
+    } else if ((before.router_owner !== null && before.router_until > req.now) || this.d.anyAfter.get(before.routed_through) === undefined) {
+      // Another node routes; or nothing is left to read, and an idle node takes no lease.
+      return Promise.resolve({ events: 0, work: [], routing: null })
+    }
+    // Inside the write queue: what it reads is committed, and acted on only once it is on disk.
+    return this.writes.run(() => {
+      const r = this.d.routingRow.get() as Row
+      let pos: RoutingPosition
+      if (held(r)) {
+        pos = req.routing!
+      } else if (r.router_owner !== null && r.router_until > req.now && r.router_owner !== req.owner) {
+        return { events: 0, work: [], routing: null }
+      } else {
+        // The lease is free or ran out: take it, and start from the durable cursor. What the previous
+        // holder stored past it (its outcomes that landed) is skipped below.
+        const taken = this.d.takeRouting.get(req.owner, req.leaseUntil, r.router_token) as Row
+        pos = { token: taken.router_token, through: taken.routed_through, recheckThrough: (this.d.lastStoredSeq.get() as Row).seq }
+      }
+      const events = this.d.eventsAfter.all(pos.through, req.limit) as Row[]
+      if (events.length === 0) return { events: 0, work: [], routing: pos }
+      const hooksOf = new Map<string, Row[]>()
+      const work: DeliveryWork[] = []
+      for (const e of events) {
+        let hooks = hooksOf.get(e.account_id)
+        if (!hooks) {
+          hooks = (this.d.enabledHooks.all(e.account_id) as Row[]).map((h) => ({ ...h, types: JSON.parse(h.events) as string[] }))
+          hooksOf.set(e.account_id, hooks)
+        }
+        const eventAt = Date.parse(e.occurred_at)
+        let origin: DeliveryOrigin | undefined
+        for (const h of hooks) {
+          if (!h.types.includes(e.type)) continue
+          const id = deliveryId(e.id, h.id)
+          if (e.seq <= pos.recheckThrough && this.d.stored.get(id) !== undefined) continue
+          origin ??= { seq: e.seq, accountId: e.account_id, eventId: e.id, eventType: e.type, emailId: e.email_id, eventAt, router: pos.token, createdAt: req.now }
+          work.push({ id, webhookId: h.id, url: h.url, secrets: liveSecrets(h, req.now), event: e.type, payload: e.payload, attempts: 0, eventAt, lease: 0, origin })
+        }
+      }
+      return { events: events.length, work, routing: { ...pos, through: events.at(-1)!.seq } }
+    }, ENGINE)
+  }
+
+  renewRouting (owner: string, token: number, leaseUntil: number): Promise<boolean> {
+    return this.writes.run(() => this.d.renewRouting.run(leaseUntil, owner, token).changes === 1, ENGINE)
+  }
+
+  /** A first attempt's row, as its outcome leaves it (written once); `cancelled`: its webhook may no longer be called. */
+  private writeFirst (o: DeliveryOutcome, origin: DeliveryOrigin, cancelled: CancelReason | null, now: number): number {
+    let status: DeliveryStatus
+    let attempts = 1
+    let next: number | null = null
+    let owner: string | null = null
+    let parked = 0
+    let at: number | null = null
+    let code: number | null = null
+    let error: string | null = null
+    let duration: number | null = null
+    switch (o.kind) {
+      case 'succeeded':
+        status = 'succeeded'; at = o.at; code = o.statusCode; duration = o.durationMs
+        break
+      case 'retry':
+        status = cancelled ? 'cancelled' : 'retrying'; next = cancelled ? null : o.nextAttemptAt
+        at = o.at; code = o.statusCode ?? null; error = o.error; duration = o.durationMs
+        break
+      case 'failed':
+      case 'gone':
+        status = cancelled ? 'cancelled' : 'failed'
+        at = o.at; code = o.statusCode ?? null; error = o.kind === 'gone' ? GONE_ERROR : o.error; duration = o.durationMs
+        break
+      case 'deferred':
+        attempts = 0; status = cancelled ? 'cancelled' : 'pending'; next = cancelled ? null : o.nextAttemptAt; error = cancelled
+        break
+      case 'parked':
+        attempts = 0; status = cancelled ? 'cancelled' : 'pending'; error = cancelled
+        if (!cancelled) { next = o.leaseUntil; owner = o.owner; parked = 1 }
+        break
+    }
+    return this.d.insertWritten.run(o.id, origin.accountId, o.webhookId, origin.seq, origin.eventId, origin.eventType, origin.emailId, origin.eventAt,
+      status, attempts, next, owner, parked, at, code, error, duration, origin.createdAt, now).changes
+  }
+
   claimDeliveries (req: LeaseRequest & { webhookId?: string }): Promise<DeliveryWork[]> {
     if (req.webhookId === undefined && this.d.anyDue.get(req.now) === undefined) return Promise.resolve([])
     return this.writes.run(() => {
@@ -244,18 +349,35 @@ export abstract class SqliteDeliveries implements DeliveryStore {
     await this.writes.run(() => {
       this.d.release.run(now, owner)
       this.d.releaseStale.run(owner)
+      this.d.releaseRouting.run(owner)
     })
   }
 
-  async recordOutcomes (outcomes: DeliveryOutcome[], opts: { now: number; autoDisableMs: number }): Promise<{ stale: number }> {
-    if (outcomes.length === 0) return { stale: 0 }
+  async recordOutcomes (outcomes: DeliveryOutcome[], opts: { now: number; autoDisableMs: number; routed?: RoutedThrough }): Promise<{ stale: number }> {
+    if (outcomes.length === 0 && opts.routed === undefined) return { stale: 0 }
     return await this.writes.run(() => {
       let stale = 0
       // The attempts that applied, by webhook, in order: what webhook health is decided from.
       const attempts = new Map<string, HealthOutcome[]>()
+      // For first attempts (written once): the routing token that holds now, and each webhook's state.
+      let router: number | undefined
+      const cancelled = new Map<string, CancelReason | null>()
       for (const o of outcomes) {
         let applied: number
-        switch (o.kind) {
+        if (o.origin !== undefined) {
+          router ??= (this.d.routingRow.get() as Row).router_token as number
+          if (router !== o.origin.router) {
+            applied = 0
+          } else {
+            let reason = cancelled.get(o.webhookId)
+            if (reason === undefined) {
+              const h = this.d.hookHealth.get(o.webhookId) as Row | undefined
+              reason = cancelReasonFor(h ? { status: h.status, deleted: h.deleted_at !== null } : null)
+              cancelled.set(o.webhookId, reason)
+            }
+            applied = this.writeFirst(o, o.origin, reason, opts.now)
+          }
+        } else switch (o.kind) {
           case 'succeeded':
             applied = this.d.succeeded.run(o.at, o.statusCode, o.durationMs, opts.now, o.id, o.lease).changes
             break
@@ -297,6 +419,7 @@ export abstract class SqliteDeliveries implements DeliveryStore {
           this.d.cancelForHook.run(decision.disable, opts.now, hook)
         }
       }
+      if (opts.routed !== undefined) this.d.advanceRouting.run(opts.routed.through, opts.routed.owner, opts.routed.token)
       return { stale }
     }, ENGINE)
   }

@@ -207,4 +207,11 @@ export const migrations: string[] = [
   ) STRICT;
   CREATE INDEX domains_check ON domains (coalesce(last_checked_at, ''), id);
   `,
+  /* 12: the routing lease (written once, see ../deliveries.ts): one node at a time reads events after the
+     cursor and holds their first attempts in memory; a take increments router_token, which fences that
+     node's first-attempt outcomes and its moves of the cursor. */ `
+  ALTER TABLE routing ADD COLUMN router_owner TEXT;
+  ALTER TABLE routing ADD COLUMN router_until INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE routing ADD COLUMN router_token INTEGER NOT NULL DEFAULT 0;
+  `,
 ]
