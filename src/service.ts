@@ -18,6 +18,7 @@ import { instrumentStore } from './metrics.js'
 import { createSandboxTransport } from './mail/sandbox-transport.js'
 import { createSmtpTransport } from './mail/smtp-transport.js'
 import { createOutbound } from './mail/outbound.js'
+import { createComposer } from './mail/compose-pool.js'
 import { verpKey } from './domain/verp.js'
 import { createReturnedMailService } from './domain/returned-mail.js'
 import { DomainChecker, type DomainCheckerOptions } from './mail/domain-checker.js'
@@ -189,6 +190,7 @@ export async function createService (config: Config, given: ServiceDeps): Promis
       publicUrl: config.publicUrl,
       secret: config.secret!,
       owner: config.nodeId,
+      composer: createComposer({ publicUrl: config.publicUrl, secret: config.secret!, registry: app.registry }),
       outbound: createOutbound({ domains: app.services.domains, verpKey: verpKey(config.secret!), bounceDomain: config.mail.bounceDomain }),
       ...deps.mailer,
     })

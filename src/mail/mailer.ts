@@ -6,17 +6,17 @@ import os from 'node:os'
 import type { FastifyBaseLogger } from 'fastify'
 import pRetry from 'p-retry'
 import { Counter, type Registry } from 'prom-client'
-import { bareOf } from '../domain/addresses.js'
 import { iso, type Clock } from '../domain/clock.js'
-import {
-  DEFAULT_RETRY_DELAYS_MS, MAX_BUILD_BODY_CHARS, TRACKING_TTL_MS, planAttempt, planBuildFailure, trackingRecipient,
-  type EmailService, type RecipientOutcome,
-} from '../domain/emails.js'
+import { DEFAULT_RETRY_DELAYS_MS, planAttempt, planBuildFailure, type EmailService, type RecipientOutcome } from '../domain/emails.js'
 import type { Component } from '../service.js'
 import type { EmailAttempt, EmailLease, EmailRecord } from '../store/emails.js'
 import type { Store } from '../store/types.js'
-import { instrumentHtml, unsubscribeHeaders, type TrackingLinkOptions } from './tracking.js'
+import { MessageBuildError, composeMessage, errorKind } from './compose.js'
+import type { Composer } from './compose-pool.js'
+import { instrumentHtml } from './tracking.js'
 import type { MailTransport, OutgoingMessage } from './transport.js'
+
+export { MessageBuildError, composeMessage }
 
 export interface MailerTuning {
   /**
@@ -50,6 +50,11 @@ export interface MailerOptions extends MailerTuning {
   registry?: Registry
   publicUrl: string
   secret: string
+  /**
+   * Builds each attempt's message (./compose-pool.ts: large bodies in a worker thread); the mailer closes
+   * it when it stops. Default: composeMessage in this thread.
+   */
+  composer?: Composer
   /** Adds the DKIM key and the VERP Return-Path to a composed message (src/mail/outbound.ts). */
   outbound?: (email: EmailRecord, msg: OutgoingMessage) => Promise<OutgoingMessage>
 }
@@ -59,60 +64,6 @@ const HOUSEKEEPING_MS = 10 * 60_000
 const REPAIR_GRACE_MS = 60_000
 /** Recording an attempt is tried 5 times in all, 200, 400, 800 and 1,600 ms apart (p-retry's options). */
 const RECORD_RETRY = { retries: 4, minTimeout: 200, factor: 2 } as const
-
-/** The message of an email cannot be built; the message says what failed and never quotes the content. */
-export class MessageBuildError extends Error {
-  override readonly name = 'MessageBuildError'
-}
-
-/** Only the error's class: its message may quote what it choked on. */
-function errorKind (err: unknown): string {
-  return err instanceof Error && /^[A-Za-z]{1,40}$/.test(err.name) ? err.name : 'Error'
-}
-
-/** One step of building a message; whatever it throws becomes a MessageBuildError that names the step only. */
-function buildStep<T> (what: string, step: () => T): T {
-  try {
-    return step()
-  } catch (err) {
-    throw new MessageBuildError(`${what} failed (${errorKind(err)})`)
-  }
-}
-
-/**
- * The message for one attempt: only the recipients still pending (a retry does not resend to those who
- * have it), our Message-ID, the List-Unsubscribe headers, and the tracking pixel and links in the html.
- * Throws MessageBuildError when the email's content makes that impossible.
- */
-export function composeMessage (email: EmailRecord, opts: { publicUrl: string; secret: string }): OutgoingMessage {
-  for (const part of ['html', 'text'] as const) {
-    const body = email[part]
-    if (body !== null && body.length > MAX_BUILD_BODY_CHARS) throw new MessageBuildError(`the ${part} is longer than ${MAX_BUILD_BODY_CHARS} characters`)
-  }
-  const pending = new Set(email.recipients.filter((r) => r.state === 'pending').map((r) => r.address))
-  const only = (list: string[]) => list.filter((formatted) => pending.has(bareOf(formatted)))
-  const link: TrackingLinkOptions = {
-    publicUrl: opts.publicUrl,
-    secret: opts.secret,
-    emailId: email.id,
-    recipient: trackingRecipient(email),
-    expiresAt: Math.floor((Date.parse(email.createdAt) + TRACKING_TTL_MS) / 1000),
-  }
-  const msg: OutgoingMessage = {
-    messageId: email.id,
-    from: email.from,
-    to: only(email.to),
-    cc: only(email.cc),
-    bcc: only(email.bcc),
-    subject: email.subject,
-    headers: { ...email.headers, ...buildStep('making the List-Unsubscribe link', () => unsubscribeHeaders(link)) },
-  }
-  if (email.replyTo.length > 0) msg.replyTo = email.replyTo
-  const html = email.html
-  if (html !== null) msg.html = buildStep('the tracking rewrite of the html', () => instrumentHtml(html, link))
-  if (email.text !== null) msg.text = email.text
-  return msg
-}
 
 export class Mailer implements Component {
   readonly name = 'mailer'
@@ -198,6 +149,7 @@ export class Mailer implements Component {
     clearInterval(this.renewing)
     await this.o.store.releaseEmailLeases(this.owner).catch(() => 0)
     if (this.o.closeTransport) await this.o.transport.close()
+    await this.o.composer?.close()
   }
 
   private wake (): void {
@@ -260,7 +212,7 @@ export class Mailer implements Component {
     let plan: Omit<EmailAttempt, 'owner' | 'leaseToken'> | undefined
     if (pending.length > 0) {
       try {
-        msg = composeMessage(email, this.o)
+        msg = this.o.composer ? await this.o.composer.compose(email) : composeMessage(email, this.o)
       } catch (err) {
         // Building it again would fail again: a poison email is failed now, not retried at every start.
         const reason = err instanceof MessageBuildError ? err.message : `composing the message failed (${errorKind(err)})`
