@@ -77,6 +77,28 @@ test('a durable write resolves only after a WAL sync that started after its comm
   assert.equal(disk.gates.length, 2)
 })
 
+test('settled() waits only for the fsync covering the durable commits made so far, never for a later batch', async (t) => {
+  const db = openDb(t)
+  const disk = gatedSync()
+  const writes = new WriteQueue(db, { sync: disk.sync })
+  assert.equal(await settled(writes.settled()), true, 'nothing durable: at once')
+  const first = writes.run(() => db.prepare('INSERT INTO t VALUES (1)').run().changes)
+  await settled(first)
+  // A plain read sees the commit at once; what it saw may be acted on once this fsync is done.
+  const seen = writes.settled()
+  const more = writes.run(() => db.prepare('INSERT INTO t VALUES (2)').run().changes)
+  await settled(more)
+  assert.equal(await settled(seen), false, 'the first commit is not on disk yet')
+  disk.gates[0]!.open()
+  await first
+  assert.equal(await settled(seen), true, 'the first fsync covers what was read; the second batch is not waited for')
+  assert.equal(await settled(more), false)
+  assert.equal(await settled(writes.settled()), false, 'now the second commit is the one to wait for')
+  disk.gates[1]!.open()
+  assert.equal(await more, 1)
+  assert.equal(await settled(writes.settled()), true)
+})
+
 test('when the WAL sync fails, durable writes fail and bookkeeping goes ahead', async (t) => {
   const db = openDb(t)
   const disk = gatedSync()

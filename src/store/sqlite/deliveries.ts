@@ -221,51 +221,52 @@ export abstract class SqliteDeliveries implements DeliveryStore {
   }
 
   readEvents (req: LeaseRequest & { routing?: RoutingPosition }): Promise<{ events: number; work: DeliveryWork[]; routing: RoutingPosition | null }> {
-    // Plain reads first: most calls find nothing new, and those should not take the write lock.
     const held = (r: Row) => req.routing !== undefined && r.router_owner === req.owner && r.router_token === req.routing.token && r.router_until > req.now
     const before = this.d.routingRow.get() as Row
     if (held(before)) {
-      if (this.d.anyAfter.get(req.routing!.through) === undefined) return Promise.resolve({ events: 0, work: [], routing: req.routing! })
-    } else if ((before.router_owner !== null && before.router_until > req.now) || this.d.anyAfter.get(before.routed_through) === undefined) {
+      // The usual call: a plain read of what is committed, outside the write queue (no write, so no wait
+      // for the next batch and its fsync); acted on only once what it read is on disk.
+      const read = this.eventsAfter(req.routing!, req)
+      return read.events === 0 ? Promise.resolve(read) : this.writes.settled().then(() => read)
+    }
+    if ((before.router_owner !== null && before.router_until > req.now) || this.d.anyAfter.get(before.routed_through) === undefined) {
       // Another node routes; or nothing is left to read, and an idle node takes no lease.
       return Promise.resolve({ events: 0, work: [], routing: null })
     }
-    // Inside the write queue: what it reads is committed, and acted on only once it is on disk.
+    // Taking the lease is a write: inside the write queue.
     return this.writes.run(() => {
       const r = this.d.routingRow.get() as Row
-      let pos: RoutingPosition
-      if (held(r)) {
-        pos = req.routing!
-      } else if (r.router_owner !== null && r.router_until > req.now && r.router_owner !== req.owner) {
-        return { events: 0, work: [], routing: null }
-      } else {
-        // The lease is free or ran out: take it, and start from the durable cursor. What the previous
-        // holder stored past it (its outcomes that landed) is skipped below.
-        const taken = this.d.takeRouting.get(req.owner, req.leaseUntil, r.router_token) as Row
-        pos = { token: taken.router_token, through: taken.routed_through, recheckThrough: (this.d.lastStoredSeq.get() as Row).seq }
-      }
-      const events = this.d.eventsAfter.all(pos.through, req.limit) as Row[]
-      if (events.length === 0) return { events: 0, work: [], routing: pos }
-      const hooksOf = new Map<string, Row[]>()
-      const work: DeliveryWork[] = []
-      for (const e of events) {
-        let hooks = hooksOf.get(e.account_id)
-        if (!hooks) {
-          hooks = (this.d.enabledHooks.all(e.account_id) as Row[]).map((h) => ({ ...h, types: JSON.parse(h.events) as string[] }))
-          hooksOf.set(e.account_id, hooks)
-        }
-        const eventAt = Date.parse(e.occurred_at)
-        let origin: DeliveryOrigin | undefined
-        for (const h of hooks) {
-          if (!h.types.includes(e.type)) continue
-          const id = deliveryId(e.id, h.id)
-          if (e.seq <= pos.recheckThrough && this.d.stored.get(id) !== undefined) continue
-          origin ??= { seq: e.seq, accountId: e.account_id, eventId: e.id, eventType: e.type, emailId: e.email_id, eventAt, router: pos.token, createdAt: req.now }
-          work.push({ id, webhookId: h.id, url: h.url, secrets: liveSecrets(h, req.now), event: e.type, payload: e.payload, attempts: 0, eventAt, lease: 0, origin })
-        }
-      }
-      return { events: events.length, work, routing: { ...pos, through: events.at(-1)!.seq } }
+      if (r.router_owner !== null && r.router_until > req.now && r.router_owner !== req.owner) return { events: 0, work: [], routing: null }
+      // The lease is free or ran out: take it, and start from the durable cursor. What the previous
+      // holder stored past it (its outcomes that landed) is skipped by eventsAfter.
+      const taken = this.d.takeRouting.get(req.owner, req.leaseUntil, r.router_token) as Row
+      return this.eventsAfter({ token: taken.router_token, through: taken.routed_through, recheckThrough: (this.d.lastStoredSeq.get() as Row).seq }, req)
     }, ENGINE)
+  }
+
+  /** Up to req.limit events after `pos` and the first attempts they make (see readEvents). */
+  private eventsAfter (pos: RoutingPosition, req: LeaseRequest): { events: number; work: DeliveryWork[]; routing: RoutingPosition } {
+    const events = this.d.eventsAfter.all(pos.through, req.limit) as Row[]
+    if (events.length === 0) return { events: 0, work: [], routing: pos }
+    const hooksOf = new Map<string, Row[]>()
+    const work: DeliveryWork[] = []
+    for (const e of events) {
+      let hooks = hooksOf.get(e.account_id)
+      if (!hooks) {
+        hooks = (this.d.enabledHooks.all(e.account_id) as Row[]).map((h) => ({ ...h, types: JSON.parse(h.events) as string[] }))
+        hooksOf.set(e.account_id, hooks)
+      }
+      const eventAt = Date.parse(e.occurred_at)
+      let origin: DeliveryOrigin | undefined
+      for (const h of hooks) {
+        if (!h.types.includes(e.type)) continue
+        const id = deliveryId(e.id, h.id)
+        if (e.seq <= pos.recheckThrough && this.d.stored.get(id) !== undefined) continue
+        origin ??= { seq: e.seq, accountId: e.account_id, eventId: e.id, eventType: e.type, emailId: e.email_id, eventAt, router: pos.token, createdAt: req.now }
+        work.push({ id, webhookId: h.id, url: h.url, secrets: liveSecrets(h, req.now), event: e.type, payload: e.payload, attempts: 0, eventAt, lease: 0, origin })
+      }
+    }
+    return { events: events.length, work, routing: { ...pos, through: events.at(-1)!.seq } }
   }
 
   renewRouting (owner: string, token: number, leaseUntil: number): Promise<boolean> {

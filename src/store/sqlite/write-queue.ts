@@ -87,6 +87,15 @@ export class WriteQueue {
     await new Promise<void>((resolve) => this.afterSync(this.lastDurable, () => resolve()))
   }
 
+  /**
+   * Resolves once every durable commit made so far is on disk: what a plain read (outside any write) saw
+   * of this process's writes may then be acted on. No write of its own, so no wait for a later batch.
+   */
+  settled (): Promise<void> {
+    if (this.syncedThrough >= this.lastDurable) return Promise.resolve()
+    return new Promise<void>((resolve, reject) => this.afterSync(this.lastDurable, (err) => { if (err === undefined) resolve(); else reject(unsynced(err)) }))
+  }
+
   /** Drains, then lets go of the WAL file (the database is closed by its owner). */
   async close (): Promise<void> {
     await this.drain()
