@@ -85,6 +85,9 @@ export async function api (): Promise<{ svc: ApiFigures; bare: ApiFigures; apiOn
     await stopChild(bare, 2000)
     for (const v of running) {
       for (const [i, p] of v.svcs.entries()) {
+        // Resumed first: a stopped process would only die at stopSvc's SIGKILL, 40 s later and without
+        // writing its --cpu-prof profile.
+        p.child.kill('SIGCONT')
         await stopSvc(p)
         reportLogged(i === 0 ? `api ${v.name}` : `api ${v.name} worker`, p)
       }

@@ -227,8 +227,8 @@ export interface SendAnswer {
 
 export interface SendOptions {
   batch: boolean
-  idempotencyKey?: string
-  requestHash: string
+  /** The request's Idempotency-Key, and the hash of what it is bound to (requestHash: the route and body). */
+  idempotency?: { key: string; requestHash: string }
 }
 
 export interface EmailView {
@@ -287,9 +287,9 @@ export function createEmailService ({ store, clock, mailFrom, senders }: EmailSe
       if (details.length > 0) throw ValidationError('The request is not valid; nothing was sent', details)
 
       const now = clock.now()
-      if (opts.idempotencyKey !== undefined) {
-        const existing = await store.findIdempotencyKey(accountId, opts.idempotencyKey, iso(now))
-        if (existing !== null) return replayOrConflict(existing, opts.requestHash)
+      if (opts.idempotency !== undefined) {
+        const existing = await store.findIdempotencyKey(accountId, opts.idempotency.key, iso(now))
+        if (existing !== null) return replayOrConflict(existing, opts.idempotency.requestHash)
       }
       await senders?.assertSenders(accountId, sends.map((s, i) => ({ address: bareOf(s.from), path: `${prefix(i)}.from` })))
 
@@ -351,12 +351,12 @@ export function createEmailService ({ store, clock, mailFrom, senders }: EmailSe
 
       const message = opts.batch ? `${emails.length} emails accepted for delivery` : 'Email accepted for delivery'
       const body = JSON.stringify({ success: true, data: opts.batch ? answers : answers[0], message })
-      const idempotency: IdempotencyRecord | undefined = opts.idempotencyKey === undefined
+      const idempotency: IdempotencyRecord | undefined = opts.idempotency === undefined
         ? undefined
         : {
             accountId,
-            key: opts.idempotencyKey,
-            requestHash: opts.requestHash,
+            key: opts.idempotency.key,
+            requestHash: opts.idempotency.requestHash,
             responseStatus: 202,
             responseBody: body,
             createdAt: at,
@@ -364,7 +364,7 @@ export function createEmailService ({ store, clock, mailFrom, senders }: EmailSe
           }
       const result = await store.acceptEmails({ emails, events, ...(idempotency ? { idempotency } : {}) })
       // A concurrent request with the same key got there first: answer as it did (or refuse the new body).
-      if (result.outcome === 'duplicate') return replayOrConflict(result.existing, opts.requestHash)
+      if (result.outcome === 'duplicate') return replayOrConflict(result.existing, opts.idempotency!.requestHash)
       for (const listener of listeners) listener(emails.length)
       return { status: 202, body, replayed: false }
     },

@@ -149,6 +149,13 @@ export interface Store extends DeliveryStore, EmailStore {
    * the account has no such key.
    */
   revokeApiKey(accountId: string, id: string, at: string): Promise<ApiKeyRecord | null>
+  /**
+   * Optional: a number that changes (grows) with every revocation made by any process on this store, in
+   * the same atomic write as the revocation, and costs one cheap read. A store that offers it lets the
+   * API-key service remember keys it has checked (src/domain/api-keys.ts); without it every request looks
+   * its key up. A store that can read it without waiting returns the number itself.
+   */
+  apiKeyRevocations?(): number | Promise<number>
   /** Records last use; a later time never goes backwards. Unknown ids are ignored. */
   touchApiKeys(uses: Array<{ id: string; lastUsedAt: string }>): Promise<void>
   countActiveApiKeys(accountId: string): Promise<number>

@@ -168,6 +168,22 @@ describe('sqlite store: adapter-specific', () => {
     assert.equal(await other.createAccount({ ...account(), email: a.email }), 'email_taken')
   })
 
+  test('the revocation count grows with each revocation made through either store on the file, and only then', async () => {
+    const other = made.open()
+    const a = account()
+    assert.equal(await store.createAccount(a), 'created')
+    const k = key(a.id)
+    assert.equal(await store.insertApiKey(k, 3), 'created')
+    const before = store.apiKeyRevocations()
+    assert.equal(other.apiKeyRevocations(), before)
+    await other.touchApiKeys([{ id: k.id, lastUsedAt: iso() }])
+    assert.equal(store.apiKeyRevocations(), before, 'other writes leave it alone')
+    assert.notEqual(await other.revokeApiKey(a.id, k.id, iso()), null)
+    assert.equal(store.apiKeyRevocations(), before + 1, 'seen by the store that did not revoke')
+    await other.revokeApiKey(a.id, k.id, iso())
+    assert.equal(store.apiKeyRevocations(), before + 1, 'revoking a revoked key changes nothing')
+  })
+
   test('the limit holds across two stores on the same file', async () => {
     const other = made.open()
     const a = account()

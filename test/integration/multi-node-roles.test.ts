@@ -96,6 +96,38 @@ describe('roles (SVC_ROLES)', () => {
     assert.doesNotMatch(apiMetrics.text, /svc_mail_recipient_outcomes_total\{outcome="delivered"\}/)
     assert.match((await workerClient.get('/metrics')).text, /svc_mail_recipient_outcomes_total\{outcome="delivered"\} 20/)
   })
+
+  test('a key revoked through one process is refused by another on its very next request, though that process had just accepted it', async (t) => {
+    const shared = tempDir(t)
+    const a = await startServerProcess(t, { DATA_DIR: shared, NODE_ID: 'a', ...API_ONLY })
+    const b = await startServerProcess(t, { DATA_DIR: shared, NODE_ID: 'b', ...API_ONLY })
+    const { client, key } = await account(a.url)
+    const [listed] = (await client.get('/api/keys')).body.data as Array<{ id: string }>
+    const onA = new Client(a.url)
+    const onB = new Client(b.url)
+    const send = (c: Client, k: string) => c.post('/api/send', { to: 'someone@example.com', subject: 's', text: 't' }, { 'x-api-key': k })
+    // Used on both processes first, so that each has checked (and may remember) the key.
+    for (let i = 0; i < 3; i++) assert.equal((await send(onA, key)).status, 202)
+    assert.equal((await send(onB, key)).status, 202)
+
+    // Revoked through B, with the owner's session (the session is in the shared store).
+    const owner = new Client(b.url)
+    owner.cookie = client.cookie
+    const revoked = await owner.delete(`/api/keys/${listed!.id}`)
+    assert.equal(revoked.status, 200, revoked.text)
+
+    const afterA = await send(onA, key)
+    assert.equal(afterA.status, 401, afterA.text)
+    assert.equal(afterA.body.error.code, 'invalid_api_key')
+    assert.equal((await send(onB, key)).status, 401)
+    // The refused sends stored nothing: the four accepted before are all there is.
+    assert.equal((await client.get('/api/emails')).body.data.length, 4)
+    // A key made after the revocation works on both.
+    const fresh = await client.post('/api/keys', { name: 'next' })
+    assert.equal(fresh.status, 201, fresh.text)
+    assert.equal((await send(onA, fresh.body.data.key)).status, 202)
+    assert.equal((await send(onB, fresh.body.data.key)).status, 202)
+  })
 })
 
 describe('shared rate limits (RATE_LIMIT_STORE)', () => {

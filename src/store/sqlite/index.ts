@@ -147,6 +147,8 @@ export class SqliteStore extends SqliteDeliveries implements Store {
       keyByHash: p('SELECT * FROM api_keys WHERE key_hash = ?'),
       keyById: p('SELECT * FROM api_keys WHERE account_id = ? AND id = ?'),
       revokeKey: p('UPDATE api_keys SET revoked_at = ? WHERE account_id = ? AND id = ? AND revoked_at IS NULL'),
+      revocations: p('SELECT n FROM api_key_revocations WHERE id = 1').pluck(),
+      countRevocation: p('UPDATE api_key_revocations SET n = n + 1 WHERE id = 1'),
       touchKey: p('UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)'),
 
       countWebhooks: p('SELECT count(*) AS n FROM webhooks WHERE account_id = ? AND deleted_at IS NULL'),
@@ -254,10 +256,14 @@ export class SqliteStore extends SqliteDeliveries implements Store {
 
   revokeApiKey (accountId: string, id: string, at: string): Promise<ApiKeyRecord | null> {
     return this.writes.run(() => {
-      this.q.revokeKey.run(at, accountId, id)
+      if (this.q.revokeKey.run(at, accountId, id).changes === 1) this.q.countRevocation.run()
       const row = this.q.keyById.get(accountId, id) as Row | undefined
       return row ? toApiKey(row) : null
     })
+  }
+
+  apiKeyRevocations (): number {
+    return this.q.revocations.get() as number
   }
 
   async touchApiKeys (uses: Array<{ id: string; lastUsedAt: string }>): Promise<void> {

@@ -214,4 +214,13 @@ export const migrations: string[] = [
   ALTER TABLE routing ADD COLUMN router_until INTEGER NOT NULL DEFAULT 0;
   ALTER TABLE routing ADD COLUMN router_token INTEGER NOT NULL DEFAULT 0;
   `,
+  /* 13: a count of API-key revocations, bumped in the revocation's own write: every process reads it (one
+     row) before trusting a key it remembers, so a revocation made by any process holds from the next
+     request on (src/domain/api-keys.ts). */ `
+  CREATE TABLE api_key_revocations (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    n  INTEGER NOT NULL
+  ) STRICT;
+  INSERT INTO api_key_revocations (id, n) VALUES (1, 0);
+  `,
 ]

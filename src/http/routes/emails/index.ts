@@ -79,9 +79,11 @@ const emailRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { servi
     }
   })
 
-  const idempotencyKey = (request: FastifyRequest) => {
+  // The body's hash binds an Idempotency-Key to its request; without a key there is nothing to bind (and
+  // nothing to hash).
+  const idempotency = (request: FastifyRequest, route: string) => {
     const key = request.headers['idempotency-key']
-    return typeof key === 'string' ? { idempotencyKey: key } : {}
+    return typeof key === 'string' ? { idempotency: { key, requestHash: requestHash(route, request.body) } } : {}
   }
   // The answer is sent as the stored JSON text: a replay is the first response, byte for byte.
   const answer = (reply: FastifyReply, a: SendAnswer) => {
@@ -92,7 +94,7 @@ const emailRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { servi
   app.post('/api/send', { schema: SendRoute, bodyLimit: config.bodyLimit, attachValidation: true }, async (request, reply) => {
     refuseInvalidSend(request, false)
     const a = await services.emails.send(requireApiKey(request), [request.body], {
-      batch: false, requestHash: requestHash('POST /api/send', request.body), ...idempotencyKey(request),
+      batch: false, ...idempotency(request, 'POST /api/send'),
     })
     return answer(reply, a)
   })
@@ -100,7 +102,7 @@ const emailRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { servi
   app.post('/api/send/batch', { schema: SendBatchRoute, bodyLimit: config.bodyLimit * BODY_LIMITS.batchFactor, attachValidation: true }, async (request, reply) => {
     refuseInvalidSend(request, true)
     const a = await services.emails.send(requireApiKey(request), request.body, {
-      batch: true, requestHash: requestHash('POST /api/send/batch', request.body), ...idempotencyKey(request),
+      batch: true, ...idempotency(request, 'POST /api/send/batch'),
     })
     return answer(reply, a)
   })
