@@ -70,6 +70,11 @@ export interface EngineOptions {
   breaker?: Partial<Omit<ActorOptions, 'window' | 'ahead'>>
   /** Deliveries per webhook handed to its worker thread beyond the window; default 3 windows. */
   ahead?: number
+  /**
+   * A first attempt held in memory longer than this (a slow receiver, a full window) has its row stored,
+   * leased to this node, so that the durable cursor moves past its event; default 2 s.
+   */
+  firstAttemptHoldMs?: number
 }
 
 const noopLogger: EngineLogger = { info () {}, warn () {}, error () {} }
@@ -94,6 +99,7 @@ export class DeliveryEngine implements Component {
   private readonly maxInFlight: number
   private readonly maxRequests: number
   private readonly readAhead: number
+  private readonly firstAttemptHoldMs: number
   /** Requests handed to the workers and not yet answered. */
   private requests = 0
   private readonly batchSize: number
@@ -152,6 +158,7 @@ export class DeliveryEngine implements Component {
     this.maxInFlight = opts.maxInFlight ?? 20_000
     this.maxRequests = opts.maxRequests ?? 1024
     this.readAhead = opts.readAhead ?? this.maxRequests * 4
+    this.firstAttemptHoldMs = opts.firstAttemptHoldMs ?? 2_000
     this.batchSize = opts.batchSize ?? 512
     this.policy = { schedule: opts.retrySchedule, ...(opts.random ? { random: opts.random } : {}) }
     this.actorOptions = {
@@ -207,6 +214,7 @@ export class DeliveryEngine implements Component {
         )
       }
     })
+    every(Math.max(10, Math.min(1000, Math.floor(this.firstAttemptHoldMs / 2))), () => this.storeSlowFirstAttempts())
     every(60_000, () => { this.prune().catch((err) => this.log.error({ err }, 'pruning old deliveries failed')) })
     this.wake()
   }
@@ -365,6 +373,23 @@ export class DeliveryEngine implements Component {
     return { owner: this.owner, token: this.routing.token, through }
   }
 
+  /**
+   * First attempts held in memory for longer than firstAttemptHoldMs get their row now, leased to this
+   * node: one slow receiver must not hold the durable cursor (and what a crash would read again) back.
+   * From then on they are leased deliveries like any other (token 1, renewed, their outcome an update).
+   */
+  private storeSlowFirstAttempts (): void {
+    if (this.routing === null || this.unwritten.size === 0) return
+    const now = this.clock.now()
+    const before = now - this.firstAttemptHoldMs
+    for (const w of this.held.values()) {
+      if (w.origin === undefined || w.origin.createdAt > before) continue
+      this.queueOutcome({ kind: 'leased', ...of(w), owner: this.owner, leaseUntil: now + this.leaseMs })
+      delete w.origin
+      w.lease = 1
+    }
+  }
+
   private countUnwritten (origin: DeliveryOrigin | undefined, by: number): void {
     if (origin === undefined || this.routing === null || origin.router !== this.routing.token) return
     const n = (this.unwritten.get(origin.seq) ?? 0) + by
@@ -391,8 +416,10 @@ export class DeliveryEngine implements Component {
         // Already here, and claimed again (its lease ran out, say, and this node won it back): the new
         // token is the one that holds, so the attempt under way records itself with it. A first attempt
         // read again under a new routing token records itself under that one.
-        if (w.origin !== undefined && known.origin !== undefined) {
+        if (w.origin !== undefined) {
+          // Read again as not stored (under a new routing token): it is a first attempt under that one.
           known.origin = w.origin
+          known.lease = 0
           this.countUnwritten(known.origin, 1)
         } else {
           known.lease = Math.max(known.lease, w.lease)

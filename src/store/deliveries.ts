@@ -126,6 +126,12 @@ export type DeliveryOutcome =
    * never comes back for runs out and is due for anyone.
    */
   | OutcomeOf & { kind: 'parked'; owner: string; leaseUntil: number }
+  /**
+   * A first attempt held in memory (it has an origin) that is taking long (a slow receiver): its row is
+   * stored now, pending and leased to `owner` under token 1, so that the durable cursor need not wait for
+   * it; its outcome then updates that row like any leased delivery's. Without an origin it is stale.
+   */
+  | OutcomeOf & { kind: 'leased'; owner: string; leaseUntil: number }
 
 export interface LeaseRequest {
   owner: string

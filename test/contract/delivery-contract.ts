@@ -1093,6 +1093,28 @@ export function deliveryContract (name: string, make: MakeStore): void {
       assert.deepEqual(await store.claimDeliveries(lease(T + DAY)), [], 'nothing is due for a disabled webhook')
     })
 
+    test('a slow first attempt is stored leased while in flight; its answer then updates it under token 1', async (t) => {
+      const read = reader(t)
+      if (!read) return
+      const a = await newAccount()
+      const hook = await newHook(a)
+      const [e1] = await addEvents(a, [T]) as [EventRecord]
+      const got = await read(lease(T + 10, { owner: 'node-a' }))
+      const w = got.work[0]!
+      const leased: DeliveryOutcome = { kind: 'leased', id: w.id, webhookId: w.webhookId, lease: 0, origin: w.origin!, owner: 'node-a', leaseUntil: T + 5000 }
+      assert.deepEqual(await store.recordOutcomes([leased], { now: T + 2000, ...HEALTHY, routed: { owner: 'node-a', token: got.routing!.token, through: got.routing!.through } }), { stale: 0 })
+      const row = await find(hook, e1)
+      assert.deepEqual({ status: row.status, attempts: row.attempts, next: row.nextAttemptAt }, { status: 'pending', attempts: 0, next: null }, 'leased: in flight')
+      assert.deepEqual(await store.claimDeliveries(lease(T + 4000, { owner: 'node-b' })), [], 'not due for others while the lease holds')
+      await store.renewLeases('node-a', [w.id], T + 9000)
+      assert.deepEqual(await store.claimDeliveries(lease(T + 6000, { owner: 'node-b' })), [], 'renewed like any lease')
+      assert.deepEqual(await store.recordOutcomes([succeeded({ id: w.id, webhookId: w.webhookId, lease: 1 }, T + 6500)], { now: T + 6500, ...HEALTHY }), { stale: 0 })
+      assert.deepEqual({ status: (await find(hook, e1)).status, attempts: (await find(hook, e1)).attempts }, { status: 'succeeded', attempts: 1 })
+      assert.equal((await store.deliveryStats(T + 7000)).unroutedEvents, 0)
+      // 'leased' names a first attempt only: for a stored delivery it is stale.
+      assert.deepEqual(await store.recordOutcomes([{ kind: 'leased', id: w.id, webhookId: w.webhookId, lease: 2, owner: 'node-a', leaseUntil: T + DAY }], { now: T + 7000, ...HEALTHY }), { stale: 1 })
+    })
+
     test('releaseLeases gives the routing lease back: another node reads at once', async (t) => {
       const read = reader(t)
       if (!read) return

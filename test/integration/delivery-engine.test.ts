@@ -74,6 +74,34 @@ describe('delivery', () => {
     assert.equal(entry.nextAttemptAt, null)
   })
 
+  test('written once: a first attempt is stored with its answer; a slow one gets its row (leased) while in flight, and its answer completes it', async (t) => {
+    const held: Array<import('node:http').ServerResponse> = []
+    const receiver = await startReceiver(t, {
+      '/quick': (_r, _n, res) => { res.statusCode = 204; res.end() },
+      '/slow': (_r, _n, res) => { held.push(res) },
+    })
+    const server = await startServer(t, { env: { ...FAST, DELIVERY_TIMEOUT_MS: '60000' }, deps: { engine: { firstAttemptHoldMs: 1000 } } })
+    const { client, id } = await signedUp(server)
+    const quick = await webhook(client, receiver, '/quick')
+    const slow = await webhook(client, receiver, '/slow')
+    await emit(server, id, 'email.delivered')
+    await receiver.until(() => held.length === 1 && receiver.on('/quick').length === 1, 'both attempts')
+    // The quick one is stored with its outcome, in one write; the slow one is still in flight.
+    const done = await eventually(async () => { const d = (await log(client, quick.id))[0]; return d?.status === 'succeeded' ? d : undefined }, 'the quick delivery\'s row')
+    assert.deepEqual({ status: done.status, attempts: done.attempts, code: done.lastStatusCode }, { status: 'succeeded', attempts: 1, code: 204 })
+    // Held past firstAttemptHoldMs, the slow one gets its row: pending, no attempt yet, leased (no next attempt shown).
+    const waiting = await eventually(async () => (await log(client, slow.id))[0], 'the slow delivery\'s row while in flight')
+    assert.deepEqual({ status: waiting.status, attempts: waiting.attempts, next: waiting.nextAttemptAt }, { status: 'pending', attempts: 0, next: null })
+    // So the durable cursor has moved past the event: nothing is left to read again after a crash.
+    await eventually(async () => (await server.store.deliveryStats(Date.now())).unroutedEvents === 0 || undefined, 'the cursor past the event')
+    held[0]!.statusCode = 200
+    held[0]!.end()
+    const final = await eventually(async () => { const d = (await log(client, slow.id))[0]; return d.status === 'succeeded' ? d : undefined }, 'the slow answer recorded')
+    assert.equal(final.attempts, 1)
+    assert.equal(final.lastStatusCode, 200)
+    assert.equal(receiver.on('/slow').length, 1, 'sent once')
+  })
+
   test('a 500 is retried with the same X-Svc-Delivery until the receiver answers 2xx', async (t) => {
     const receiver = await startReceiver(t, {
       '/flaky': (_r, n, res) => { res.statusCode = n < 3 ? 500 : 204; res.end() },

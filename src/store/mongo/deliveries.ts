@@ -429,6 +429,9 @@ export abstract class MongoDeliveries implements DeliveryStore {
     const code = (c: number | undefined): number | null => (c === undefined || c === null ? null : Number(c))
     // Every outcome is one update of one document, conditional on its token (fencing), as a pipeline so
     // that one update serves a live delivery and one cancelled while in flight alike.
+    // First attempts held in memory (an origin, a 'leased' outcome) come only from readEvents, which this
+    // adapter does not offer: its deliveries are stored when routed.
+    if (outcomes.some((o) => o.origin !== undefined || o.kind === 'leased')) throw new Error('mongo: outcomes of first attempts held in memory need readEvents')
     const ops: AnyBulkWriteOperation<DeliveryDoc>[] = outcomes.map((o) => {
       const filter: Filter<DeliveryDoc> = { _id: String(o.id), lease: tokenIs(o.lease), status: { $in: [...LIVE, 'cancelled'] } }
       const attempt = (at: number, statusCode: number | null, error: string | null, durationMs: number): Document => ({
@@ -470,6 +473,8 @@ export abstract class MongoDeliveries implements DeliveryStore {
             parked: unlessCancelled(true), lease: { $cond: [CANCELLED, NEXT_TOKEN, { $ifNull: ['$lease', 0] }] },
           } }]
           break
+        case 'leased':
+          throw new Error('unreachable')
       }
       return { updateOne: { filter, update } }
     })

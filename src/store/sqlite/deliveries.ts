@@ -304,6 +304,11 @@ export abstract class SqliteDeliveries implements DeliveryStore {
         attempts = 0; status = cancelled ? 'cancelled' : 'pending'; error = cancelled
         if (!cancelled) { next = o.leaseUntil; owner = o.owner; parked = 1 }
         break
+      case 'leased':
+        // Still in flight: its outcome updates this row under token 1 (a cancelled one records the attempt).
+        attempts = 0; status = cancelled ? 'cancelled' : 'pending'; error = cancelled
+        if (!cancelled) { next = o.leaseUntil; owner = o.owner }
+        break
     }
     return this.d.insertWritten.run(o.id, origin.accountId, o.webhookId, origin.seq, origin.eventId, origin.eventType, origin.emailId, origin.eventAt,
       status, attempts, next, owner, parked, at, code, error, duration, origin.createdAt, now).changes
@@ -396,6 +401,9 @@ export abstract class SqliteDeliveries implements DeliveryStore {
             break
           case 'parked':
             applied = this.d.park.run(o.owner, o.leaseUntil, o.id, o.lease).changes
+            break
+          case 'leased':
+            applied = 0 // only a first attempt held in memory is stored this way
             break
         }
         if (applied === 0) {
