@@ -253,7 +253,8 @@ export abstract class SqliteDeliveries implements DeliveryStore {
     for (const e of events) {
       let hooks = hooksOf.get(e.account_id)
       if (!hooks) {
-        hooks = (this.d.enabledHooks.all(e.account_id) as Row[]).map((h) => ({ ...h, types: JSON.parse(h.events) as string[] }))
+        // One secrets array per webhook and read, shared by its deliveries (nothing changes it).
+        hooks = (this.d.enabledHooks.all(e.account_id) as Row[]).map((h) => ({ ...h, types: JSON.parse(h.events) as string[], secrets: liveSecrets(h, req.now) }))
         hooksOf.set(e.account_id, hooks)
       }
       const eventAt = Date.parse(e.occurred_at)
@@ -263,7 +264,7 @@ export abstract class SqliteDeliveries implements DeliveryStore {
         const id = deliveryId(e.id, h.id)
         if (e.seq <= pos.recheckThrough && this.d.stored.get(id) !== undefined) continue
         origin ??= { seq: e.seq, accountId: e.account_id, eventId: e.id, eventType: e.type, emailId: e.email_id, eventAt, router: pos.token, createdAt: req.now }
-        work.push({ id, webhookId: h.id, url: h.url, secrets: liveSecrets(h, req.now), event: e.type, payload: e.payload, attempts: 0, eventAt, lease: 0, origin })
+        work.push({ id, webhookId: h.id, url: h.url, secrets: h.secrets, event: e.type, payload: e.payload, attempts: 0, eventAt, lease: 0, origin })
       }
     }
     return { events: events.length, work, routing: { ...pos, through: events.at(-1)!.seq } }
