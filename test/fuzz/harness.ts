@@ -248,6 +248,8 @@ export interface Account {
 const VOLATILE: Record<string, string[]> = {
   api_keys: ['last_used_at'],
   sessions: ['expires_at'],
+  // The delivery engine renews its routing lease on a timer, whatever the requests do.
+  routing: ['router_until'],
 }
 
 export class World {
