@@ -1,12 +1,18 @@
 // The delivery engine: stored events in, signed webhook POSTs out, every outcome written back.
 //
-//   store ──routeEvents/claimDeliveries (leased batches)──► actors (one per webhook) ──batches──► worker
-//   threads (sign + POST) ──results, streamed──► outcome writer ──recordOutcomes (batched)──► store
+//   store ──readEvents (or routeEvents) / claimDeliveries (batches)──► actors (one per webhook) ──batches──►
+//   worker threads (sign + POST) ──results, streamed──► outcome writer ──recordOutcomes (batched)──► store
 //
 // The store is the truth: work is leased, never just taken, so a node that dies loses nothing (its
 // leases expire and any node picks the work up), and every retry further out than "now" is a time in the
 // store, not a timer in memory. Memory is bounded by `maxInFlight`: what does not fit stays in the store
 // and is paged in as room frees.
+//
+// Written once (a store with readEvents, see ../store/deliveries.ts): new events are read under the
+// routing lease and their first attempts live only here until their outcome makes their row; the engine
+// counts, per event, the first attempts without an outcome queued, and moves the durable cursor with each
+// outcome batch to just before the first event that still has one. What waits (a retry, a deferral, a
+// parked or slow delivery) is stored as such, so the cursor never waits long.
 import { hostname } from 'node:os'
 import { randomBytes } from 'node:crypto'
 import pRetry from 'p-retry'
