@@ -82,6 +82,16 @@ export function instrumentStore (store: Store, registry: Registry): Store {
     },
   })
 
+  if (store.onDiskFlush) {
+    const flushes = new Histogram({
+      name: 'svc_store_disk_flush_seconds',
+      help: 'Flushes of the store\'s log to disk (SQLite: fdatasync of the WAL), which every durable write waits for',
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+      registers,
+    })
+    store.onDiskFlush((seconds) => flushes.observe(seconds))
+  }
+
   const wrapped = new Map<PropertyKey, unknown>()
   const wrap = (op: string, fn: (...args: unknown[]) => unknown) => {
     // Bound at the first call, so a property only looked at (constructor, …) makes no series.

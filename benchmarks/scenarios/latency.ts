@@ -81,6 +81,8 @@ export async function latency (engineRate: number): Promise<number> {
       if (runtime) {
         const gc = Object.entries(runtime.gc).filter(([, g]) => g.count > 0).map(([k, g]) => `${k} ${fmt(g.count)}× ${fmt(g.ms)} ms${g.over100ms > 0 ? ` (${g.over100ms} over 100 ms)` : ''}`)
         log(`    svc's main thread in the window: event-loop delay p99 ${fmt(runtime.eventLoopDelayP99Ms, 1)} ms, max ${fmt(runtime.eventLoopDelayMaxMs, 1)} ms; GC ${gc.join(', ') || 'none'}`)
+        const f = runtime.diskFlush
+        if (f) log(`    svc's store flushes to disk (fdatasync of the WAL; every event waits for one, often behind another): ${fmt(f.count)} in the window, mean ${fmt(f.meanMs, 1)} ms, p50 ≤ ${f.p50AtMostMs ?? '?'} ms, p99 ≤ ${f.p99AtMostMs ?? '?'} ms`)
       }
       log(`    each second from the start at the full rate (settling included): deliveries ${perSecond.map((n) => fmt(n)).join(' ')}`)
       log(`      p99 ms ${p99BySecond.map((n) => fmt(n)).join(' ')}`)

@@ -115,6 +115,11 @@ export interface Store extends DeliveryStore, EmailStore {
 
   /** Resolves when the store answers a trivial query; rejects when it cannot be reached. */
   ping(): Promise<void>
+  /**
+   * Optional: `listener` hears how long each flush of the store's log to disk took, in seconds (SQLite: the
+   * fdatasync of the WAL that every durable write waits for). Returns the unsubscribe function.
+   */
+  onDiskFlush?(listener: (seconds: number) => void): () => void
   /** Whether the store can take writes now (disk full, read-only, no primary…): see faults.ts. */
   readonly health: StoreHealth
   close(): Promise<void>

@@ -145,6 +145,8 @@ describe('operations', () => {
     const text = await res.body.text()
     assert.match(String(res.headers['content-type']), /text\/plain/)
     assert.match(text, /svc_http_request_duration_seconds_count\{method="DELETE",route="\/api\/keys\/:id",status="404"\} 1/)
+    // The signup was a durable write: it waited for a flush of the WAL, and that flush was timed.
+    assert.match(text, /^svc_store_disk_flush_seconds_count [1-9]\d*$/m)
   })
 
   test('/metrics can require a bearer token', async (t) => {

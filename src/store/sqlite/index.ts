@@ -114,6 +114,7 @@ export function openSqliteStore (options: SqliteOptions): SqliteStore {
 // database and one write queue.
 export class SqliteStore extends SqliteDeliveries implements Store {
   readonly kind = 'sqlite' as const
+  private readonly flushListeners = new Set<(seconds: number) => void>()
   private readonly q
   private readonly mail: SqliteEmails
   private readonly domains: SqliteDomains
@@ -124,6 +125,7 @@ export class SqliteStore extends SqliteDeliveries implements Store {
     super(db, new WriteQueue(db))
     this.health = new StoreHealth({ probe: () => this.probeWrite() })
     this.writes.onFault = (err) => { this.health.failed(err) }
+    this.writes.onSynced = (seconds) => { for (const listener of this.flushListeners) listener(seconds) }
     this.mail = new SqliteEmails(db, this.writes, (events) => this.insertEventRows(events))
     this.domains = new SqliteDomains(db, this.writes, () => { this.workHint = true })
     const p = (sql: string) => db.prepare(sql)
@@ -166,6 +168,11 @@ export class SqliteStore extends SqliteDeliveries implements Store {
                       VALUES (?, ?, ?, ?, ?, ?, ?)`),
       emailEvents: p('SELECT * FROM events WHERE account_id = ? AND email_id = ? ORDER BY seq'),
     }
+  }
+
+  onDiskFlush (listener: (seconds: number) => void): () => void {
+    this.flushListeners.add(listener)
+    return () => { this.flushListeners.delete(listener) }
   }
 
   async ping (): Promise<void> {

@@ -54,6 +54,8 @@ export class WriteQueue {
   private readonly sync: WalSync
   /** Called after every successful commit (outside the transaction). */
   onCommit: (() => void) | undefined
+  /** Called with how long each flush of the WAL to disk took (seconds), for svc_store_disk_flush_seconds. */
+  onSynced: ((seconds: number) => void) | undefined
   /** Called when a batch fails for a resource fault (disk full, read-only, I/O error, locked): see faults.ts. */
   onFault: ((err: unknown) => void) | undefined
 
@@ -179,8 +181,12 @@ export class WriteQueue {
     if (this.syncing || this.waiting.length === 0) return
     this.syncing = true
     const through = this.commits
+    const started = performance.now()
     this.sync.sync().then(
-      () => this.synced(through, undefined),
+      () => {
+        this.onSynced?.((performance.now() - started) / 1000)
+        this.synced(through, undefined)
+      },
       (err: unknown) => this.synced(through, err ?? new Error('WAL sync failed')),
     )
   }
