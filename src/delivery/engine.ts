@@ -349,11 +349,8 @@ export class DeliveryEngine implements Component {
       if (before !== null) this.loseRouting()
       return read
     }
-    if (before === null || read.routing.token !== before.token) {
-      // Taken (again): counting starts afresh under the new token; the reads start at the durable cursor.
-      this.unwritten.clear()
-      this.routedWritten = -1
-    }
+    // Taken (again): counting starts afresh under the new token; the reads start at the durable cursor.
+    if (before === null || read.routing.token !== before.token) this.loseRouting()
     this.routing = read.routing
     // Events that made no delivery (or only ones already stored) let the cursor move: write it soon.
     if (read.events > 0) this.scheduleWrite()

@@ -189,8 +189,8 @@ export interface DeliveryStore {
    * `limit` events after the caller's position, without storing anything, and answers each delivery they
    * make (per enabled webhook subscribing to the type at this moment) as a first attempt held in memory:
    * lease 0 and an `origin`. Only the holder of the routing lease reads: a caller without a position (or
-   * whose position's token no longer holds) takes the lease when it is free or has run out, and starts
-   * from the durable cursor, skipping deliveries a previous holder already stored. `routing` is null when
+   * whose position's token no longer holds) takes the lease when it is free, has run out or is its own,
+   * and starts from the durable cursor, skipping deliveries a previous holder already stored. `routing` is null when
    * another node holds the lease (the caller only claims due work), else the caller's new position.
    * The durable cursor moves only with recordOutcomes' `routed`, in the same write as the outcomes: so a
    * crash re-reads from the events what was not yet recorded, and nothing accepted is lost.

@@ -1115,6 +1115,20 @@ export function deliveryContract (name: string, make: MakeStore): void {
       assert.deepEqual(await store.recordOutcomes([{ kind: 'leased', id: w.id, webhookId: w.webhookId, lease: 2, owner: 'node-a', leaseUntil: T + DAY }], { now: T + 7000, ...HEALTHY }), { stale: 1 })
     })
 
+    test('a node that lost its position takes its own lease again at once, under a new token, from the durable cursor', async (t) => {
+      const read = reader(t)
+      if (!read) return
+      const a = await newAccount()
+      await newHook(a)
+      await addEvents(a, [T])
+      const first = await read(lease(T + 10, { owner: 'node-a' }))
+      const again = await read(lease(T + 20, { owner: 'node-a' }))
+      assert.ok(again.routing)
+      assert.notEqual(again.routing.token, first.routing!.token)
+      assert.deepEqual(ids(again.work), ids(first.work), 'read again: it was never stored')
+      assert.deepEqual(await read(lease(T + 30, { owner: 'node-b' })), { events: 0, work: [], routing: null }, 'still node A\'s')
+    })
+
     test('releaseLeases gives the routing lease back: another node reads at once', async (t) => {
       const read = reader(t)
       if (!read) return

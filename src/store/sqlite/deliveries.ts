@@ -199,20 +199,15 @@ export abstract class SqliteDeliveries implements DeliveryStore {
       const work: DeliveryWork[] = []
       const saturated = new Set(req.saturated)
       for (const e of events) {
-        let hooks = hooksOf.get(e.account_id)
-        if (!hooks) {
-          hooks = (this.d.enabledHooks.all(e.account_id) as Row[]).map((h) => ({ ...h, types: JSON.parse(h.events) as string[] }))
-          hooksOf.set(e.account_id, hooks)
-        }
         const eventAt = Date.parse(e.occurred_at)
-        for (const h of hooks) {
+        for (const h of this.enabledHooksOf(hooksOf, e.account_id, req.now)) {
           if (!h.types.includes(e.type)) continue
           const id = deliveryId(e.id, h.id)
           // The first claim of a new delivery: token 1. A saturated webhook's new deliveries are parked.
           const parked = saturated.has(h.id)
           const made = this.d.insert.run(id, e.account_id, h.id, e.seq, e.id, e.type, e.email_id, eventAt, req.leaseUntil, req.owner, parked ? 1 : 0, 1, req.now, req.now)
           if (parked || made.changes === 0) continue
-          work.push({ id, webhookId: h.id, url: h.url, secrets: liveSecrets(h, req.now), event: e.type, payload: e.payload, attempts: 0, eventAt, lease: 1 })
+          work.push({ id, webhookId: h.id, url: h.url, secrets: h.secrets, event: e.type, payload: e.payload, attempts: 0, eventAt, lease: 1 })
         }
       }
       this.d.markRouted.run(events.at(-1)!.seq)
@@ -222,6 +217,7 @@ export abstract class SqliteDeliveries implements DeliveryStore {
 
   readEvents (req: LeaseRequest & { routing?: RoutingPosition }): Promise<{ events: number; work: DeliveryWork[]; routing: RoutingPosition | null }> {
     const held = (r: Row) => req.routing !== undefined && r.router_owner === req.owner && r.router_token === req.routing.token && r.router_until > req.now
+    const heldByAnother = (r: Row) => r.router_owner !== null && r.router_owner !== req.owner && r.router_until > req.now
     const before = this.d.routingRow.get() as Row
     if (held(before)) {
       // The usual call: a plain read of what is committed, outside the write queue (no write, so no wait
@@ -229,19 +225,32 @@ export abstract class SqliteDeliveries implements DeliveryStore {
       const read = this.eventsAfter(req.routing!, req)
       return read.events === 0 ? Promise.resolve(read) : this.writes.settled().then(() => read)
     }
-    if ((before.router_owner !== null && before.router_until > req.now) || this.d.anyAfter.get(before.routed_through) === undefined) {
+    if (heldByAnother(before) || this.d.anyAfter.get(before.routed_through) === undefined) {
       // Another node routes; or nothing is left to read, and an idle node takes no lease.
       return Promise.resolve({ events: 0, work: [], routing: null })
     }
     // Taking the lease is a write: inside the write queue.
     return this.writes.run(() => {
       const r = this.d.routingRow.get() as Row
-      if (r.router_owner !== null && r.router_until > req.now && r.router_owner !== req.owner) return { events: 0, work: [], routing: null }
-      // The lease is free or ran out: take it, and start from the durable cursor. What the previous
+      if (heldByAnother(r)) return { events: 0, work: [], routing: null }
+      // The lease is free, ran out, or is this caller's under a position it lost: take it (a new token), and start from the durable cursor. What the previous
       // holder stored past it (its outcomes that landed) is skipped by eventsAfter.
       const taken = this.d.takeRouting.get(req.owner, req.leaseUntil, r.router_token) as Row
       return this.eventsAfter({ token: taken.router_token, through: taken.routed_through, recheckThrough: (this.d.lastStoredSeq.get() as Row).seq }, req)
     }, ENGINE)
+  }
+
+  /**
+   * The account's enabled webhooks, each with the types it subscribes to and its live secrets (one array
+   * per webhook, shared by the deliveries made from it: nothing changes it), read once per call (`cache`).
+   */
+  private enabledHooksOf (cache: Map<string, Row[]>, accountId: string, now: number): Row[] {
+    let hooks = cache.get(accountId)
+    if (!hooks) {
+      hooks = (this.d.enabledHooks.all(accountId) as Row[]).map((h) => ({ ...h, types: JSON.parse(h.events) as string[], secrets: liveSecrets(h, now) }))
+      cache.set(accountId, hooks)
+    }
+    return hooks
   }
 
   /** Up to req.limit events after `pos` and the first attempts they make (see readEvents). */
@@ -251,15 +260,9 @@ export abstract class SqliteDeliveries implements DeliveryStore {
     const hooksOf = new Map<string, Row[]>()
     const work: DeliveryWork[] = []
     for (const e of events) {
-      let hooks = hooksOf.get(e.account_id)
-      if (!hooks) {
-        // One secrets array per webhook and read, shared by its deliveries (nothing changes it).
-        hooks = (this.d.enabledHooks.all(e.account_id) as Row[]).map((h) => ({ ...h, types: JSON.parse(h.events) as string[], secrets: liveSecrets(h, req.now) }))
-        hooksOf.set(e.account_id, hooks)
-      }
       const eventAt = Date.parse(e.occurred_at)
       let origin: DeliveryOrigin | undefined
-      for (const h of hooks) {
+      for (const h of this.enabledHooksOf(hooksOf, e.account_id, req.now)) {
         if (!h.types.includes(e.type)) continue
         const id = deliveryId(e.id, h.id)
         if (e.seq <= pos.recheckThrough && this.d.stored.get(id) !== undefined) continue
