@@ -2,7 +2,7 @@
 // tracking rewrite of a megabyte of html costs tens of milliseconds), so that the main thread keeps
 // answering requests meanwhile. Wiring only; the behaviour is src/mail/compose.ts, tested without threads.
 import { workerData } from 'node:worker_threads'
-import { MessageBuildError, composeMessage, errorKind } from '../src/mail/compose.js'
+import { buildFailureReason, composeMessage } from '../src/mail/compose.js'
 import type { EmailRecord } from '../src/store/emails.js'
 import type { OutgoingMessage } from '../src/mail/transport.js'
 
@@ -21,6 +21,6 @@ export default function compose (email: EmailRecord): ComposeAnswer {
   try {
     return { ok: true, msg: composeMessage(email, options) }
   } catch (err) {
-    return { ok: false, reason: err instanceof MessageBuildError ? err.message : `composing the message failed (${errorKind(err)})` }
+    return { ok: false, reason: buildFailureReason(err) }
   }
 }

@@ -17,6 +17,11 @@ export function errorKind (err: unknown): string {
   return err instanceof Error && /^[A-Za-z]{1,40}$/.test(err.name) ? err.name : 'Error'
 }
 
+/** Why a message could not be built, for the email's timeline: the step that failed, never the content. */
+export function buildFailureReason (err: unknown): string {
+  return err instanceof MessageBuildError ? err.message : `composing the message failed (${errorKind(err)})`
+}
+
 /** One step of building a message; whatever it throws becomes a MessageBuildError that names the step only. */
 function buildStep<T> (what: string, step: () => T): T {
   try {

@@ -11,7 +11,7 @@ import { DEFAULT_RETRY_DELAYS_MS, planAttempt, planBuildFailure, type EmailServi
 import type { Component } from '../service.js'
 import type { EmailAttempt, EmailLease, EmailRecord } from '../store/emails.js'
 import type { Store } from '../store/types.js'
-import { MessageBuildError, composeMessage, errorKind } from './compose.js'
+import { MessageBuildError, buildFailureReason, composeMessage } from './compose.js'
 import type { Composer } from './compose-pool.js'
 import { instrumentHtml } from './tracking.js'
 import type { MailTransport, OutgoingMessage } from './transport.js'
@@ -215,7 +215,7 @@ export class Mailer implements Component {
         msg = this.o.composer ? await this.o.composer.compose(email) : composeMessage(email, this.o)
       } catch (err) {
         // Building it again would fail again: a poison email is failed now, not retried at every start.
-        const reason = err instanceof MessageBuildError ? err.message : `composing the message failed (${errorKind(err)})`
+        const reason = buildFailureReason(err)
         this.o.logger.warn({ emailId: email.id, reason }, 'mailer: the email could not be built; it is failed, not retried')
         plan = planBuildFailure(email, reason, this.o.clock.now())
       }
