@@ -11,6 +11,12 @@ export const ErrorEnvelope = Type.Object({
 }, { $id: 'ErrorEnvelope', description: 'Every non-2xx answer' })
 
 /** `{ success: true, data, message }`, the envelope of the seed. */
+/**
+ * The OpenAPI security of a management route: the session cookie (the dashboard) or an API key (a
+ * program), as cookieOrKey() accepts them (src/http/cookie-or-key.ts).
+ */
+export const SESSION_OR_API_KEY: Array<Record<string, string[]>> = [{ session: [] }, { apiKey: [] }]
+
 export function Success<T extends TSchema> (data: T) {
   return Type.Object({ success: Type.Literal(true), data, message: Type.String() })
 }

@@ -1,5 +1,5 @@
 import { Type, type TSchema } from 'typebox'
-import { EventTypeSchema, Literals, Success, Timestamp, errors } from '../../schemas.js'
+import { EventTypeSchema, Literals, Success, Timestamp, errors, SESSION_OR_API_KEY } from '../../schemas.js'
 
 const Nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()])
 
@@ -25,7 +25,7 @@ const DeliveryParams = Type.Object({
   id: Type.String({ minLength: 1, maxLength: 64 }),
   deliveryId: Type.String({ minLength: 1, maxLength: 64 }),
 })
-const security: Array<Record<string, string[]>> = [{ session: [] }, { apiKey: [] }]
+const security = SESSION_OR_API_KEY
 const tags = ['deliveries']
 
 export const ListDeliveriesRoute = {

@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { IdParams, Success, Timestamp, errors } from '../../schemas.js'
+import { IdParams, Success, Timestamp, errors, SESSION_OR_API_KEY } from '../../schemas.js'
 
 const RecordStatus = Type.Union([Type.Literal('pending'), Type.Literal('verified'), Type.Literal('failed')])
 
@@ -30,7 +30,7 @@ export const CreateDomainSchema = Type.Object({
 }, { additionalProperties: false })
 
 // The session cookie or a full_access API key.
-const security: Array<Record<string, string[]>> = [{ session: [] }, { apiKey: [] }]
+const security = SESSION_OR_API_KEY
 const tags = ['domains']
 
 export const CreateDomainRoute = {

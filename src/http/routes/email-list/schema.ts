@@ -1,6 +1,6 @@
 import { Type } from 'typebox'
 import { EMAIL_STATUSES } from '../../../domain/email-list.js'
-import { IdParams, Literals, Success, Timestamp, errors } from '../../schemas.js'
+import { IdParams, Literals, Success, Timestamp, errors, SESSION_OR_API_KEY } from '../../schemas.js'
 import { EmailViewSchema } from '../emails/schema.js'
 
 export const EmailStatusSchema = Literals(EMAIL_STATUSES)
@@ -24,8 +24,7 @@ export const ListEmailsQuery = Type.Object({
   cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 1024, description: 'nextCursor of the previous page' })),
 }, { additionalProperties: false })
 
-// Either credential: the session cookie (the dashboard) or an API key (a program).
-const security: Array<Record<string, string[]>> = [{ session: [] }, { apiKey: [] }]
+const security = SESSION_OR_API_KEY
 const tags = ['emails']
 
 export const ListEmailsRoute = {

@@ -1,6 +1,6 @@
 import { Type, type Static } from 'typebox'
 import { NO_CONTROL_CHARACTERS_PATTERN } from '../../../domain/text.js'
-import { IdParams, Success, Timestamp, errors } from '../../schemas.js'
+import { IdParams, Success, Timestamp, errors, SESSION_OR_API_KEY } from '../../schemas.js'
 
 const permission = (extra: { default?: string } = {}) => Type.Union([Type.Literal('full_access'), Type.Literal('sending_access')], {
   description: 'full_access: every route of this account, as the session cookie; sending_access: send and read emails only',
@@ -36,7 +36,7 @@ export const KeySchema = Type.Object({
   revokedAt: Type.Union([Timestamp, Type.Null()]),
 })
 
-const security: Array<Record<string, string[]>> = [{ session: [] }, { apiKey: [] }]
+const security = SESSION_OR_API_KEY
 
 export const CreateKeyRoute = {
   operationId: 'createApiKey',

@@ -1,7 +1,7 @@
 import { Type, type TSchema } from 'typebox'
 import { EVENT_TYPES } from '../../../domain/events.js'
 import { MAX_STATS_DAYS } from '../../../domain/stats.js'
-import { Success, Timestamp, errors } from '../../schemas.js'
+import { Success, Timestamp, errors, SESSION_OR_API_KEY } from '../../schemas.js'
 
 const Counts = Type.Object(Object.fromEntries(EVENT_TYPES.map((t) => [t, Type.Integer()])) as Record<string, TSchema>)
 const Rate = Type.Union([Type.Number(), Type.Null()])
@@ -30,7 +30,7 @@ export const StatsQuery = Type.Object({
 export const StatsRoute = {
   operationId: 'getStats',
   tags: ['emails'],
-  security: [{ session: [] }, { apiKey: [] }] as Array<Record<string, string[]>>,
+  security: SESSION_OR_API_KEY,
   summary: `Events counted over a window of at most ${MAX_STATS_DAYS} days: totals, rates, thresholds, and one entry per day`,
   querystring: StatsQuery,
   response: { 200: Success(StatsSchema), ...errors(400, 401, 403, 429) },

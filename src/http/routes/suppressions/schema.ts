@@ -1,6 +1,6 @@
 import { Type } from 'typebox'
 import { SUPPRESSION_REASONS } from '../../../domain/suppressions.js'
-import { Literals, Success, Timestamp, errors } from '../../schemas.js'
+import { Literals, Success, Timestamp, errors, SESSION_OR_API_KEY } from '../../schemas.js'
 
 const Reason = (description?: string) => Literals(SUPPRESSION_REASONS, description ? { description } : {})
 
@@ -22,7 +22,7 @@ export const AddSuppressionSchema = Type.Object({
 
 export const EmailParams = Type.Object({ email: Type.String({ minLength: 1, maxLength: 500 }) })
 
-const security: Array<Record<string, string[]>> = [{ session: [] }, { apiKey: [] }]
+const security = SESSION_OR_API_KEY
 const tags = ['suppressions']
 
 export const ListSuppressionsRoute = {

@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox'
-import { EventTypeSchema, IdParams, Success, Timestamp, errors } from '../../schemas.js'
+import { EventTypeSchema, IdParams, Success, Timestamp, errors, SESSION_OR_API_KEY } from '../../schemas.js'
 
 const Url = Type.String({ minLength: 1, maxLength: 2048, description: 'https URL of the receiver (http and localhost only in development)' })
 const Events = Type.Array(EventTypeSchema, { minItems: 1, maxItems: 7, uniqueItems: true, description: 'an array of 1 to 7 distinct event types' })
@@ -32,7 +32,7 @@ export const CreatedWebhookSchema = Type.Object({
   createdAt: Timestamp,
 })
 
-const security: Array<Record<string, string[]>> = [{ session: [] }, { apiKey: [] }]
+const security = SESSION_OR_API_KEY
 const tags = ['webhooks']
 
 export const CreateWebhookRoute = {
