@@ -173,7 +173,7 @@ export async function createService (config: Config, given: ServiceDeps): Promis
   const mailer = roles.mailer
     ? new Mailer({
       store: deps.store,
-      transport: deps.transport ?? (config.smtpUrl !== undefined ? createSmtpTransport(config.smtpUrl) : sandbox(config, app)),
+      transport: deps.transport ?? (config.smtpUrl !== undefined ? createSmtpTransport(config.smtpUrl, { registry: app.registry }) : sandbox(config, app)),
       closeTransport: deps.transport === undefined,
       emails: {
         onAccepted: (listener) => {

@@ -224,10 +224,17 @@ export class Mailer implements Component {
       try {
         results = await this.o.transport.send(this.o.outbound ? await this.o.outbound(email, msg) : msg)
       } catch (err) {
-        // Never the message itself in the log: only what went wrong.
-        const reason = err instanceof Error ? err.message : String(err)
-        this.o.logger.warn({ emailId: email.id, reason }, 'mailer: the transport failed; the email will be retried')
-        results = pending.map((recipient) => ({ recipient, outcome: 'deferred' as const, response: `transport error: ${reason}` }))
+        if (err instanceof MessageBuildError) {
+          // The transport could not render it (a large message, rendered in its worker thread): as above.
+          const reason = buildFailureReason(err)
+          this.o.logger.warn({ emailId: email.id, reason }, 'mailer: the email could not be built; it is failed, not retried')
+          plan = planBuildFailure(email, reason, this.o.clock.now())
+        } else {
+          // Never the message itself in the log: only what went wrong.
+          const reason = err instanceof Error ? err.message : String(err)
+          this.o.logger.warn({ emailId: email.id, reason }, 'mailer: the transport failed; the email will be retried')
+          results = pending.map((recipient) => ({ recipient, outcome: 'deferred' as const, response: `transport error: ${reason}` }))
+        }
       }
     }
     plan ??= planAttempt(email, results, this.o.clock.now(), this.policy)

@@ -1,6 +1,9 @@
 import nodemailer, { type SendMailOptions } from 'nodemailer'
 import type SMTPPool from 'nodemailer/lib/smtp-pool/index.js'
 import type SMTPTransport from 'nodemailer/lib/smtp-transport/index.js'
+import { Counter, type Registry } from 'prom-client'
+import { COMPOSE_IN_THREAD_CHARS } from './compose-pool.js'
+import { createRenderer } from './render-pool.js'
 import {
   bareAddress,
   customHeaders,
@@ -22,6 +25,8 @@ export interface SmtpTransportOptions {
   connectionTimeoutMs?: number
   /** Inactivity on an open connection before giving up. Default 60 000 ms. */
   socketTimeoutMs?: number
+  /** Where `svc_mail_rendered_total{thread}` is registered; no metric without it. */
+  registry?: Registry
 }
 
 export interface SmtpUrlParts {
@@ -135,35 +140,46 @@ export function createSmtpTransport(url: string, opts: SmtpTransportOptions = {}
   const scrub = secretScrubber(parts.pass)
   let closed = false
 
+  const rendered = opts.registry
+    ? new Counter({
+        name: 'svc_mail_rendered_total',
+        help: 'SMTP messages rendered (MIME and DKIM signature), by thread: main (small bodies, once per SMTP transaction) or worker (large ones, once per message)',
+        labelNames: ['thread'] as const,
+        registers: [opts.registry],
+      })
+    : undefined
+  // Large messages are rendered in a worker thread, started at the first one and stopped when idle.
+  const renderer = createRenderer()
+
   /**
    * With VERP (msg.returnPath) each recipient gets its own transaction, since the envelope sender names
-   * the recipient; the transactions share the pool's connections.
+   * the recipient; the transactions share the pool's connections. A message whose body (html + text) is
+   * COMPOSE_IN_THREAD_CHARS or more is rendered once, in the worker thread, and its bytes go out as they
+   * are in every transaction; a smaller one is rendered by nodemailer here, in each transaction.
+   * Throws MessageBuildError when a large message cannot be rendered.
    */
   async function relay(msg: OutgoingMessage, recipients: string[]): Promise<RecipientResult[]> {
+    const mail = mailOptions(msg)
+    const size = (msg.html?.length ?? 0) + (msg.text?.length ?? 0)
+    let content: (envelope: { from: string; to: string[] }) => SendMailOptions
+    if (size < COMPOSE_IN_THREAD_CHARS) {
+      content = (envelope) => {
+        rendered?.inc({ thread: 'main' })
+        return { ...mail, envelope }
+      }
+    } else {
+      const raw = await renderer.render(mail)
+      rendered?.inc({ thread: 'worker' })
+      // No dkim option beside raw: nodemailer sends the bytes as they are, signed once, in the worker.
+      content = (envelope) => ({ envelope, raw })
+    }
     const returnPath = msg.returnPath
-    if (returnPath === undefined) return relayOnce(msg, recipients, bareAddress(msg.from))
-    const each = await Promise.all(recipients.map((r) => relayOnce(msg, [r], returnPath(r))))
+    if (returnPath === undefined) return relayOnce(content({ from: bareAddress(msg.from), to: recipients }), recipients)
+    const each = await Promise.all(recipients.map((r) => relayOnce(content({ from: returnPath(r), to: [r] }), [r])))
     return each.flat()
   }
 
-  async function relayOnce(msg: OutgoingMessage, recipients: string[], envelopeFrom: string): Promise<RecipientResult[]> {
-    const mail: SendMailOptions = {
-      // An explicit envelope keeps simulator addresses (and Bcc) off the wire while the
-      // headers still show what the author wrote.
-      envelope: { from: envelopeFrom, to: recipients },
-      messageId: formatMessageId(msg),
-      from: msg.from,
-      to: msg.to,
-      cc: msg.cc,
-      subject: msg.subject,
-      headers: customHeaders(msg.headers),
-    }
-    if (msg.replyTo !== undefined && msg.replyTo.length > 0) mail.replyTo = msg.replyTo
-    if (msg.html !== undefined) mail.html = msg.html
-    if (msg.text !== undefined) mail.text = msg.text
-    // relaxed/relaxed (nodemailer's canonicalisation), over the headers that matter to receivers.
-    if (msg.dkim !== undefined) mail.dkim = { ...msg.dkim, headerFieldNames: DKIM_SIGNED_HEADERS }
-
+  async function relayOnce(mail: SendMailOptions, recipients: string[]): Promise<RecipientResult[]> {
     let info: RelayInfo
     try {
       info = (await transporter.sendMail(mail)) as RelayInfo
@@ -213,8 +229,31 @@ export function createSmtpTransport(url: string, opts: SmtpTransportOptions = {}
       if (closed) return
       closed = true
       transporter.close()
+      await renderer.close()
     },
   }
+}
+
+/**
+ * What nodemailer is asked to build for a message, the same for either thread. The envelope is left out:
+ * it is given per transaction, and keeps simulator addresses (and Bcc) off the wire while the headers
+ * still show what the author wrote.
+ */
+function mailOptions(msg: OutgoingMessage): SendMailOptions {
+  const mail: SendMailOptions = {
+    messageId: formatMessageId(msg),
+    from: msg.from,
+    to: msg.to,
+    cc: msg.cc,
+    subject: msg.subject,
+    headers: customHeaders(msg.headers),
+  }
+  if (msg.replyTo !== undefined && msg.replyTo.length > 0) mail.replyTo = msg.replyTo
+  if (msg.html !== undefined) mail.html = msg.html
+  if (msg.text !== undefined) mail.text = msg.text
+  // relaxed/relaxed (nodemailer's canonicalisation), over the headers that matter to receivers.
+  if (msg.dkim !== undefined) mail.dkim = { ...msg.dkim, headerFieldNames: DKIM_SIGNED_HEADERS }
+  return mail
 }
 
 /** The whole message failed: map the one error to every recipient it concerns. */

@@ -1,0 +1,47 @@
+// Where the SMTP transport renders a large message (its MIME and DKIM signature): in one worker thread,
+// started at the first large message and stopped when idle. Small messages never come here; the transport
+// renders them in its own thread, where a hop to another would cost more than the build.
+import { fileURLToPath } from 'node:url'
+import type { SendMailOptions } from 'nodemailer'
+import { Piscina } from 'piscina'
+import { MessageBuildError, errorKind } from './compose.js'
+import type { RenderAnswer } from '../../workers/render.js'
+
+const WORKER_FILE = fileURLToPath(new URL('../../workers/render.js', import.meta.url))
+
+export interface Renderer {
+  /**
+   * The message's bytes, DKIM-signed when `mail.dkim` is set. Throws MessageBuildError when it cannot be
+   * rendered (the reason names the step, never the content).
+   */
+  render(mail: SendMailOptions): Promise<Buffer>
+  close(): Promise<void>
+}
+
+export function createRenderer (): Renderer {
+  let pool: Piscina | undefined
+  let closed = false
+  return {
+    async render (mail) {
+      if (closed) throw new Error('the render thread is closed')
+      // One thread: large messages are rare, and the delivery threads need the other core.
+      pool ??= new Piscina({ filename: WORKER_FILE, minThreads: 0, maxThreads: 1, idleTimeout: 30_000 })
+      let answer: RenderAnswer
+      try {
+        answer = await pool.run(mail) as RenderAnswer
+      } catch (err) {
+        if (closed) throw new Error('the render thread is closed')
+        // The thread died under this message (nodemailer threw where nothing catches it): the same
+        // message would kill it again, so it is the message that cannot be built. Piscina starts another.
+        throw new MessageBuildError(`rendering the MIME message stopped its thread (${errorKind(err)})`)
+      }
+      if (!(answer instanceof Uint8Array)) throw new MessageBuildError(answer.reason)
+      return Buffer.from(answer.buffer, answer.byteOffset, answer.byteLength)
+    },
+    async close () {
+      closed = true
+      await pool?.close({ force: false })
+      pool = undefined
+    },
+  }
+}
