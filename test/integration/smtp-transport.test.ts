@@ -1,8 +1,14 @@
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { once } from 'node:events'
+import { generateKeyPairSync } from 'node:crypto'
 import net, { type AddressInfo } from 'node:net'
+import { dkimVerify } from 'mailauth'
+import { simpleParser } from 'mailparser'
+import { Registry } from 'prom-client'
 import { SMTPServer } from 'smtp-server'
+import { COMPOSE_IN_THREAD_CHARS } from '../../src/mail/compose-pool.js'
+import { MessageBuildError } from '../../src/mail/compose.js'
 import { createSmtpTransport, parseSmtpUrl } from '../../src/mail/smtp-transport.js'
 import { SIMULATOR, type OutgoingMessage, type RecipientResult } from '../../src/mail/transport.js'
 
@@ -437,5 +443,182 @@ describe('SMTP credentials', () => {
       pass: 'p:w',
       requireTLS: false,
     })
+  })
+})
+
+/** A DKIM key for example.com (selector s1) and a resolver that publishes it: no DNS server is asked. */
+function signingDomain () {
+  const { publicKey, privateKey } = generateKeyPairSync('rsa', {
+    modulusLength: 2048,
+    publicKeyEncoding: { type: 'spki', format: 'der' },
+    privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
+  })
+  const record = `v=DKIM1; k=rsa; p=${publicKey.toString('base64')}`
+  const resolver = async (name: string, type: string): Promise<string[][]> => {
+    if (type === 'TXT' && name.toLowerCase() === 's1._domainkey.example.com') return [[record]]
+    throw Object.assign(new Error(`no ${type} record for ${name}`), { code: 'ENOTFOUND' })
+  }
+  return { dkim: { domainName: 'example.com', keySelector: 's1', privateKey }, resolver }
+}
+
+async function dkimResult (raw: string, resolver: (name: string, type: string) => Promise<string[][]>): Promise<{ result: string; signingDomain?: string }> {
+  const verdict = await dkimVerify(Buffer.from(raw), { resolver: resolver as never })
+  const first = verdict.results[0] as { status: { result: string }; signingDomain?: string } | undefined
+  return { result: first?.status.result ?? 'none', signingDomain: first?.signingDomain }
+}
+
+async function rendered (registry: Registry): Promise<Record<string, number>> {
+  const metric = await registry.getSingleMetric('svc_mail_rendered_total')?.get()
+  return Object.fromEntries((metric?.values ?? []).map((v) => [String(v.labels.thread), v.value]))
+}
+
+function headerNames (raw: string): string[] {
+  return headerLines(raw).map((l) => l.slice(0, l.indexOf(':')).toLowerCase())
+}
+
+/** About 200 KiB of html and 200 KiB of text, each line numbered so that a lost or reordered line shows. */
+function largeBodies (): { html: string; text: string } {
+  const html = `<html><body>${Array.from({ length: 2000 }, (_, i) => `<p>paragraph ${i}: caf\u00e9 na\u00efve \u2713 ${'lorem ipsum dolor '.repeat(5)}</p>`).join('\n')}</body></html>`
+  const text = Array.from({ length: 2000 }, (_, i) => `line ${i}: caf\u00e9 na\u00efve \u2713 ${'lorem ipsum dolor '.repeat(5)}`).join('\n')
+  assert.ok(html.length + text.length >= COMPOSE_IN_THREAD_CHARS && html.length > 190_000 && text.length > 190_000)
+  return { html, text }
+}
+
+describe('SMTP transport: a large message is rendered once, in a worker thread', () => {
+  let sink: Sink
+  let registry: Registry
+  let transport: ReturnType<typeof createSmtpTransport>
+  const { dkim, resolver } = signingDomain()
+  const { html, text } = largeBodies()
+  const unsubscribe = {
+    'List-Unsubscribe': '<https://svc.example.com/t/u/abc.def>',
+    'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click',
+    'X-Campaign': 'spring-2026',
+  }
+
+  before(async () => {
+    sink = await startSink()
+    registry = new Registry()
+    transport = createSmtpTransport(`smtp://127.0.0.1:${sink.port}`, { connectionTimeoutMs: 5_000, registry })
+  })
+  after(async () => {
+    await transport.close()
+    await sink.close()
+  })
+
+  test('a 400 KiB message arrives whole, signed once with a DKIM signature that verifies, with the headers of the main thread\'s messages', async () => {
+    const before = sink.received.length
+    const counted = await rendered(registry)
+    const results = await transport.send(message({
+      messageId: 'em_large1', from: 'Shop <shop@example.com>', to: ['Alice <alice@example.net>'], cc: ['carol@example.net'],
+      replyTo: ['support@example.com'], subject: 'Your order \u2713', html, text, headers: unsubscribe, dkim,
+    }))
+    assert.deepEqual(results.map((r) => [r.recipient, r.outcome, r.code]), [['alice@example.net', 'delivered', 250], ['carol@example.net', 'delivered', 250]])
+    assert.equal(sink.received.length, before + 1)
+    const got = sink.received[before]!
+    assert.equal(got.mailFrom, 'shop@example.com')
+    assert.deepEqual(got.rcptTo, ['alice@example.net', 'carol@example.net'])
+
+    assert.deepEqual(await dkimResult(got.raw, resolver), { result: 'pass', signingDomain: 'example.com' })
+    assert.equal(headerNames(got.raw).filter((n) => n === 'dkim-signature').length, 1, 'exactly one DKIM-Signature')
+    const flat = header(got.raw, 'DKIM-Signature')!.replace(/\s+/g, '')
+    assert.match(flat, /c=relaxed\/relaxed/)
+    assert.match(flat, /s=s1;/)
+    const h = /(?:^|;)h=([^;]+)/.exec(flat)![1]!.toLowerCase().split(':')
+    for (const name of ['from', 'to', 'cc', 'subject', 'date', 'message-id', 'reply-to', 'list-unsubscribe', 'list-unsubscribe-post']) assert.ok(h.includes(name), `h= covers ${name}`)
+
+    const parsed = await simpleParser(got.raw)
+    assert.equal(parsed.html, html)
+    assert.equal(parsed.text, text)
+    assert.equal(parsed.subject, 'Your order \u2713')
+    assert.equal(parsed.messageId, '<em_large1@example.com>')
+    assert.equal(header(got.raw, 'List-Unsubscribe'), unsubscribe['List-Unsubscribe'])
+    assert.equal(header(got.raw, 'Reply-To'), 'support@example.com')
+    assert.equal(header(got.raw, 'X-Campaign'), 'spring-2026')
+
+    // The same message with a small body, rendered on the main thread: the same header fields, in the same order.
+    const small = sink.received.length
+    await transport.send(message({
+      messageId: 'em_small1', from: 'Shop <shop@example.com>', to: ['Alice <alice@example.net>'], cc: ['carol@example.net'],
+      replyTo: ['support@example.com'], subject: 'Your order \u2713', html: '<p>caf\u00e9</p>', text: 'caf\u00e9', headers: unsubscribe, dkim,
+    }))
+    assert.deepEqual(headerNames(sink.received[small]!.raw), headerNames(got.raw))
+
+    const now = await rendered(registry)
+    assert.equal((now.worker ?? 0) - (counted.worker ?? 0), 1)
+    assert.equal((now.main ?? 0) - (counted.main ?? 0), 1)
+  })
+
+  test('with VERP, each of 3 recipients gets its own MAIL FROM and the same bytes, rendered once', async () => {
+    const before = sink.received.length
+    const counted = await rendered(registry)
+    const recipients = ['alice@example.net', 'bob@example.net', 'carol@example.net']
+    const results = await transport.send(message({
+      messageId: 'em_verp1', from: 'Shop <shop@example.com>', to: recipients, html, text, headers: unsubscribe, dkim,
+      returnPath: (r) => `b+${r.split('@')[0]}@bounces.example.com`,
+    }))
+    assert.deepEqual(results.map((r) => [r.recipient, r.outcome]), recipients.map((r) => [r, 'delivered']))
+    const got = sink.received.slice(before)
+    assert.equal(got.length, 3, 'one transaction per recipient')
+    assert.deepEqual(
+      got.map((m) => [m.mailFrom, m.rcptTo]).sort(),
+      recipients.map((r) => [`b+${r.split('@')[0]}@bounces.example.com`, [r]]),
+    )
+    assert.equal(got[1]!.raw, got[0]!.raw, 'the same bytes in every transaction')
+    assert.equal(got[2]!.raw, got[0]!.raw, 'the same bytes in every transaction')
+    assert.deepEqual(await dkimResult(got[0]!.raw, resolver), { result: 'pass', signingDomain: 'example.com' })
+    assert.equal(headerNames(got[0]!.raw).filter((n) => n === 'dkim-signature').length, 1)
+    const now = await rendered(registry)
+    assert.equal((now.worker ?? 0) - (counted.worker ?? 0), 1, 'rendered once for three transactions')
+    assert.equal((now.main ?? 0) - (counted.main ?? 0), 0)
+  })
+
+  test('a small message is still rendered on the main thread, once per VERP transaction, and verifies', async () => {
+    const before = sink.received.length
+    const counted = await rendered(registry)
+    const recipients = ['alice@example.net', 'bob@example.net']
+    const results = await transport.send(message({
+      messageId: 'em_small2', from: 'shop@example.com', to: recipients, html: '<p>Thanks</p>', text: 'Thanks', dkim,
+      returnPath: (r) => `b+${r.split('@')[0]}@bounces.example.com`,
+    }))
+    assert.deepEqual(results.map((r) => r.outcome), ['delivered', 'delivered'])
+    const got = sink.received.slice(before)
+    assert.equal(got.length, 2)
+    for (const m of got) {
+      assert.deepEqual(await dkimResult(m.raw, resolver), { result: 'pass', signingDomain: 'example.com' })
+      assert.equal(headerNames(m.raw).filter((n) => n === 'dkim-signature').length, 1)
+    }
+    const now = await rendered(registry)
+    assert.equal((now.main ?? 0) - (counted.main ?? 0), 2)
+    assert.equal((now.worker ?? 0) - (counted.worker ?? 0), 0)
+    // The verifier can fail: one changed byte of the body and the signature no longer holds.
+    assert.notEqual((await dkimResult(got[0]!.raw.replace('Thanks', 'Thankz'), resolver)).result, 'pass')
+  })
+
+  test('a body that names a file is refused in the worker as a build failure, quoting nothing, and the next message goes out', async () => {
+    const before = sink.received.length
+    // Bodies come from API requests: nodemailer must not read a path it is handed, in the worker as here.
+    await assert.rejects(
+      transport.send(message({ html: { path: '/etc/passwd' } as never, text })),
+      (err: Error) => err instanceof MessageBuildError && err.message === 'rendering the MIME message failed (Error)',
+    )
+    assert.equal(sink.received.length, before, 'nothing was sent')
+    const next = await transport.send(message({ messageId: 'em_after1', html, text, dkim }))
+    assert.equal(next[0]?.outcome, 'delivered')
+    assert.doesNotMatch(sink.received[before]!.raw, /root:/)
+  })
+
+  test('a message that kills the worker thread is a build failure, not a crash; the thread is replaced', async () => {
+    const before = sink.received.length
+    // nodemailer throws outside any callback when punycode cannot encode the signing domain.
+    const hostile = { ...dkim, domainName: `${'a'.repeat(3000)}\u{10FFFF}.example.com` }
+    await assert.rejects(
+      transport.send(message({ html, text, dkim: hostile })),
+      (err: Error) => err instanceof MessageBuildError && err.message === 'rendering the MIME message stopped its thread (RangeError)',
+    )
+    assert.equal(sink.received.length, before)
+    const next = await transport.send(message({ messageId: 'em_after2', html, text, dkim }))
+    assert.equal(next[0]?.outcome, 'delivered')
+    assert.equal((await dkimResult(sink.received[before]!.raw, resolver)).result, 'pass')
   })
 })
