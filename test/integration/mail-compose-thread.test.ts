@@ -1,19 +1,34 @@
 // Large bodies are built in a worker thread (src/mail/compose-pool.ts), small ones in the mailer's own:
 // the message is the same either way (tracked links, pixel, List-Unsubscribe), and a body that cannot be
-// built is failed with its reason from the worker too. Real server, real worker thread, sandbox transport.
+// built is failed with its reason from the worker too. Over SMTP the transport renders a large message's
+// MIME in a worker thread as well, and a message it cannot render is failed the same way. Real server, real
+// worker threads, the sandbox transport or a real SMTP server on loopback.
 import assert from 'node:assert/strict'
+import { generateKeyPairSync } from 'node:crypto'
 import { describe, test } from 'node:test'
+import { simpleParser } from 'mailparser'
 import { request } from 'undici'
 import { COMPOSE_IN_THREAD_CHARS } from '../../src/mail/compose-pool.js'
 import { createSandboxTransport } from '../../src/mail/sandbox-transport.js'
+import { createSmtpTransport } from '../../src/mail/smtp-transport.js'
+import type { MailTransport } from '../../src/mail/transport.js'
 import { startServer } from '../helpers/server.js'
-import { sender } from '../helpers/sending.js'
+import { sender, timeline } from '../helpers/sending.js'
+import { startSmtpSink } from '../helpers/smtp-sink.js'
 
-async function composed (url: string): Promise<Record<string, number>> {
+async function composed (url: string, metric = 'svc_mail_composed_total'): Promise<Record<string, number>> {
   const text = await (await request(url + '/metrics')).body.text()
   const counts: Record<string, number> = {}
-  for (const m of text.matchAll(/^svc_mail_composed_total\{thread="(\w+)"\} (\d+)$/gm)) counts[m[1]!] = Number(m[2])
+  for (const m of text.matchAll(new RegExp(`^${metric}\\{thread="(\\w+)"\\} (\\d+)$`, 'gm'))) counts[m[1]!] = Number(m[2])
   return counts
+}
+
+/** 200 links, padded past the threshold. */
+function largeHtml (): string {
+  const links = Array.from({ length: 200 }, (_, i) => `<p><a href="https://example.com/page/${i}?q=${i}">link ${i}</a> ${'lorem ipsum '.repeat(20)}</p>`).join('\n')
+  const big = `<html><body>${links}</body></html>`
+  assert.ok(big.length > COMPOSE_IN_THREAD_CHARS)
+  return big
 }
 
 describe('where a message is built', () => {
@@ -21,10 +36,7 @@ describe('where a message is built', () => {
     const transport = createSandboxTransport()
     const server = await startServer(t, { deps: { transport } })
     const s = await sender(server)
-    // 200 links, padded past the threshold.
-    const links = Array.from({ length: 200 }, (_, i) => `<p><a href="https://example.com/page/${i}?q=${i}">link ${i}</a> ${'lorem ipsum '.repeat(20)}</p>`).join('\n')
-    const big = `<html><body>${links}</body></html>`
-    assert.ok(big.length > COMPOSE_IN_THREAD_CHARS)
+    const big = largeHtml()
     const large = await s.send({ to: 'reader@example.com', subject: 'Large', html: big, text: 'plain' })
     assert.equal(large.status, 202, large.text)
     const small = await s.send({ to: 'reader@example.com', subject: 'Small', html: '<a href="https://example.com/one">one</a>' })
@@ -49,5 +61,58 @@ describe('where a message is built', () => {
     await click.body.dump()
 
     assert.deepEqual(await composed(server.url), { main: 1, worker: 1 })
+  })
+
+  test('over SMTP, a large email is also rendered (MIME) in a worker thread and arrives tracked; a small one is rendered in the main thread', async (t) => {
+    const sink = await startSmtpSink()
+    t.after(() => sink.close())
+    const server = await startServer(t, { env: { SMTP_URL: sink.url } })
+    const s = await sender(server)
+    const large = await s.send({ to: 'reader@example.com', subject: 'Large', html: largeHtml(), text: 'plain' })
+    assert.equal(large.status, 202, large.text)
+    const small = await s.send({ to: 'reader@example.com', subject: 'Small', text: 'short' })
+    assert.equal(small.status, 202, small.text)
+    assert.equal((await s.settled(large.body.data.id)).status, 'delivered')
+    assert.equal((await s.settled(small.body.data.id)).status, 'delivered')
+
+    assert.equal(sink.received.length, 2)
+    const parsed = await Promise.all(sink.received.map((m) => simpleParser(m.raw)))
+    const l = parsed.find((p) => p.subject === 'Large')!
+    const hrefs = [...String(l.html).matchAll(/href="([^"]+)"/g)].map((m) => m[1]!)
+    assert.equal(hrefs.length, 200)
+    for (const href of hrefs) assert.ok(href.startsWith(`${server.config.publicUrl}/t/c/`), `tracked: ${href.slice(0, 60)}`)
+    assert.equal(l.text?.trim(), 'plain')
+    assert.equal(parsed.find((p) => p.subject === 'Small')!.text?.trim(), 'short')
+    assert.deepEqual(await composed(server.url, 'svc_mail_rendered_total'), { main: 1, worker: 1 })
+  })
+
+  test('a large email the worker cannot render is failed with the step, quoting nothing; the mailer and the thread go on', async (t) => {
+    const sink = await startSmtpSink()
+    t.after(() => sink.close())
+    const smtp = createSmtpTransport(sink.url)
+    t.after(() => smtp.close())
+    // The real SMTP transport, handed a signing domain nodemailer throws on outside any callback (punycode
+    // overflows), which kills the thread that renders the message.
+    const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048, privateKeyEncoding: { type: 'pkcs8', format: 'pem' }, publicKeyEncoding: { type: 'spki', format: 'pem' } })
+    const transport: MailTransport = {
+      name: 'smtp',
+      send: (msg) => smtp.send(msg.subject === 'Poison' ? { ...msg, dkim: { domainName: `${'a'.repeat(3000)}\u{10FFFF}.example.com`, keySelector: 's1', privateKey } } : msg),
+      close: async () => {},
+    }
+    const server = await startServer(t, { deps: { transport } })
+    const s = await sender(server)
+    const poison = await s.send({ to: 'reader@example.com', subject: 'Poison', html: largeHtml(), text: 'private text' })
+    assert.equal(poison.status, 202, poison.text)
+    const failed = await s.settled(poison.body.data.id)
+    assert.equal(failed.status, 'failed')
+    assert.deepEqual(timeline(failed), ['email.sent reader@example.com', 'email.bounced reader@example.com'])
+    const record = await server.store.findEmail(s.accountId, poison.body.data.id)
+    assert.equal(record?.lastError, 'could not be built: rendering the MIME message stopped its thread (RangeError)')
+    assert.equal(record?.nextAttemptAt, null)
+    assert.equal(sink.received.length, 0)
+
+    const fine = await s.send({ to: 'reader@example.com', subject: 'Fine', html: largeHtml() })
+    assert.equal((await s.settled(fine.body.data.id)).status, 'delivered')
+    assert.equal(sink.received.length, 1)
   })
 })
