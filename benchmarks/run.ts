@@ -18,7 +18,7 @@ import {
 } from './lib/context.js'
 import { median } from './lib/stats.js'
 import { fmt, judge, svgChart, table, targetRows, type Target } from './lib/report.js'
-import { buildChanges, buildFingerprint, svcEnv, WINDOW } from './lib/svc.js'
+import { buildChanges, buildFingerprint, EXTRA_NODE_ARGS, svcEnv, WINDOW } from './lib/svc.js'
 import { adversarial } from './scenarios/adversarial.js'
 import { api } from './scenarios/api.js'
 import { latency } from './scenarios/latency.js'
@@ -54,6 +54,7 @@ async function main (): Promise<void> {
     svcEnv.profileRoot = join(resultsDir, `profiles-${stamp}`)
     notes.push(`svc ran with --cpu-prof (profiles in benchmarks/results/profiles-${stamp}/): its figures are lower than without`)
   }
+  if (EXTRA_NODE_ARGS.length > 0) notes.push(`svc ran with the Node options ${EXTRA_NODE_ARGS.join(' ')} (BENCH_SVC_NODE_ARGS): its figures may differ from a plain run's`)
   log(`svc benchmarks: ${QUICK ? 'quick' : 'full'} run, ${started.toISOString()}`)
   log(`machine: ${String(m.cores)} cores (${String(m.cpuModel)}), ${fmt(Number(m.memoryMiB))} MiB, Node ${process.version}`)
   const changed = code.uncommittedChanges as string[]

@@ -3,7 +3,7 @@
 import Database from 'better-sqlite3'
 import type { ChildProcess } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { appendFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -132,6 +132,14 @@ const firstBuild = buildFingerprint()
 /** Set when svc's compiled code changed during the run (someone rebuilt dist/ meanwhile). */
 export const buildChanges: string[] = []
 
+/**
+ * For looking into svc while it is measured (the run's notes say so when set): BENCH_SVC_NODE_ARGS adds Node
+ * options to every svc start (e.g. "--trace-gc", or "--heapsnapshot-signal=SIGUSR2"), and BENCH_SVC_STDOUT
+ * names a file that gets all of svc's standard output (where --trace-gc writes).
+ */
+export const EXTRA_NODE_ARGS = (process.env.BENCH_SVC_NODE_ARGS ?? '').split(' ').filter(Boolean)
+const STDOUT_FILE = process.env.BENCH_SVC_STDOUT || undefined
+
 /** How every svc start is profiled (run.ts sets it for --cpu-prof). */
 export const svcEnv: { profileRoot?: string } = {}
 let starts = 0
@@ -159,7 +167,7 @@ export async function startSvc (dataDir: string, env: Record<string, string> = {
   const port = await freePort()
   // Node refuses --cpu-prof in NODE_OPTIONS: it goes on the command line.
   const profArgs = profileDir !== undefined ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []
-  const child = spawnTracked(process.execPath, [...profArgs, SERVER_FILE], {
+  const child = spawnTracked(process.execPath, [...profArgs, ...EXTRA_NODE_ARGS, SERVER_FILE], {
     env: {
       PATH: process.env.PATH ?? '',
       NODE_ENV: 'development',
@@ -183,6 +191,7 @@ export async function startSvc (dataDir: string, env: Record<string, string> = {
   const logged = new Map<string, number>()
   let partial = ''
   child.stdout!.on('data', (chunk: Buffer) => {
+    if (STDOUT_FILE !== undefined) appendFileSync(STDOUT_FILE, chunk)
     keep(chunk)
     const lines = (partial + chunk.toString('utf8')).split('\n')
     partial = lines.pop() ?? ''
