@@ -22,7 +22,7 @@ import { createComposer } from './mail/compose-pool.js'
 import { verpKey } from './domain/verp.js'
 import { createReturnedMailService } from './domain/returned-mail.js'
 import { DomainChecker, type DomainCheckerOptions } from './mail/domain-checker.js'
-import { InboundMail, type InboundOptions } from './mail/inbound/listener.js'
+import type { InboundOptions } from './mail/inbound/listener.js'
 import type { MailTransport } from './mail/transport.js'
 
 /** A background part of the service: started after the app is ready, stopped before the store closes. */
@@ -208,6 +208,10 @@ export async function createService (config: Config, given: ServiceDeps): Promis
     // Sender domains are re-checked, and returning mail heard, by the mailer role.
     components.push(new DomainChecker({ domains: app.services.domains, logger: app.log.child({ component: 'domains' }), ...deps.domainChecker }))
     if (config.mail.inbound.port !== undefined) {
+      // Loaded only where it listens: the SMTP server and the MIME parser hold about 9 MiB of the main
+      // thread's heap for as long as the process runs, and V8 lets the heap grow to a multiple of what
+      // stays alive before it collects, so every process without the listener would pay a multiple of it.
+      const { InboundMail } = await import('./mail/inbound/listener.js')
       components.push(new InboundMail({
         port: config.mail.inbound.port,
         host: config.mail.inbound.host,
