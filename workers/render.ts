@@ -1,9 +1,9 @@
-// The render worker thread: turns the SMTP transport's mail options for a large message into its bytes on
-// the wire (the MIME tree, its encoded html and text, and its DKIM signature), so that the main thread,
-// which also serves the API and the delivery engine, does not spend milliseconds per megabyte on them.
-// nodemailer does the work, exactly as it does on the main thread for small messages: its stream
-// transport runs the same pipeline (MailComposer, then the DKIM signer) and hands back a buffer instead of
-// writing to a socket. Wiring only; the choice of thread is src/mail/render-pool.ts.
+// The render worker thread: turns the SMTP transport's mail options for a message into its bytes on the
+// wire (the MIME tree, its encoded html and text, and its DKIM signature), so that the main thread, which
+// also serves the API and the delivery engine, does not spend milliseconds per message on them.
+// nodemailer does the work, exactly as its SMTP transporter would: its stream transport runs the same
+// pipeline (MailComposer, then the DKIM signer) and hands back a buffer instead of writing to a socket.
+// Wiring only; the thread is managed by src/mail/render-pool.ts.
 import nodemailer, { type SendMailOptions } from 'nodemailer'
 import type StreamTransport from 'nodemailer/lib/stream-transport/index.js'
 import { Piscina } from 'piscina'

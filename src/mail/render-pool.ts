@@ -1,6 +1,7 @@
-// Where the SMTP transport renders a large message (its MIME and DKIM signature): in one worker thread,
-// started at the first large message and stopped when idle. Small messages never come here; the transport
-// renders them in its own thread, where a hop to another would cost more than the build.
+// Where the SMTP transport renders a message (its MIME and DKIM signature): in one worker thread, started
+// at the first message and stopped when idle. Rendering costs milliseconds even for a small message (an
+// RSA signature, nodemailer's stream pipeline) and hundreds for a megabyte; handing it over costs well
+// under one, so the main thread keeps serving the API and the delivery engine meanwhile.
 import { fileURLToPath } from 'node:url'
 import type { SendMailOptions } from 'nodemailer'
 import { Piscina } from 'piscina'

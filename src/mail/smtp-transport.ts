@@ -2,7 +2,6 @@ import nodemailer, { type SendMailOptions } from 'nodemailer'
 import type SMTPPool from 'nodemailer/lib/smtp-pool/index.js'
 import type SMTPTransport from 'nodemailer/lib/smtp-transport/index.js'
 import { Counter, type Registry } from 'prom-client'
-import { COMPOSE_IN_THREAD_CHARS } from './compose-pool.js'
 import { createRenderer } from './render-pool.js'
 import {
   bareAddress,
@@ -27,6 +26,13 @@ export interface SmtpTransportOptions {
   socketTimeoutMs?: number
   /** Where `svc_mail_rendered_total{thread}` is registered; no metric without it. */
   registry?: Registry
+  /**
+   * Messages whose body (html + text, in characters) is smaller than this are rendered in the calling
+   * thread, in each SMTP transaction. Default 0: every message is rendered in the worker thread. Even a
+   * 1 KiB message costs milliseconds of CPU to render and sign (nodemailer's MIME pipeline, then an RSA
+   * signature), against well under one to hand it over: see benchmarks/README.md.
+   */
+  renderInThreadFromChars?: number
 }
 
 export interface SmtpUrlParts {
@@ -143,26 +149,27 @@ export function createSmtpTransport(url: string, opts: SmtpTransportOptions = {}
   const rendered = opts.registry
     ? new Counter({
         name: 'svc_mail_rendered_total',
-        help: 'SMTP messages rendered (MIME and DKIM signature), by thread: main (small bodies, once per SMTP transaction) or worker (large ones, once per message)',
+        help: 'SMTP messages rendered (MIME and DKIM signature), by thread: worker (once per message) or main (below renderInThreadFromChars, once per SMTP transaction)',
         labelNames: ['thread'] as const,
         registers: [opts.registry],
       })
     : undefined
-  // Large messages are rendered in a worker thread, started at the first one and stopped when idle.
+  // Messages are rendered in a worker thread, started at the first one and stopped when idle.
   const renderer = createRenderer()
+  const renderHereBelow = opts.renderInThreadFromChars ?? 0
 
   /**
    * With VERP (msg.returnPath) each recipient gets its own transaction, since the envelope sender names
-   * the recipient; the transactions share the pool's connections. A message whose body (html + text) is
-   * COMPOSE_IN_THREAD_CHARS or more is rendered once, in the worker thread, and its bytes go out as they
-   * are in every transaction; a smaller one is rendered by nodemailer here, in each transaction.
-   * Throws MessageBuildError when a large message cannot be rendered.
+   * the recipient; the transactions share the pool's connections. A message is rendered once, in the
+   * worker thread, and its bytes go out as they are in every transaction (one whose body is below
+   * renderInThreadFromChars is rendered by nodemailer here, in each transaction).
+   * Throws MessageBuildError when the worker cannot render a message.
    */
   async function relay(msg: OutgoingMessage, recipients: string[]): Promise<RecipientResult[]> {
     const mail = mailOptions(msg)
     const size = (msg.html?.length ?? 0) + (msg.text?.length ?? 0)
     let content: (envelope: { from: string; to: string[] }) => SendMailOptions
-    if (size < COMPOSE_IN_THREAD_CHARS) {
+    if (size < renderHereBelow) {
       content = (envelope) => {
         rendered?.inc({ thread: 'main' })
         return { ...mail, envelope }

@@ -484,7 +484,7 @@ function largeBodies (): { html: string; text: string } {
   return { html, text }
 }
 
-describe('SMTP transport: a large message is rendered once, in a worker thread', () => {
+describe('SMTP transport: a message is rendered once, in a worker thread', () => {
   let sink: Sink
   let registry: Registry
   let transport: ReturnType<typeof createSmtpTransport>
@@ -499,7 +499,9 @@ describe('SMTP transport: a large message is rendered once, in a worker thread',
   before(async () => {
     sink = await startSink()
     registry = new Registry()
-    transport = createSmtpTransport(`smtp://127.0.0.1:${sink.port}`, { connectionTimeoutMs: 5_000, registry })
+    // Small bodies on the main thread here, so that both paths can be compared; by default every message
+    // goes to the worker (the last test).
+    transport = createSmtpTransport(`smtp://127.0.0.1:${sink.port}`, { connectionTimeoutMs: 5_000, registry, renderInThreadFromChars: COMPOSE_IN_THREAD_CHARS })
   })
   after(async () => {
     await transport.close()
@@ -573,7 +575,7 @@ describe('SMTP transport: a large message is rendered once, in a worker thread',
     assert.equal((now.main ?? 0) - (counted.main ?? 0), 0)
   })
 
-  test('a small message is still rendered on the main thread, once per VERP transaction, and verifies', async () => {
+  test('below renderInThreadFromChars a small message is rendered on the main thread, once per VERP transaction, and verifies', async () => {
     const before = sink.received.length
     const counted = await rendered(registry)
     const recipients = ['alice@example.net', 'bob@example.net']
@@ -620,5 +622,27 @@ describe('SMTP transport: a large message is rendered once, in a worker thread',
     const next = await transport.send(message({ messageId: 'em_after2', html, text, dkim }))
     assert.equal(next[0]?.outcome, 'delivered')
     assert.equal((await dkimResult(sink.received[before]!.raw, resolver)).result, 'pass')
+  })
+
+  test('by default even a small message is rendered in the worker, once for all its VERP transactions, and verifies', async () => {
+    const own = new Registry()
+    const t = createSmtpTransport(`smtp://127.0.0.1:${sink.port}`, { connectionTimeoutMs: 5_000, registry: own })
+    try {
+      const before = sink.received.length
+      const recipients = ['alice@example.net', 'bob@example.net']
+      const results = await t.send(message({
+        messageId: 'em_small3', from: 'shop@example.com', to: recipients, html: '<p>Thanks</p>', text: 'Thanks', dkim,
+        returnPath: (r) => `b+${r.split('@')[0]}@bounces.example.com`,
+      }))
+      assert.deepEqual(results.map((r) => r.outcome), ['delivered', 'delivered'])
+      const got = sink.received.slice(before)
+      assert.deepEqual(got.map((m) => m.mailFrom).sort(), ['b+alice@bounces.example.com', 'b+bob@bounces.example.com'])
+      assert.equal(got[1]!.raw, got[0]!.raw, 'the same bytes in both transactions')
+      assert.deepEqual(await dkimResult(got[0]!.raw, resolver), { result: 'pass', signingDomain: 'example.com' })
+      assert.equal(headerNames(got[0]!.raw).filter((n) => n === 'dkim-signature').length, 1)
+      assert.deepEqual(await rendered(own), { worker: 1 })
+    } finally {
+      await t.close()
+    }
   })
 })
