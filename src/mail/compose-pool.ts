@@ -3,10 +3,10 @@
 // with the API and the delivery engine; a link-heavy megabyte of html took up to ~150 ms of it to rewrite,
 // during which nothing else was answered.
 import { fileURLToPath } from 'node:url'
-import { Piscina } from 'piscina'
 import { Counter, type Registry } from 'prom-client'
 import type { EmailRecord } from '../store/emails.js'
 import { MessageBuildError, composeMessage } from './compose.js'
+import { oneThread } from './one-thread.js'
 import type { OutgoingMessage } from './transport.js'
 import type { ComposeAnswer, ComposeWorkerData } from '../../workers/compose.js'
 
@@ -31,8 +31,9 @@ export function createComposer (opts: ComposeWorkerData & { registry?: Registry;
         registers: [opts.registry],
       })
     : undefined
-  let pool: Piscina | undefined
   const workerData: ComposeWorkerData = { publicUrl: opts.publicUrl, secret: opts.secret }
+  // Large bodies are rare: their thread starts at the first one.
+  const thread = oneThread<EmailRecord, ComposeAnswer>(WORKER_FILE, workerData)
   return {
     async compose (email) {
       const size = (email.html?.length ?? 0) + (email.text?.length ?? 0)
@@ -41,16 +42,10 @@ export function createComposer (opts: ComposeWorkerData & { registry?: Registry;
         return composeMessage(email, workerData)
       }
       where?.inc({ thread: 'worker' })
-      // One thread: large bodies are rare, and the delivery threads need the other core. It starts at the
-      // first large body and stops when idle.
-      pool ??= new Piscina({ filename: WORKER_FILE, workerData, minThreads: 0, maxThreads: 1, idleTimeout: 30_000 })
-      const answer = await pool.run(email) as ComposeAnswer
+      const answer = await thread.run(email)
       if (!answer.ok) throw new MessageBuildError(answer.reason)
       return answer.msg
     },
-    async close () {
-      await pool?.close({ force: false })
-      pool = undefined
-    },
+    close: () => thread.close(),
   }
 }

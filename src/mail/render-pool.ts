@@ -4,8 +4,8 @@
 // under one, so the main thread keeps serving the API and the delivery engine meanwhile.
 import { fileURLToPath } from 'node:url'
 import type { SendMailOptions } from 'nodemailer'
-import { Piscina } from 'piscina'
 import { MessageBuildError, errorKind } from './compose.js'
+import { oneThread } from './one-thread.js'
 import type { RenderAnswer } from '../../workers/render.js'
 
 const WORKER_FILE = fileURLToPath(new URL('../../workers/render.js', import.meta.url))
@@ -20,18 +20,15 @@ export interface Renderer {
 }
 
 export function createRenderer (): Renderer {
-  let pool: Piscina | undefined
-  let closed = false
+  const thread = oneThread<SendMailOptions, RenderAnswer>(WORKER_FILE)
   return {
     async render (mail) {
-      if (closed) throw new Error('the render thread is closed')
-      // One thread: large messages are rare, and the delivery threads need the other core.
-      pool ??= new Piscina({ filename: WORKER_FILE, minThreads: 0, maxThreads: 1, idleTimeout: 30_000 })
+      if (thread.closed) throw new Error('the render thread is closed')
       let answer: RenderAnswer
       try {
-        answer = await pool.run(mail) as RenderAnswer
+        answer = await thread.run(mail)
       } catch (err) {
-        if (closed) throw new Error('the render thread is closed')
+        if (thread.closed) throw new Error('the render thread is closed')
         // The thread died under this message (nodemailer threw where nothing catches it): the same
         // message would kill it again, so it is the message that cannot be built. Piscina starts another.
         throw new MessageBuildError(`rendering the MIME message stopped its thread (${errorKind(err)})`)
@@ -39,10 +36,6 @@ export function createRenderer (): Renderer {
       if (!(answer instanceof Uint8Array)) throw new MessageBuildError(answer.reason)
       return Buffer.from(answer.buffer, answer.byteOffset, answer.byteLength)
     },
-    async close () {
-      closed = true
-      await pool?.close({ force: false })
-      pool = undefined
-    },
+    close: () => thread.close(),
   }
 }
