@@ -205,6 +205,13 @@ export class Mailer implements Component {
     })
   }
 
+  /** Building it again would fail again: a poison email is failed now, not retried at every start. */
+  private buildFailed (email: EmailRecord, err: unknown): Omit<EmailAttempt, 'owner' | 'leaseToken'> {
+    const reason = buildFailureReason(err)
+    this.o.logger.warn({ emailId: email.id, reason }, 'mailer: the email could not be built; it is failed, not retried')
+    return planBuildFailure(email, reason, this.o.clock.now())
+  }
+
   private async attempt (email: EmailRecord): Promise<void> {
     const pending = email.recipients.filter((r) => r.state === 'pending').map((r) => r.address)
     let results: RecipientOutcome[] = []
@@ -214,10 +221,7 @@ export class Mailer implements Component {
       try {
         msg = this.o.composer ? await this.o.composer.compose(email) : composeMessage(email, this.o)
       } catch (err) {
-        // Building it again would fail again: a poison email is failed now, not retried at every start.
-        const reason = buildFailureReason(err)
-        this.o.logger.warn({ emailId: email.id, reason }, 'mailer: the email could not be built; it is failed, not retried')
-        plan = planBuildFailure(email, reason, this.o.clock.now())
+        plan = this.buildFailed(email, err)
       }
     }
     if (msg !== undefined) {
@@ -225,10 +229,8 @@ export class Mailer implements Component {
         results = await this.o.transport.send(this.o.outbound ? await this.o.outbound(email, msg) : msg)
       } catch (err) {
         if (err instanceof MessageBuildError) {
-          // The transport could not render it (a large message, rendered in its worker thread): as above.
-          const reason = buildFailureReason(err)
-          this.o.logger.warn({ emailId: email.id, reason }, 'mailer: the email could not be built; it is failed, not retried')
-          plan = planBuildFailure(email, reason, this.o.clock.now())
+          // The transport could not render it (over SMTP, in its worker thread).
+          plan = this.buildFailed(email, err)
         } else {
           // Never the message itself in the log: only what went wrong.
           const reason = err instanceof Error ? err.message : String(err)
