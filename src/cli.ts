@@ -11,6 +11,7 @@ import { PLAN_NAMES, PLANS, isPlan, limitsOf } from './domain/plans.js'
 import { randomToken } from './domain/secrets.js'
 import { isAppError } from './errors.js'
 import { openStore } from './store/open.js'
+import { BackupError, backupSqlite, restoreSqlite } from './store/sqlite/backup.js'
 import type { Store } from './store/types.js'
 
 const USAGE = `usage: npm run cli -- <command>
@@ -22,6 +23,8 @@ commands:
   plan set <email> <free|pro>     change an account's plan
   plan list                       the plans and their limits
   migrate                         create or upgrade the store's schema and indexes, then exit
+  backup <file>                   SQLite: a consistent copy of the store into a new file, while svc runs
+  restore <file>                  SQLite: a backup into an empty DATA_DIR (checked, and migrated if older)
   help                            this text`
 
 class UsageError extends Error {}
@@ -61,6 +64,26 @@ async function findAccount (store: Store, email: string, where: string) {
   return account
 }
 
+const SECRET_NOTE = 'API keys, sessions, tracking links and webhook secrets depend on SVC_SECRET: the restored store works only under the same SVC_SECRET'
+
+function backup (config: Config, file: string, io: Output): void {
+  const made = backupSqlite(config.dataDir, file)
+  io.out(`backed up ${describeStore(config)} to ${made.file} (${made.bytes} bytes, schema version ${made.schemaVersion}); integrity check ok`)
+  if (config.secret === undefined) {
+    io.out(`note: SVC_SECRET is not set, so this store's secret is ${path.resolve(config.dataDir, 'secret')}, which the backup does not hold: ` +
+      'keep a copy of it with the backup, and put it in DATA_DIR after restoring')
+  }
+}
+
+function restore (config: Config, file: string, io: Output): void {
+  const done = restoreSqlite(file, config.dataDir)
+  const migrated = done.fromVersion === done.toVersion ? `schema version ${done.toVersion}` : `schema version ${done.fromVersion}, migrated to ${done.toVersion}`
+  const c = done.counts
+  io.out(`restored ${path.resolve(file)} into ${describeStore(config)} (${migrated}); integrity check ok`)
+  io.out(`${c.accounts} accounts, ${c.apiKeys} active API keys, ${c.webhooks} webhooks, ${c.emails} emails`)
+  io.out(`note: ${SECRET_NOTE}${config.secret === undefined ? ` (unset here: copy the old DATA_DIR/secret into ${done.dataDir} before starting svc)` : ''}`)
+}
+
 export async function runCli (argv: string[], env: Record<string, string | undefined>, io: Output): Promise<void> {
   const args = [...argv]
   const [group, action] = args
@@ -72,12 +95,30 @@ export async function runCli (argv: string[], env: Record<string, string | undef
     for (const plan of PLAN_NAMES) io.out(`${plan}\t${PLANS[plan].apiKeys} API keys\t${PLANS[plan].webhooks} webhooks`)
     return
   }
-  const known = ['account create', 'account show', 'plan set', 'migrate']
-  const command = group === 'migrate' ? 'migrate' : `${group} ${action ?? ''}`.trim()
+  const known = ['account create', 'account show', 'plan set', 'migrate', 'backup', 'restore']
+  const single = group === 'migrate' || group === 'backup' || group === 'restore'
+  const command = single ? group : `${group} ${action ?? ''}`.trim()
   if (!known.includes(command)) throw new UsageError(`unknown command: ${command}`)
 
   const config = loadConfig(env)
   const where = describeStore(config)
+  if (command === 'backup' || command === 'restore') {
+    // Neither opens the store as the server does: backup must not migrate a live store under a server
+    // of another version, and restore must find DATA_DIR empty (no secret generated into it first).
+    const [, file, ...extra] = args
+    if (!file || extra.length > 0) throw new UsageError(`${command} takes one file`)
+    if (config.mongodbUri !== undefined) {
+      throw new CommandError(`${command} is for the SQLite store; ${where} is backed up with mongodump and mongorestore, or snapshots (README "Backup and restore")`)
+    }
+    try {
+      if (command === 'backup') backup(config, file, io)
+      else restore(config, file, io)
+    } catch (err) {
+      if (err instanceof BackupError) throw new CommandError(err.message)
+      throw err
+    }
+    return
+  }
   // Commands that read accounts never create an empty store (and a secret) where there was none: that
   // is a CLI run in another directory than the server, or without its DATA_DIR.
   if (config.mongodbUri === undefined && command !== 'account create' && command !== 'migrate' &&
