@@ -6,7 +6,8 @@ import { spawnSync } from 'node:child_process'
 import { describe, test } from 'node:test'
 import { SERVER_FILE, startServerProcess } from '../helpers/process.js'
 import { startReceiver } from '../helpers/receiver.js'
-import { Client, PASSWORD, tempDir, uniqueEmail } from '../helpers/server.js'
+import { Client, PASSWORD, uniqueEmail } from '../helpers/server.js'
+import { sharedStore } from '../helpers/shared-store.js'
 
 const API_ONLY = { SVC_ROLES: 'api' }
 const WORKER = { SVC_ROLES: 'mailer, delivery' }
@@ -39,10 +40,10 @@ describe('roles (SVC_ROLES)', () => {
   })
 
   test('an API-only process and a mailer+delivery process on one data directory: each serves its part, and a send accepted by one is mailed and delivered by the other', async (t) => {
-    const dataDir = tempDir(t)
+    const store = sharedStore(t)
     const receiver = await startReceiver(t)
-    const api = await startServerProcess(t, { DATA_DIR: dataDir, NODE_ID: 'api-1', ...API_ONLY })
-    const worker = await startServerProcess(t, { DATA_DIR: dataDir, NODE_ID: 'worker-1', ...WORKER, DELIVERY_THREADS: '1' })
+    const api = await startServerProcess(t, { ...store, NODE_ID: 'api-1', ...API_ONLY })
+    const worker = await startServerProcess(t, { ...store, NODE_ID: 'worker-1', ...WORKER, DELIVERY_THREADS: '1' })
 
     // The worker serves the operations endpoints only: every API route is the 404 envelope.
     const workerClient = new Client(worker.url)
@@ -98,9 +99,9 @@ describe('roles (SVC_ROLES)', () => {
   })
 
   test('a key revoked through one process is refused by another on its very next request, though that process had just accepted it', async (t) => {
-    const shared = tempDir(t)
-    const a = await startServerProcess(t, { DATA_DIR: shared, NODE_ID: 'a', ...API_ONLY })
-    const b = await startServerProcess(t, { DATA_DIR: shared, NODE_ID: 'b', ...API_ONLY })
+    const shared = sharedStore(t)
+    const a = await startServerProcess(t, { ...shared, NODE_ID: 'a', ...API_ONLY })
+    const b = await startServerProcess(t, { ...shared, NODE_ID: 'b', ...API_ONLY })
     const { client, key } = await account(a.url)
     const [listed] = (await client.get('/api/keys')).body.data as Array<{ id: string }>
     const onA = new Client(a.url)
@@ -144,9 +145,9 @@ describe('shared rate limits (RATE_LIMIT_STORE)', () => {
   const LIMITS = { RATE_LIMIT_LOGIN_PER_EMAIL: '4', RATE_LIMIT_AUTH_PER_MINUTE: '1000' }
 
   test('store: the per-email login limit holds across two processes on one file; memory: each process counts its own', async (t) => {
-    const shared = tempDir(t)
-    const a = await startServerProcess(t, { DATA_DIR: shared, NODE_ID: 'a', RATE_LIMIT_STORE: 'store', ...LIMITS })
-    const b = await startServerProcess(t, { DATA_DIR: shared, NODE_ID: 'b', RATE_LIMIT_STORE: 'store', ...LIMITS })
+    const shared = sharedStore(t)
+    const a = await startServerProcess(t, { ...shared, NODE_ID: 'a', RATE_LIMIT_STORE: 'store', ...LIMITS })
+    const b = await startServerProcess(t, { ...shared, NODE_ID: 'b', RATE_LIMIT_STORE: 'store', ...LIMITS })
     const { email } = await account(a.url)
     // 15-minute windows aligned on the epoch: the eight attempts fall in one window unless a boundary
     // passes between them, which the assertion allows for by asking again (it cannot happen twice).
@@ -154,17 +155,17 @@ describe('shared rate limits (RATE_LIMIT_STORE)', () => {
     if (statuses.filter((s) => s === 401).length !== 4) statuses = await attempts([a.url, b.url], email, 8)
     assert.deepEqual(statuses, [401, 401, 401, 401, 429, 429, 429, 429], 'four wrong passwords in all, then refused by both nodes')
 
-    const apart = tempDir(t)
-    const c = await startServerProcess(t, { DATA_DIR: apart, NODE_ID: 'c', RATE_LIMIT_STORE: 'memory', ...LIMITS })
-    const d = await startServerProcess(t, { DATA_DIR: apart, NODE_ID: 'd', RATE_LIMIT_STORE: 'memory', ...LIMITS })
+    const apart = sharedStore(t)
+    const c = await startServerProcess(t, { ...apart, NODE_ID: 'c', RATE_LIMIT_STORE: 'memory', ...LIMITS })
+    const d = await startServerProcess(t, { ...apart, NODE_ID: 'd', RATE_LIMIT_STORE: 'memory', ...LIMITS })
     const other = await account(c.url)
     const local = await attempts([c.url, d.url], other.email, 10)
     assert.deepEqual(local, [401, 401, 401, 401, 401, 401, 401, 401, 429, 429], 'in memory, two nodes give the email twice its limit')
   })
 
   test('store: the per-key API limit holds across two processes on one file', async (t) => {
-    const shared = tempDir(t)
-    const env = { DATA_DIR: shared, RATE_LIMIT_STORE: 'store', RATE_LIMIT_API_PER_SECOND: '5', SVC_ROLES: 'api' }
+    const shared = sharedStore(t)
+    const env = { ...shared, RATE_LIMIT_STORE: 'store', RATE_LIMIT_API_PER_SECOND: '5', SVC_ROLES: 'api' }
     const a = await startServerProcess(t, { ...env, NODE_ID: 'a' })
     const b = await startServerProcess(t, { ...env, NODE_ID: 'b' })
     const { key } = await account(a.url)

@@ -10,7 +10,8 @@ import type http from 'node:http'
 import { describe, test } from 'node:test'
 import { killProcess, startServerProcess, type ServerProcess } from '../helpers/process.js'
 import { eventually, startReceiver, type Received } from '../helpers/receiver.js'
-import { Client, PASSWORD, tempDir, uniqueEmail } from '../helpers/server.js'
+import { Client, PASSWORD, uniqueEmail } from '../helpers/server.js'
+import { SHARED_STORE_KIND, sharedStore } from '../helpers/shared-store.js'
 import { startSmtpSink } from '../helpers/smtp-sink.js'
 
 const LEASE_SECONDS = 4
@@ -34,13 +35,14 @@ async function account (url: string) {
   return { client, key: created.body.data.key as string }
 }
 
-function startNode (t: Parameters<typeof startServerProcess>[0], dataDir: string, nodeId: string, env: Record<string, string> = {}): Promise<ServerProcess> {
-  return startServerProcess(t, { DATA_DIR: dataDir, NODE_ID: nodeId, ...NODE_ENV, ...env })
+/** `store`: the shared store's environment (sharedStore: a SQLite directory, or a MongoDB database when MONGODB_URI is set). */
+function startNode (t: Parameters<typeof startServerProcess>[0], store: Record<string, string>, nodeId: string, env: Record<string, string> = {}): Promise<ServerProcess> {
+  return startServerProcess(t, { ...store, NODE_ID: nodeId, ...NODE_ENV, ...env })
 }
 
-describe('two svc processes on one SQLite file', () => {
+describe(`two svc processes on one ${SHARED_STORE_KIND === 'mongo' ? 'MongoDB database' : 'SQLite file'}`, () => {
   test('one node SIGKILLed mid-burst: every accepted send is delivered, signed; the survivor takes over; duplicates only around the kill', async (t) => {
-    const dataDir = tempDir(t)
+    const store = sharedStore(t)
     // When each copy arrived: the receiver answers after a few ms, so that deliveries are in flight at the kill.
     const arrivals: Array<{ at: number; got: Received }> = []
     const receiver = await startReceiver(t, {
@@ -53,8 +55,8 @@ describe('two svc processes on one SQLite file', () => {
     // (claimed, leased) when node A dies, and node B must take node A's over.
     const relay = await startSmtpSink()
     t.after(() => relay.close())
-    const a = await startNode(t, dataDir, 'node-a', { SMTP_URL: relay.url })
-    const b = await startNode(t, dataDir, 'node-b', { SMTP_URL: relay.url })
+    const a = await startNode(t, store, 'node-a', { SMTP_URL: relay.url })
+    const b = await startNode(t, store, 'node-b', { SMTP_URL: relay.url })
     relay.hold()
     const { client, key } = await account(a.url)
     const hook = await client.post('/api/webhooks', { url: receiver.url('/hook'), events: ['email.sent', 'email.delivered'] })
@@ -130,7 +132,7 @@ describe('two svc processes on one SQLite file', () => {
   // Needs fenced delivery outcomes (issue 12 item 1): on code where an outcome is written whatever lease
   // it was claimed under, node A's stale retry overwrites node B's lease and this fails.
   test('a node stalled past its lease (SIGSTOP) and resumed: none of its outcomes overwrites the new holder\'s', async (t) => {
-    const dataDir = tempDir(t)
+    const store = sharedStore(t)
     const held = new Map<number, http.ServerResponse>()
     const receiver = await startReceiver(t, {
       // Every copy is held open until the test answers it: copy 1 from node A, copy 2 from node B.
@@ -138,7 +140,7 @@ describe('two svc processes on one SQLite file', () => {
     })
     // A long request timeout: node A must come back to an answer, not to its own timer.
     const env = { DELIVERY_TIMEOUT_MS: '60000', DELIVERY_LEASE_SECONDS: '3' }
-    const a = await startNode(t, dataDir, 'node-a', env)
+    const a = await startNode(t, store, 'node-a', env)
     const { client, key } = await account(a.url)
     const hook = await client.post('/api/webhooks', { url: receiver.url('/hook'), events: ['email.sent'] })
     assert.equal(hook.status, 201, hook.text)
@@ -148,7 +150,7 @@ describe('two svc processes on one SQLite file', () => {
 
     // Node A holds the delivery and is sending it; then it stalls.
     await receiver.until(() => held.has(1), 'node A\'s copy')
-    const b = await startNode(t, dataDir, 'node-b', env)
+    const b = await startNode(t, store, 'node-b', env)
     a.process.kill('SIGSTOP')
     let resumed = false
     t.after(() => { if (!resumed) a.process.kill('SIGCONT') })
