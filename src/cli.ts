@@ -64,7 +64,7 @@ async function findAccount (store: Store, email: string, where: string) {
   return account
 }
 
-const SECRET_NOTE = 'API keys, sessions, tracking links and webhook secrets depend on SVC_SECRET: the restored store works only under the same SVC_SECRET'
+const SECRET_NOTE = 'API keys, sessions, tracking links and whatever svc seals at rest depend on SVC_SECRET: the restored store works only under the same SVC_SECRET'
 
 function backup (config: Config, file: string, io: Output): void {
   const made = backupSqlite(config.dataDir, file)
