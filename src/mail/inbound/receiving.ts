@@ -63,6 +63,25 @@ export function messageIds (value: string | string[] | undefined, max: number = 
   return out
 }
 
+/** The same, read from the end: the last `max` ids, last first (References lists the nearest parent last). */
+export function lastMessageIds (value: string | string[] | undefined, max: number = LIMITS.messageIds): string[] {
+  const out: string[] = []
+  const values = value === undefined ? [] : Array.isArray(value) ? value : [value]
+  for (let i = values.length - 1; i >= 0 && out.length < max; i--) {
+    const v = values[i]!
+    let at = v.length - 1
+    while (out.length < max && at >= 0) {
+      const close = v.lastIndexOf('>', at)
+      if (close < 0) break
+      const open = v.lastIndexOf('<', close - 1)
+      if (open < 0) break
+      if (close - open <= LIMITS.headerValue) out.push(v.slice(open, close + 1))
+      at = open - 1
+    }
+  }
+  return out
+}
+
 /** One message as mailparser reads it, in the shape the rules take (still unbounded: they bound it). */
 export async function readMessage (raw: Buffer): Promise<ParsedMessage> {
   const parsed = await simpleParser(raw, {
@@ -76,7 +95,7 @@ export async function readMessage (raw: Buffer): Promise<ParsedMessage> {
     headers.push({ name: line.slice(0, colon).trim(), value: line.slice(colon + 1).replace(/\r?\n[ \t]+/g, ' ').trim() })
   }
   // In-Reply-To first; then References newest (last) first: the message answered is the nearest one.
-  const replyIds = [...messageIds(parsed.inReplyTo), ...messageIds(parsed.references, 200).reverse()].slice(0, LIMITS.messageIds)
+  const replyIds = [...messageIds(parsed.inReplyTo), ...lastMessageIds(parsed.references)].slice(0, LIMITS.messageIds)
   return {
     from: parsed.from?.text ?? '',
     to: addresses(parsed.to),
