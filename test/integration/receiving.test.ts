@@ -7,7 +7,11 @@ import assert from 'node:assert/strict'
 import { generateKeyPairSync, randomBytes } from 'node:crypto'
 import { describe, test } from 'node:test'
 import nodemailer from 'nodemailer'
+import { makeEvent } from '../../src/domain/emails.js'
+import { newId } from '../../src/domain/ids.js'
+import { PLANS } from '../../src/domain/plans.js'
 import type { InboundMail } from '../../src/mail/inbound/listener.js'
+import type { ReceivedRecord } from '../../src/store/received.js'
 import { startDnsServer, type TestDns } from '../helpers/dns-server.js'
 import { publishRecords, verifiedDomain, type ShownRecord } from '../helpers/domains.js'
 import { startReceiver } from '../helpers/receiver.js'
@@ -248,7 +252,7 @@ describe('receiving mail', () => {
     assert.equal(d.inReplyTo, null)
   })
 
-  test('refused: a domain without receiving (550), no relay (550), over INBOUND_MAX_BYTES (552); receiving off again (550)', async (t) => {
+  test('refused: a domain without receiving (550), no relay (550), over INBOUND_MAX_BYTES (552), the plan\'s storage full (452); receiving off again (550)', async (t) => {
     const w = await world(t)
     await turnOn(w)
     // Another account's verified domain, receiving off.
@@ -263,6 +267,19 @@ describe('receiving mail', () => {
     await assert.rejects(w.mail('support@example.com', big), refusedWith(552))
     assert.equal(await metric(w, 'kind="received",outcome="too_large"'), 1)
 
+    // The Free plan keeps 100 MiB of received mail: with that much kept already, the recipient is
+    // answered 452 (try again later) and nothing is added.
+    const filler = {
+      id: newId('rcv'), accountId: w.s.accountId, domainId: w.domainId, recipient: 'old@example.com', mailFrom: '', from: '', to: [], cc: [],
+      subject: 'old', text: null, textTruncated: false, html: null, htmlTruncated: false, headers: [], messageId: null, inReplyTo: null,
+      attachments: [], authentication: { spf: 'none', dkim: 'none', dmarc: 'none', arc: null }, size: PLANS.free.receivedBytes, createdAt: new Date().toISOString(),
+    } satisfies ReceivedRecord
+    const fillerEvent = makeEvent({ accountId: w.s.accountId, emailId: filler.id, type: 'email.received', recipient: filler.recipient, at: Date.now() }, { id: filler.id })
+    assert.equal(await w.server.store.insertReceived({ message: filler, raw: Buffer.from('x'), contents: [], event: fillerEvent, limitBytes: Infinity }), 'recorded')
+    await assert.rejects(w.mail('support@example.com', small), refusedWith(452))
+    assert.equal(await metric(w, 'kind="received",outcome="over_limit"'), 1)
+    assert.deepEqual((await w.s.client.get('/api/received')).body.data.map((m: { id: string }) => m.id), [filler.id])
+
     const off = await w.s.client.patch(`/api/domains/${w.domainId}`, { receiving: false })
     assert.equal(off.status, 200)
     assert.equal(off.body.data.receiving, false)
@@ -276,8 +293,9 @@ describe('receiving mail', () => {
     }
     assert.equal((await w.s.client.get(`/api/domains/${w.domainId}`)).body.data.receiving, false)
     assert.equal((await w.s.client.get('/api/received?cursor=nope')).status, 400)
-    assert.equal(w.receiver.received.length, 0)
-    assert.deepEqual((await w.s.client.get('/api/received')).body.data, [])
+    // The filler's own event was delivered; nothing mailed here was.
+    await w.receiver.until(() => w.receiver.received.length === 1, 'the filler\'s event')
+    assert.equal(w.receiver.received[0]!.body.emailId, filler.id)
   })
 
   test('a hostile megabyte (10,000 header fields, 2,000 References, 5,000 addresses, 600 KiB of text) is taken and bounded; 1 MiB of header is refused', async (t) => {
