@@ -7,7 +7,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import nodemailer from 'nodemailer'
 import type { InboundMail } from '../../src/mail/inbound/listener.js'
-import { chromiumMissing, freePort, heading, launchChromium } from '../helpers/browser.js'
+import { chromiumMissing, freePort, heading, launchChromium, signUpInPage } from '../helpers/browser.js'
 import { startDnsServer } from '../helpers/dns-server.js'
 import { publishRecords } from '../helpers/domains.js'
 import { startServer, uniqueEmail, PASSWORD } from '../helpers/server.js'
@@ -31,16 +31,8 @@ test('the Received page in chromium: receiving turned on from the domain, a mess
   page.on('pageerror', (err) => problems.push(`page error: ${err.message}`))
   page.on('dialog', (d) => { problems.push(`a dialog opened: ${d.message()}`); void d.dismiss() })
 
-  await page.goto('/#/signup')
-  await heading(page, 'Create your svc account')
-  await page.getByLabel('Email').fill(uniqueEmail('received'))
-  await page.getByLabel('Password').fill(PASSWORD)
-  await page.getByRole('button', { name: 'Sign up' }).click()
-  await heading(page, 'Overview')
-  const session = (await context.cookies()).find((c) => c.name === 'svc_session')
-  assert.ok(session)
   const api = server.client()
-  api.cookie = `svc_session=${session.value}`
+  api.cookie = `svc_session=${await signUpInPage(page, context, uniqueEmail('received'), PASSWORD)}`
 
   // A verified domain (through the API), then receiving turned on in the page.
   const created = await api.post('/api/domains', { name: 'example.com' })

@@ -2,8 +2,9 @@
 // SPF, DKIM and DMARC verdicts, its text, its attachments and the raw message as downloads. The html part
 // is never rendered here: it is shown as source text (a message's html may hold anything).
 import { api, query } from '../api.js'
-import { badge, empty, errorBox, h, pageHeader, td, time } from '../dom.js'
+import { badge, empty, h, pageHeader, td, time } from '../dom.js'
 import { field, rules } from '../form.js'
+import { morePages } from '../pager.js'
 
 const PAGE = 25
 
@@ -56,34 +57,11 @@ export async function list (view, ctx) {
     }
   }
   addRows(first.data)
-  let cursor = first.nextCursor
-  let shown = first.data.length
-  const updateCount = () => { count.textContent = `${shown} message${shown === 1 ? '' : 's'} shown${cursor ? ', more below' : ''}` }
-  updateCount()
   results.append(h('div', { class: 'table-wrap' }, h('table', { class: 'table' },
     h('caption', { class: 'visually-hidden' }, 'Received mail, newest first'),
     h('thead', {}, h('tr', {}, ['Received', 'To', 'From', 'Subject', 'Sender checks'].map((c) => h('th', { scope: 'col' }, c)))),
     body)))
-  const more = h('button', { type: 'button', class: 'button secondary' }, 'Load more')
-  const pager = h('div', { class: 'pager' }, more)
-  if (cursor) results.append(pager)
-  more.addEventListener('click', async () => {
-    more.disabled = true
-    more.textContent = 'Loading…'
-    try {
-      const page = await api.get(`/api/received${query({ ...params, cursor })}`)
-      addRows(page.data)
-      shown += page.data.length
-      cursor = page.nextCursor
-      updateCount()
-      if (!cursor) pager.remove()
-    } catch (err) {
-      pager.append(errorBox(err))
-    } finally {
-      more.disabled = false
-      more.textContent = 'Load more'
-    }
-  })
+  morePages({ results, count, first, noun: 'message', load: (cursor) => api.get(`/api/received${query({ ...params, cursor })}`), addRows })
 }
 
 export async function detail (view, ctx) {
