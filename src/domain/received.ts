@@ -11,6 +11,7 @@
 // - the plan's storage limit (plans.ts receivedBytes) and RETENTION_DAYS.
 //
 // Nothing here follows a link or loads anything the message names, and nothing received is ever sent on.
+import { domainToASCII } from 'node:url'
 import type { Store } from '../store/types.js'
 import type { ReceivedAttachment, ReceivedHeader, ReceivedRecord } from '../store/received.js'
 import { NotFound, ValidationError } from '../errors.js'
@@ -65,8 +66,10 @@ export function splitRecipient (address: string): { local: string; domain: strin
   const at = address.lastIndexOf('@')
   if (at <= 0 || at === address.length - 1) return null
   const local = address.slice(0, at)
-  const domain = address.slice(at + 1).toLowerCase().replace(/\.$/, '')
   if (/[\s<>]/.test(address)) return null
+  // An internationalised domain (SMTPUTF8) in punycode, as domains are stored.
+  const domain = domainToASCII(address.slice(at + 1).replace(/\.$/, '')).toLowerCase()
+  if (domain === '') return null
   return { local: local.toLowerCase(), domain }
 }
 

@@ -34,6 +34,7 @@ describe('recipients, content types, file names, verdicts', () => {
   test('a recipient splits into a lower-case local part and domain; anything else is no address', () => {
     assert.deepEqual(splitRecipient('Support@Example.COM'), { local: 'support', domain: 'example.com' })
     assert.deepEqual(splitRecipient('a@b@example.com'), { local: 'a@b', domain: 'example.com' })
+    assert.deepEqual(splitRecipient('Info@Bücher.example.'), { local: 'info', domain: 'xn--bcher-kva.example' })
     for (const bad of ['', '@example.com', 'a@', 'no-at', 'a b@example.com', `${'a'.repeat(MEGABYTE)}@example.com`]) assert.equal(splitRecipient(bad), null, bad.slice(0, 20))
   })
 
