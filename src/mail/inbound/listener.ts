@@ -3,8 +3,9 @@
 // to any address at a verified domain with receiving on (receiving.ts keeps it; src/domain/received.ts
 // decides what). It is no relay: RCPT TO is refused unless it is a VERP address svc signed, the complaints
 // address or a receiving domain's; a report is held in memory only while it is read (at most MAX_BYTES)
-// and is never stored; what it means is decided in src/domain/returned-mail.ts. The answer to DATA comes after the outcome is written, so a sender whose
-// report could not be recorded (store down) gets a 451 and tries again later.
+// and is never stored; what it means is decided in src/domain/returned-mail.ts. The answer to DATA comes
+// after the outcome is written, so a sender whose report could not be recorded (store down) gets a 451
+// and tries again later.
 import type { FastifyBaseLogger } from 'fastify'
 import { simpleParser, type Attachment } from 'mailparser'
 import type { AddressInfo } from 'node:net'
