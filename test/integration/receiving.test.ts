@@ -18,6 +18,7 @@ import { startReceiver } from '../helpers/receiver.js'
 import { errorOf, signedUp, startServer, type TestServer } from '../helpers/server.js'
 import { sender, type Sender } from '../helpers/sending.js'
 import { header, startSmtpSink } from '../helpers/smtp-sink.js'
+import { waitFor } from '../helpers/wait.js'
 
 const MAX_BYTES = 1024 * 1024
 
@@ -58,7 +59,7 @@ interface World {
   get(path: string, key?: string): Promise<{ status: number; headers: Headers; bytes: Buffer; json: any }>
 }
 
-async function world (t: Parameters<typeof startServer>[0]): Promise<World> {
+async function world (t: Parameters<typeof startServer>[0], pruneEveryMs?: number): Promise<World> {
   const dns = await startDnsServer(t)
   const sink = await startSmtpSink()
   const server = await startServer(t, {
@@ -66,7 +67,7 @@ async function world (t: Parameters<typeof startServer>[0]): Promise<World> {
       DNS_SERVERS: dns.server, SMTP_URL: sink.url, PUBLIC_URL: 'https://mail.svc.test', INBOUND_SMTP_PORT: '0',
       INBOUND_SMTP_HOST: '127.0.0.1', INBOUND_MAX_BYTES: String(MAX_BYTES),
     },
-    deps: { mailer: { retryDelaysMs: [50, 50], random: () => 0.5 } },
+    deps: { mailer: { retryDelaysMs: [50, 50], random: () => 0.5 }, ...(pruneEveryMs !== undefined ? { receiving: { pruneEveryMs } } : {}) },
   })
   t.after(() => sink.close())
   const receiver = await startReceiver(t)
@@ -131,6 +132,18 @@ async function metric (w: World, labels: string): Promise<number> {
   const text = (await w.server.client().get('/metrics')).text
   const line = text.split('\n').find((l) => l.startsWith(`svc_inbound_messages_total{${labels}}`))
   return line === undefined ? 0 : Number(line.split(' ').at(-1))
+}
+
+/** A message of `size` bytes kept at `at`, stored directly (as the listener would, without SMTP). */
+async function stored (w: World, size: number, at: number): Promise<ReceivedRecord> {
+  const message = {
+    id: newId('rcv', at), accountId: w.s.accountId, domainId: w.domainId, recipient: 'old@example.com', mailFrom: '', from: '', to: [], cc: [],
+    subject: 'old', text: null, textTruncated: false, html: null, htmlTruncated: false, headers: [], messageId: null, inReplyTo: null,
+    attachments: [], authentication: { spf: 'none', dkim: 'none', dmarc: 'none', arc: null }, size, createdAt: new Date(at).toISOString(),
+  } satisfies ReceivedRecord
+  const event = makeEvent({ accountId: w.s.accountId, emailId: message.id, type: 'email.received', recipient: message.recipient, at }, { id: message.id })
+  assert.equal(await w.server.store.insertReceived({ message, raw: Buffer.from('x'), contents: [], event, limitBytes: Infinity }), 'recorded')
+  return message
 }
 
 const refusedWith = (code: number) => (err: { responseCode?: number }) => err.responseCode === code
@@ -269,13 +282,7 @@ describe('receiving mail', () => {
 
     // The Free plan keeps 100 MiB of received mail: with that much kept already, the recipient is
     // answered 452 (try again later) and nothing is added.
-    const filler = {
-      id: newId('rcv'), accountId: w.s.accountId, domainId: w.domainId, recipient: 'old@example.com', mailFrom: '', from: '', to: [], cc: [],
-      subject: 'old', text: null, textTruncated: false, html: null, htmlTruncated: false, headers: [], messageId: null, inReplyTo: null,
-      attachments: [], authentication: { spf: 'none', dkim: 'none', dmarc: 'none', arc: null }, size: PLANS.free.receivedBytes, createdAt: new Date().toISOString(),
-    } satisfies ReceivedRecord
-    const fillerEvent = makeEvent({ accountId: w.s.accountId, emailId: filler.id, type: 'email.received', recipient: filler.recipient, at: Date.now() }, { id: filler.id })
-    assert.equal(await w.server.store.insertReceived({ message: filler, raw: Buffer.from('x'), contents: [], event: fillerEvent, limitBytes: Infinity }), 'recorded')
+    const filler = await stored(w, PLANS.free.receivedBytes, Date.now())
     await assert.rejects(w.mail('support@example.com', small), refusedWith(452))
     assert.equal(await metric(w, 'kind="received",outcome="over_limit"'), 1)
     assert.deepEqual((await w.s.client.get('/api/received')).body.data.map((m: { id: string }) => m.id), [filler.id])
@@ -325,5 +332,14 @@ describe('receiving mail', () => {
     assert.equal(d.authentication.dkim, 'none')
     const rawRes = await w.get(`/api/received/${d.id}/raw`)
     assert.equal(rawRes.bytes.toString('utf8'), raw)
+  })
+
+  test('messages older than RETENTION_DAYS (30) are deleted with their bytes; newer ones stay', async (t) => {
+    const w = await world(t, 50)
+    const old = await stored(w, 10, Date.now() - 31 * 86_400_000)
+    const recent = await stored(w, 10, Date.now() - 29 * 86_400_000)
+    await waitFor('the old message pruned', async () => (await w.get(`/api/received/${old.id}/raw`)).status === 404)
+    assert.deepEqual((await w.get('/api/received')).json.data.map((m: { id: string }) => m.id), [recent.id])
+    assert.equal((await w.get(`/api/received/${recent.id}/raw`)).status, 200)
   })
 })
