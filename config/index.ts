@@ -93,6 +93,10 @@ export const EnvSchema = Type.Object({
     pattern: '^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$',
     description: 'the lower-case host name that MX records for returning mail point at (default: the host of PUBLIC_URL)',
   })),
+  // Receiving mail (README "Receiving mail"): the largest message taken for a domain with receiving on.
+  INBOUND_MAX_BYTES: Type.Integer({
+    minimum: 1024, maximum: 50 * 1024 * 1024, default: 10 * 1024 * 1024, description: 'a whole number of bytes from 1024 to 52428800 (50 MiB)',
+  }),
   COMPLAINTS_ADDRESS: Type.Optional(Type.String({
     pattern: '^[a-z0-9._+-]{1,64}@[a-z0-9.-]{1,253}$', description: 'a lower-case address that feedback (ARF) reports are sent to, like complaints@bounces.example.com',
   })),
@@ -171,6 +175,8 @@ export interface Config {
     mxHost: string
     complaintsAddress: string | undefined
     spfInclude: string | undefined
+    /** INBOUND_MAX_BYTES: the largest message received for a domain with receiving on. */
+    receivingMaxBytes: number
   }
 }
 
@@ -299,6 +305,7 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
       mxHost: e.INBOUND_MX_HOST ?? new URL(e.PUBLIC_URL ?? 'http://localhost').hostname.replace(/^\[(.*)\]$/, '$1'),
       complaintsAddress: e.COMPLAINTS_ADDRESS ?? (e.BOUNCE_DOMAIN !== undefined ? `complaints@${e.BOUNCE_DOMAIN}` : undefined),
       spfInclude: e.SPF_INCLUDE,
+      receivingMaxBytes: e.INBOUND_MAX_BYTES,
     },
   }
 }

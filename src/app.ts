@@ -19,6 +19,8 @@ import { createWebhookService } from './domain/webhooks.js'
 import { parseCidrList, type Resolver } from './domain/webhook-url.js'
 import { createDns } from './domain/dns.js'
 import { createDomainService, spfMechanism } from './domain/domains.js'
+import { createReceivedService } from './domain/received.js'
+import receivedRoutes from './http/routes/received/index.js'
 import domainRoutes from './http/routes/domains/index.js'
 import { RateLimited, ValidationError } from './errors.js'
 import { registerDashboard } from './http/dashboard.js'
@@ -98,6 +100,7 @@ export function createServices (config: Config, deps: AppDeps): Services {
     webhooks,
     emails: createEmailService({ store, clock, mailFrom: config.mailFrom, senders: domains }),
     domains,
+    received: createReceivedService({ store, clock, retentionMs: config.retentionDays * 86_400_000 }),
     suppressions: createSuppressionService({ store, clock }),
     readiness: new Map(),
     deliveries: createDeliveryService({
@@ -229,6 +232,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
         { name: 'webhooks', description: 'Signed event deliveries to your endpoints' },
         { name: 'deliveries', description: 'The delivery log of a webhook: retry, test, recover' },
         { name: 'suppressions', description: 'Addresses that are never sent to' },
+        { name: 'received', description: 'Mail received at your domains with receiving on: parsed, raw, attachments' },
         { name: 'tracking', description: 'The links inside sent emails: open pixel, tracked clicks, unsubscribe' },
         { name: 'operations', description: 'Health, readiness, metrics and this document' },
       ],
@@ -276,6 +280,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
   await app.register(suppressionRoutes, context)
   await app.register(trackingRoutes, context)
   await app.register(domainRoutes, context)
+  await app.register(receivedRoutes, context)
   // The dashboard's static files at / (web/), under their own Content-Security-Policy.
   registerDashboard(app)
 

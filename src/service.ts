@@ -23,6 +23,7 @@ import { verpKey } from './domain/verp.js'
 import { createReturnedMailService } from './domain/returned-mail.js'
 import { DomainChecker, type DomainCheckerOptions } from './mail/domain-checker.js'
 import type { InboundOptions } from './mail/inbound/listener.js'
+import type { ReceivingOptions } from './mail/inbound/receiving.js'
 import type { MailTransport } from './mail/transport.js'
 
 /** A background part of the service: started after the app is ready, stopped before the store closes. */
@@ -46,6 +47,8 @@ export interface ServiceDeps extends AppDeps {
   domainChecker?: Pick<DomainCheckerOptions, 'intervalMs' | 'tickMs'>
   /** Returning-mail listener tuning (tests: the per-address connection rate). */
   inbound?: Pick<InboundOptions, 'maxBytes' | 'connectionsPerMinute'>
+  /** Receiving tuning (tests: how often old received mail is pruned). */
+  receiving?: Pick<ReceivingOptions, 'pruneEveryMs'>
 }
 
 export interface Service {
@@ -212,6 +215,16 @@ export async function createService (config: Config, given: ServiceDeps): Promis
       // thread's heap for as long as the process runs, and V8 lets the heap grow to a multiple of what
       // stays alive before it collects, so every process without the listener would pay a multiple of it.
       const { InboundMail } = await import('./mail/inbound/listener.js')
+      const { Receiving } = await import('./mail/inbound/receiving.js')
+      const receiving = new Receiving({
+        received: app.services.received,
+        maxBytes: config.mail.receivingMaxBytes,
+        dnsServers: config.dnsServers,
+        mta: config.mail.mxHost,
+        logger: app.log.child({ component: 'inbound' }),
+        ...deps.receiving,
+      })
+      components.push(receiving)
       components.push(new InboundMail({
         port: config.mail.inbound.port,
         host: config.mail.inbound.host,
@@ -220,6 +233,7 @@ export async function createService (config: Config, given: ServiceDeps): Promis
         returnedMail: createReturnedMailService({ store: deps.store, clock: deps.clock ?? systemClock }),
         logger: app.log.child({ component: 'inbound' }),
         registry: app.registry,
+        receiving,
         ...deps.inbound,
       }))
     }

@@ -37,7 +37,7 @@ export function createDeliveryService ({ store, clock, webhooks, onBackgroundErr
     async test (accountId: string, webhookId: string, type: EventType): Promise<DeliveryRecord> {
       await webhooks.get(accountId, webhookId)
       const now = clock.now()
-      const base = { id: newId('evt', now), emailId: newId('em', now), type, recipient: TEST_RECIPIENT, occurredAt: new Date(now).toISOString() }
+      const base = { id: newId('evt', now), emailId: newId(type === 'email.received' ? 'rcv' : 'em', now), type, recipient: TEST_RECIPIENT, occurredAt: new Date(now).toISOString() }
       const event: EventRecord = { ...base, accountId, payload: eventPayload(base, TEST_EVENT_DATA[type]) }
       return store.insertTestDelivery(event, webhookId, deliveryId(event.id, webhookId), now)
     },

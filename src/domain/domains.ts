@@ -122,7 +122,7 @@ export function dkimRecordValue (publicKey: string): string {
   return `v=DKIM1; k=rsa; p=${publicKey}`
 }
 
-export function dnsRecords (d: Pick<DomainRecord, 'name' | 'selector' | 'publicKey' | 'records'>, s: DomainSettings): DnsRecordView[] {
+export function dnsRecords (d: Pick<DomainRecord, 'name' | 'selector' | 'publicKey' | 'records' | 'receiving'>, s: DomainSettings): DnsRecordView[] {
   const bounce = bounceHost(d.name)
   const list: DnsRecordView[] = [
     { type: 'TXT', name: `${d.selector}._domainkey.${d.name}`, value: dkimRecordValue(d.publicKey), purpose: 'dkim', required: true, status: d.records.dkim },
@@ -136,6 +136,9 @@ export function dnsRecords (d: Pick<DomainRecord, 'name' | 'selector' | 'publicK
     list.push({ type: 'TXT', name: bounce, value: `v=spf1 ${s.spfMechanism} ~all`, purpose: 'spf', required: true, status: d.records.spf })
   }
   list.push({ type: 'TXT', name: `_dmarc.${d.name}`, value: 'v=DMARC1; p=none; adkim=r; aspf=r', purpose: 'dmarc', required: false, status: d.records.dmarc })
+  // Receiving (PATCH { receiving: true }): the domain's own MX to the inbound listener. Not required for the
+  // domain's status: sending goes on while it is being published; mail arrives once it is.
+  if (d.receiving) list.push({ type: 'MX', name: d.name, value: s.mxHost, priority: 10, purpose: 'receiving', required: false, status: d.records.receiving })
   return list
 }
 
@@ -169,7 +172,7 @@ async function look (query: () => Promise<boolean>): Promise<Found> {
  */
 export async function checkDomain (d: DomainRecord, dns: Dns, s: DomainSettings, now: number): Promise<DomainCheck> {
   const bounce = bounceHost(d.name)
-  const [dkim, returnPath, spf, dmarc] = await Promise.all([
+  const [dkim, returnPath, spf, dmarc, receiving] = await Promise.all([
     look(async () => (await dns.txt(`${d.selector}._domainkey.${d.name}`)).some((r) => {
       const t = tags(r)
       return (t.get('v') ?? 'DKIM1') === 'DKIM1' && t.get('p') === d.publicKey
@@ -183,6 +186,7 @@ export async function checkDomain (d: DomainRecord, dns: Dns, s: DomainSettings,
       return terms[0] === 'v=spf1' && terms.some((t) => t.replace(/^[+]/, '') === s.spfMechanism)
     })),
     look(async () => (await dns.txt(`_dmarc.${d.name}`)).some((r) => tags(r).get('v')?.toUpperCase() === 'DMARC1')),
+    d.receiving ? look(async () => (await dns.mx(d.name)).some((m) => m.exchange === s.mxHost)) : Promise.resolve<Found>('pending'),
   ])
   const keep = (found: Found, before: DnsRecordStatus): DnsRecordStatus => (found === 'unknown' ? before : found)
   const records = {
@@ -190,6 +194,7 @@ export async function checkDomain (d: DomainRecord, dns: Dns, s: DomainSettings,
     return_path: keep(returnPath, d.records.return_path),
     spf: keep(spf, d.records.spf),
     dmarc: keep(dmarc, d.records.dmarc),
+    receiving: d.receiving ? keep(receiving, d.records.receiving) : 'pending',
   }
   const allRequired = records.dkim === 'verified' && records.return_path === 'verified' && records.spf === 'verified'
   const at = iso(now)
@@ -212,6 +217,8 @@ export interface DomainView {
   createdAt: string
   lastCheckedAt: string | null
   verifiedAt: string | null
+  /** Whether mail to the domain is taken (PATCH { receiving }); with it, the `receiving` MX record. */
+  receiving: boolean
 }
 
 /** What the key to sign mail of one domain is, for the mailer only. */
@@ -244,6 +251,7 @@ export function createDomainService ({ store, clock, secret, dns, settings, requ
       createdAt: d.createdAt,
       lastCheckedAt: d.lastCheckedAt,
       verifiedAt: d.verifiedAt,
+      receiving: d.receiving,
     }
   }
 
@@ -284,11 +292,12 @@ export function createDomainService ({ store, clock, secret, dns, settings, requ
         publicKey: Buffer.from(publicKey).toString('base64'),
         privateKey: sealKey(secret, id, privateKey),
         status: 'pending',
-        records: { dkim: 'pending', return_path: 'pending', spf: 'pending', dmarc: 'pending' },
+        records: { dkim: 'pending', return_path: 'pending', spf: 'pending', dmarc: 'pending', receiving: 'pending' },
         createdAt: now,
         updatedAt: now,
         lastCheckedAt: null,
         verifiedAt: null,
+        receiving: false,
       }
       const outcome = await store.insertDomain(record, limit)
       if (outcome === 'limit_reached') throw PlanLimitReached(`The ${PLANS[account.plan].name} plan allows ${limit} domain(s); delete one or upgrade`)
@@ -309,6 +318,16 @@ export function createDomainService ({ store, clock, secret, dns, settings, requ
       const checked = await check(await find(accountId, id))
       if (checked === null) throw NotFound('No domain with this id')
       return view(checked)
+    },
+
+    /**
+     * Turns receiving on or off. On: the domain's records gain its MX (checked by the next verify); mail
+     * to any address at it is taken once the domain is verified. Off: the MX is no longer shown.
+     */
+    async setReceiving (accountId: string, id: string, receiving: boolean): Promise<DomainView> {
+      const d = await store.setDomainReceiving(accountId, id, receiving, iso(clock.now()))
+      if (d === null) throw NotFound('No domain with this id')
+      return view(d)
     },
 
     async remove (accountId: string, id: string): Promise<void> {

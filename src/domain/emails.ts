@@ -9,7 +9,7 @@ import type { ApiKeyRecord, Store } from '../store/types.js'
 import { bareOf, formatAddress, parseAddress } from './addresses.js'
 import { hasControlCharacter } from './text.js'
 import { iso, type Clock } from './clock.js'
-import { eventPayload, type EventData, type EventRecord, type EventType, type StoredEventType } from './events.js'
+import { eventPayload, type EventBodyData, type EventData, type EventRecord, type EventType, type StoredEventType } from './events.js'
 import { newId } from './ids.js'
 
 export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000
@@ -202,7 +202,7 @@ export function requestHash (route: string, body: unknown): string {
 }
 
 export function makeEvent (
-  e: { accountId: string; emailId: string; type: StoredEventType; recipient: string; at: number }, data?: EventData,
+  e: { accountId: string; emailId: string; type: StoredEventType; recipient: string; at: number }, data?: EventBodyData,
 ): EventRecord {
   const base = { id: newId('evt', e.at), emailId: e.emailId, type: e.type, recipient: e.recipient, occurredAt: iso(e.at) }
   return { ...base, accountId: e.accountId, payload: eventPayload(base, data) }

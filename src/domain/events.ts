@@ -6,6 +6,8 @@ export const EVENT_TYPES = [
   'email.bounced',
   'email.complained',
   'email.unsubscribed',
+  // Mail received at a domain with receiving on (src/domain/received.ts): emailId is the rcv_… id.
+  'email.received',
 ] as const
 
 export type EventType = (typeof EVENT_TYPES)[number]
@@ -47,21 +49,29 @@ export interface EventData {
   reason?: string
 }
 
+/** What an event body's `data` may be: the facts above, or a received message (src/domain/received.ts). */
+export type EventBodyData = EventData | Record<string, unknown>
+
 /**
  * What a test event (POST /api/webhooks/:id/test) carries beside the five fields, so that a receiver sees
  * the shape a real event of that type has: a click names a link, a bounce or complaint a reason.
  */
-export const TEST_EVENT_DATA: Partial<Record<EventType, EventData>> = {
+export const TEST_EVENT_DATA: Partial<Record<EventType, EventBodyData>> = {
   'email.clicked': { url: 'https://example.com/?utm_source=svc-test' },
   'email.bounced': { reason: '550 5.1.1 test event: the mailbox does not exist' },
   'email.complained': { reason: 'test event: the recipient reported the email as spam' },
+  'email.received': {
+    id: 'rcv_test', from: 'Sender <sender@example.net>', to: ['support@example.com'], cc: [], subject: 'test event', text: 'A test of email.received',
+    textTruncated: false, html: null, htmlTruncated: false, headers: [], messageId: '<test@example.net>', inReplyTo: null, attachments: [],
+    authentication: { spf: 'none', dkim: 'none', dmarc: 'none', arc: null },
+  },
 }
 
 /**
  * The webhook body: the seed's `emailId`, `to` and `timestamp` first, then `type` and `eventId`
  * (API.md), then `data` when the event has any.
  */
-export function eventPayload (e: { id: string; emailId: string; type: StoredEventType; recipient: string; occurredAt: string }, data?: EventData): string {
+export function eventPayload (e: { id: string; emailId: string; type: StoredEventType; recipient: string; occurredAt: string }, data?: EventBodyData): string {
   const body: Record<string, unknown> = { emailId: e.emailId, to: e.recipient, timestamp: e.occurredAt, type: e.type, eventId: e.id }
   if (data && Object.keys(data).length > 0) body.data = data
   return JSON.stringify(body)

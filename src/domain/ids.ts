@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto'
 
-export type IdPrefix = 'acct' | 'key' | 'wh' | 'em' | 'evt' | 'dlv' | 'dom'
+export type IdPrefix = 'acct' | 'key' | 'wh' | 'em' | 'evt' | 'dlv' | 'dom' | 'rcv'
 
 /**
  * Application-made ids: `<prefix>_` + 12 hex digits of milliseconds + 16 random hex digits. They sort by

@@ -1,6 +1,10 @@
+const MiB = 1024 * 1024
+
 export const PLANS = {
-  free: { name: 'Free', apiKeys: 3, webhooks: 5, domains: 1 },
-  pro: { name: 'Pro', apiKeys: 10, webhooks: 10, domains: 10 },
+  // receivedBytes: received mail an account keeps at once (raw messages and their attachments, each kept
+  // RETENTION_DAYS); a message that would pass it is answered 452 (try again later) and not kept.
+  free: { name: 'Free', apiKeys: 3, webhooks: 5, domains: 1, receivedBytes: 100 * MiB },
+  pro: { name: 'Pro', apiKeys: 10, webhooks: 10, domains: 10, receivedBytes: 5 * 1024 * MiB },
 } as const
 
 export type Plan = keyof typeof PLANS

@@ -13,6 +13,7 @@ import type { Plan } from '../domain/plans.js'
 import type { DeliveryStore } from './deliveries.js'
 import type { EmailRecord, EmailStore, SuppressionRecord } from './emails.js'
 import type { StoreHealth } from './faults.js'
+import type { ReceivedStore } from './received.js'
 
 export interface AccountRecord {
   id: string
@@ -72,7 +73,7 @@ export type LimitedInsert = 'created' | 'limit_reached'
 /** pending: never verified yet. verified: every required record found. failed: verified once, a record is gone since. */
 export type DomainStatus = 'pending' | 'verified' | 'failed'
 export type DnsRecordStatus = 'pending' | 'verified' | 'failed'
-export type DnsRecordPurpose = 'dkim' | 'spf' | 'return_path' | 'dmarc'
+export type DnsRecordPurpose = 'dkim' | 'spf' | 'return_path' | 'dmarc' | 'receiving'
 
 /** A sender domain (src/domain/domains.ts). The DNS records shown are derived from it and the configuration. */
 export interface DomainRecord {
@@ -94,6 +95,8 @@ export interface DomainRecord {
   lastCheckedAt: string | null
   /** When the domain last became verified; null while it never was. */
   verifiedAt: string | null
+  /** Whether mail to any address at the domain is taken (src/domain/received.ts). */
+  receiving: boolean
 }
 
 export interface DomainCheck {
@@ -103,7 +106,7 @@ export interface DomainCheck {
   verifiedAt: string | null
 }
 
-export interface Store extends DeliveryStore, EmailStore {
+export interface Store extends DeliveryStore, EmailStore, ReceivedStore {
   readonly kind: 'sqlite' | 'mongo'
 
   /**

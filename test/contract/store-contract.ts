@@ -8,6 +8,7 @@ import { newId, type IdPrefix } from '../../src/domain/ids.js'
 import type { AccountRecord, ApiKeyRecord, SessionRecord, Store, WebhookRecord } from '../../src/store/types.js'
 import { emailStoreCases } from './email-store-cases.js'
 import { emailListCases } from './email-list-cases.js'
+import { receivedCases } from './received-cases.js'
 
 export interface MadeStore {
   store: Store
@@ -560,6 +561,8 @@ export function storeContract (name: string, make: MakeStore): void {
     emailStoreCases(() => store, make)
     // The dashboard's reads: the email list and the event counts.
     emailListCases(() => store)
+    // Received mail: the receiving switch, messages with their bytes and event.
+    receivedCases(() => store)
 
     // Persistence: the suite's own store stays open, so this test makes (and closes) its own.
 

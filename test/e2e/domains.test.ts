@@ -5,7 +5,7 @@ import assert from 'node:assert/strict'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
-import { chromiumMissing, freePort, heading, launchChromium } from '../helpers/browser.js'
+import { chromiumMissing, freePort, heading, launchChromium, signUpInPage } from '../helpers/browser.js'
 import { startServer, uniqueEmail, PASSWORD } from '../helpers/server.js'
 
 const skip = chromiumMissing("the Domains page's browser test")
@@ -26,16 +26,8 @@ test('the Domains page in chromium: add a domain, copy its DKIM record, verify (
   page.on('pageerror', (err) => problems.push(`page error: ${err.message}`))
 
   // Sign up in the page, so the browser holds the session.
-  await page.goto('/#/signup')
-  await heading(page, 'Create your svc account')
-  await page.getByLabel('Email').fill(uniqueEmail('domains'))
-  await page.getByLabel('Password').fill(PASSWORD)
-  await page.getByRole('button', { name: 'Sign up' }).click()
-  await heading(page, 'Overview')
-  const session = (await context.cookies()).find((c) => c.name === 'svc_session')
-  assert.ok(session)
   const api = server.client()
-  api.cookie = `svc_session=${session.value}`
+  api.cookie = `svc_session=${await signUpInPage(page, context, uniqueEmail('domains'), PASSWORD)}`
 
   // --- The list, from the navigation: empty at first.
   await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Domains', exact: true }).click()

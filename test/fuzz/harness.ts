@@ -9,6 +9,8 @@ import net from 'node:net'
 import { join } from 'node:path'
 import type { TestContext } from 'node:test'
 import type { App } from '../../src/app.js'
+import { makeEvent } from '../../src/domain/emails.js'
+import { newId } from '../../src/domain/ids.js'
 import { startReceiver, type Receiver } from '../helpers/receiver.js'
 import { PASSWORD, startServer, uniqueEmail, type TestServer } from '../helpers/server.js'
 import { pctEncode, type AuthChoice, type JsonSchema, type Plan, type RouteInfo } from './arbitraries.js'
@@ -179,6 +181,11 @@ export function isApiRoute (path: string): boolean {
   return path.startsWith('/api/')
 }
 
+/** The downloads of received mail (raw message, attachments): a success is the file, an error the envelope. */
+function isDownload (path: string): boolean {
+  return /^\/api\/received\/[^/]+\/(raw|attachments\/[^/]+)$/.test(path)
+}
+
 /**
  * The problems with one answer (empty: none). Every answer: status below 500, an x-request-id. Every
  * answer of an /api/ route and every error answer: the envelope, no stack, no Fastify code, no secret.
@@ -194,7 +201,7 @@ export function problemsOf (req: FuzzRequest, res: FuzzResponse, secrets: string
   for (const s of secrets) if (s.length >= 8 && res.text.includes(s)) problems.push(`a secret is echoed (${s.slice(0, 10)}…)`)
   const path = req.path.split('?')[0]!
   const isTrackingPage = path.startsWith('/t/') && String(res.headers['content-type'] ?? '').startsWith('text/html')
-  const wantsEnvelope = req.method !== 'HEAD' && (isApiRoute(path) ? true : res.status >= 400 && !isTrackingPage)
+  const wantsEnvelope = req.method !== 'HEAD' && (isApiRoute(path) && !isDownload(path) ? true : res.status >= 400 && !isTrackingPage)
   if (wantsEnvelope) {
     let body: any
     try { body = JSON.parse(res.text) } catch { problems.push(`the body is not JSON: ${JSON.stringify(res.text.slice(0, 160))}`) }
@@ -242,6 +249,8 @@ export interface Account {
   emailId: string
   suppressed: string
   domainId: string
+  /** A received message with one attachment (att_1), stored directly: mail reaches it only over SMTP. */
+  receivedId: string
 }
 
 /** Columns that a refused request may legitimately touch: the last use of a key that authenticated, a session's sliding expiry. */
@@ -326,10 +335,20 @@ export class World {
     const suppressed = `suppressed-${label.toLowerCase()}@example.test`
     World.must(await World.call(server, 'POST', '/api/suppressions', { cookie, json: { email: suppressed } }), 201, 'suppress')
     const domain = World.must(await World.call(server, 'POST', '/api/domains', { cookie, json: { name: `fuzz-${label.toLowerCase()}.example.test` } }), 201, 'add domain').body.data
+    const receivedId = newId('rcv')
+    const message = {
+      id: receivedId, accountId: signup.body.data.id as string, domainId: domain.id as string, recipient: `support@${domain.name as string}`, mailFrom: 'a@sender.example',
+      from: 'a@sender.example', to: [`support@${domain.name as string}`], cc: [], subject: `fixture ${label}`, text: 'hi', textTruncated: false, html: null,
+      htmlTruncated: false, headers: [], messageId: null, inReplyTo: null, attachments: [{ id: 'att_1', filename: 'a.txt', contentType: 'text/plain', size: 2 }],
+      authentication: { spf: 'none' as const, dkim: 'none' as const, dmarc: 'none' as const, arc: null }, size: 100, createdAt: new Date().toISOString(),
+    }
+    // No webhook subscribes to email.received: its event makes no delivery.
+    const event = makeEvent({ accountId: message.accountId, emailId: receivedId, type: 'email.received', recipient: message.recipient, at: Date.now() }, { id: receivedId })
+    await server.store.insertReceived({ message, raw: Buffer.from(`From: a@sender.example\r\nSubject: fixture ${label}\r\n\r\nhi\r\n`), contents: [{ id: 'att_1', content: Buffer.from('hi') }], event, limitBytes: Infinity })
     return {
       label, email, id: signup.body.data.id, cookie, deadCookie: dead, key: key.key, keyId: key.id,
       revokedKey: revoked.key, revokedKeyId: revoked.id, webhookId: hook.id, webhookSecret: hook.secret,
-      deliveryId: delivery.id, emailId: sent.id, suppressed, domainId: domain.id,
+      deliveryId: delivery.id, emailId: sent.id, suppressed, domainId: domain.id, receivedId,
     }
   }
 
@@ -356,12 +375,14 @@ export class World {
 
   idFor (route: string, param: string, owner: Account): string {
     if (param === 'deliveryId') return owner.deliveryId
+    if (param === 'attachmentId') return 'att_1'
     if (param === 'email') return owner.suppressed
     if (param === 'token' || param === '*') return 'eyJrIjoibyJ9.' + 'A'.repeat(43)
     if (route.startsWith('/api/keys')) return owner.keyId
     if (route.startsWith('/api/webhooks')) return owner.webhookId
     if (route.startsWith('/api/emails')) return owner.emailId
     if (route.startsWith('/api/domains')) return owner.domainId
+    if (route.startsWith('/api/received')) return owner.receivedId
     return owner.id
   }
 

@@ -2,7 +2,7 @@
 // svc so that PUBLIC_URL can name the origin the browser uses, and waiting for a page's heading.
 import { existsSync } from 'node:fs'
 import net from 'node:net'
-import { chromium, type Browser, type Page } from 'playwright-core'
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
 
 export const CHROMIUM = '/usr/bin/chromium'
 
@@ -27,6 +27,19 @@ export async function launchChromium (): Promise<Browser> {
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
       '--disable-component-update', '--disable-sync'],
   })
+}
+
+/** Signs up in the page, so that the browser holds the session; returns the session cookie's value. */
+export async function signUpInPage (page: Page, context: BrowserContext, email: string, password: string): Promise<string> {
+  await page.goto('/#/signup')
+  await heading(page, 'Create your svc account')
+  await page.getByLabel('Email').fill(email)
+  await page.getByLabel('Password').fill(password)
+  await page.getByRole('button', { name: 'Sign up' }).click()
+  await heading(page, 'Overview')
+  const session = (await context.cookies()).find((c) => c.name === 'svc_session')
+  if (session === undefined) throw new Error('no svc_session cookie after signing up')
+  return session.value
 }
 
 /** The page's main heading, once the page has settled on it. */

@@ -152,7 +152,7 @@ describe('validation: every field at once, in words that say what is allowed', (
     assert.deepEqual(detailsOf(await client.post('/api/keys', { name: '' })), [{ path: 'body.name', message: 'must be 1–50 characters' }])
     assert.deepEqual(detailsOf(await client.post('/api/webhooks', { url: 'http://127.0.0.1:9/h', events: ['email.sent', 'email.sendt'] })), [{
       path: 'body.events[1]',
-      message: 'must be one of: email.sent, email.delivered, email.opened, email.clicked, email.bounced, email.complained, email.unsubscribed',
+      message: 'must be one of: email.sent, email.delivered, email.opened, email.clicked, email.bounced, email.complained, email.unsubscribed, email.received',
     }])
     assert.deepEqual(detailsOf(await client.get('/api/suppressions?limit=500&extra=1')), [
       { path: 'query.extra', message: 'is not a known field; the fields are: limit, cursor' },

@@ -57,7 +57,8 @@ describe('ops: the dashboard and the alert rules against svc\'s /metrics', () =>
     const t = { after: (fn: () => unknown) => { cleanups.push(fn) } }
     try {
       const receiver = await startReceiver(t)
-      const svc = await startServerProcess(t, { DATA_DIR: tempDir(t), DELIVERY_THREADS: '1' })
+      // The inbound listener on (a free port on loopback): its svc_inbound_messages_total is on the board.
+      const svc = await startServerProcess(t, { DATA_DIR: tempDir(t), DELIVERY_THREADS: '1', INBOUND_SMTP_PORT: '0', INBOUND_SMTP_HOST: '127.0.0.1' })
       const client = new Client(svc.url)
       assert.equal((await client.post('/api/auth/signup', { email: uniqueEmail('ops'), password: PASSWORD })).status, 201)
       const key = (await client.post('/api/keys', { name: 'ops' })).body.data.key as string

@@ -8,6 +8,7 @@ import * as domains from './pages/domains.js'
 import * as emails from './pages/emails.js'
 import * as keys from './pages/keys.js'
 import * as overview from './pages/overview.js'
+import * as received from './pages/received.js'
 import * as suppressions from './pages/suppressions.js'
 import * as webhooks from './pages/webhooks.js'
 
@@ -22,6 +23,8 @@ const routes = [
   { path: '/webhooks/:id', title: 'Webhook', page: webhooks.detail, nav: 'webhooks' },
   { path: '/domains', title: 'Domains', page: domains.list, nav: 'domains' },
   { path: '/domains/:id', title: 'Domain', page: domains.detail, nav: 'domains' },
+  { path: '/received', title: 'Received', page: received.list, nav: 'received' },
+  { path: '/received/:id', title: 'Received message', page: received.detail, nav: 'received' },
   { path: '/suppressions', title: 'Suppressions', page: suppressions.render, nav: 'suppressions' },
   { path: '/account', title: 'Account', page: account.render, nav: 'account' },
 ]

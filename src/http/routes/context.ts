@@ -5,6 +5,7 @@ import type { EmailService } from '../../domain/emails.js'
 import type { SuppressionService } from '../../domain/suppressions.js'
 import type { DeliveryService } from '../../domain/deliveries.js'
 import type { DomainService } from '../../domain/domains.js'
+import type { ReceivedService } from '../../domain/received.js'
 import type { WebhookService } from '../../domain/webhooks.js'
 import type { Store } from '../../store/types.js'
 
@@ -18,6 +19,8 @@ export interface Services {
   deliveries: DeliveryService
   /** Sender domains: records, verification, and which senders a send may use. */
   domains: DomainService
+  /** Mail received at domains with receiving on (kept by the inbound listener, read by /api/received). */
+  received: ReceivedService
   /** Named readiness checks of the background workers: null when fine, else what is wrong. */
   readiness: Map<string, () => string | null>
 }

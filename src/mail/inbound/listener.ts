@@ -1,9 +1,11 @@
 // The SMTP listener for mail that comes back (INBOUND_SMTP_PORT): bounces (DSNs) mailed to VERP
-// Return-Paths and feedback reports (ARF) mailed to the complaints address. It is no mailbox and no relay:
-// RCPT TO is refused unless it is a VERP address svc signed or the complaints address; a message is held
-// in memory only while it is read (at most MAX_BYTES) and is never stored; what it means is decided in
-// src/domain/returned-mail.ts. The answer to DATA comes after the outcome is written, so a sender whose
-// report could not be recorded (store down) gets a 451 and tries again later.
+// Return-Paths and feedback reports (ARF) mailed to the complaints address, and, with `receiving`, mail
+// to any address at a verified domain with receiving on (receiving.ts keeps it; src/domain/received.ts
+// decides what). It is no relay: RCPT TO is refused unless it is a VERP address svc signed, the complaints
+// address or a receiving domain's; a report is held in memory only while it is read (at most MAX_BYTES)
+// and is never stored; what it means is decided in src/domain/returned-mail.ts. The answer to DATA comes
+// after the outcome is written, so a sender whose report could not be recorded (store down) gets a 451
+// and tries again later.
 import type { FastifyBaseLogger } from 'fastify'
 import { simpleParser, type Attachment } from 'mailparser'
 import type { AddressInfo } from 'node:net'
@@ -14,6 +16,7 @@ import {
 } from '../../domain/returned-mail.js'
 import { parseVerpAddress, type VerpClaims } from '../../domain/verp.js'
 import { readFieldBlocks, scanHeaderFields, type Block } from './fields.js'
+import type { Receiving, ReceivingTarget } from './receiving.js'
 
 export const INBOUND_LIMITS = {
   /** Reports carry a part of the original message at most; 256 KiB is ample. */
@@ -35,10 +38,12 @@ export interface InboundOptions {
   registry?: Registry
   maxBytes?: number
   connectionsPerMinute?: number
+  /** Mail for domains with receiving on; undefined: refused like any other address. */
+  receiving?: Receiving
 }
 
-type Kind = 'dsn' | 'arf' | 'other' | 'rcpt' | 'connection'
-type Outcome = ReturnedOutcome | 'refused' | 'forged' | 'too_large' | 'failed'
+type Kind = 'dsn' | 'arf' | 'other' | 'rcpt' | 'connection' | 'received'
+type Outcome = ReturnedOutcome | 'refused' | 'forged' | 'too_large' | 'failed' | 'received' | 'over_limit' | 'unreadable'
 
 const DSN_TYPES = new Set(['message/delivery-status', 'message/global-delivery-status'])
 const ORIGINAL_TYPES = new Set(['message/rfc822', 'text/rfc822-headers', 'message/global', 'message/global-headers'])
@@ -58,7 +63,12 @@ function mailboxOf (value: string | undefined): string | null {
 interface Envelope {
   verp: VerpClaims[]
   complaints: boolean
+  /** Receiving: the envelope sender and who takes the message. */
+  mailFrom: string
+  receiving: ReceivingTarget[]
 }
+
+const newEnvelope = (mailFrom = ''): Envelope => ({ verp: [], complaints: false, mailFrom, receiving: [] })
 
 export class InboundMail {
   readonly name = 'inbound-smtp'
@@ -75,7 +85,7 @@ export class InboundMail {
     this.counter = o.registry
       ? new Counter({
           name: 'svc_inbound_messages_total',
-          help: 'Returning mail by kind (dsn, arf, other; rcpt and connection for refusals) and outcome',
+          help: 'Returning and received mail by kind (dsn, arf, other, received; rcpt and connection for refusals) and outcome',
           labelNames: ['kind', 'outcome'] as const,
           registers: [o.registry],
         })
@@ -105,7 +115,7 @@ export class InboundMail {
     const envelopeOf = (session: SMTPServerSession): Envelope => {
       let e = envelopes.get(session)
       if (e === undefined) {
-        e = { verp: [], complaints: false }
+        e = newEnvelope()
         envelopes.set(session, e)
       }
       return e
@@ -114,7 +124,7 @@ export class InboundMail {
       logger: false,
       authOptional: true,
       disabledCommands: ['AUTH', 'STARTTLS'],
-      size: this.maxBytes,
+      size: Math.max(this.maxBytes, this.o.receiving?.maxBytes ?? 0),
       maxClients: INBOUND_LIMITS.maxClients,
       banner: 'svc returning mail',
       socketTimeout: 60_000,
@@ -126,13 +136,13 @@ export class InboundMail {
         }
         cb()
       },
-      onMailFrom: (_address, session, cb) => {
-        envelopes.set(session, { verp: [], complaints: false })
+      onMailFrom: (address, session, cb) => {
+        envelopes.set(session, newEnvelope(address.address))
         cb()
       },
       onRcptTo: (address, session, cb) => {
         const e = envelopeOf(session)
-        if (e.verp.length + (e.complaints ? 1 : 0) >= INBOUND_LIMITS.recipientsPerMessage) return cb(smtpError('Too many recipients', 452))
+        if (e.verp.length + (e.complaints ? 1 : 0) + e.receiving.length >= INBOUND_LIMITS.recipientsPerMessage) return cb(smtpError('Too many recipients', 452))
         const a = address.address.toLowerCase()
         if (this.o.complaintsAddress !== undefined && a === this.o.complaintsAddress) {
           e.complaints = true
@@ -143,6 +153,7 @@ export class InboundMail {
           e.verp.push(v)
           return cb()
         }
+        if (v === 'not_verp' && this.o.receiving !== undefined) return this.receivingRcpt(this.o.receiving, address.address, e, cb)
         this.count('rcpt', v === 'forged' ? 'forged' : 'refused')
         cb(smtpError('5.1.1 No such recipient here', 550))
       },
@@ -150,10 +161,12 @@ export class InboundMail {
         const chunks: Buffer[] = []
         let size = 0
         let tooLarge = false
+        const receiving = envelopeOf(session).receiving.length > 0
+        const limit = receiving ? this.o.receiving!.maxBytes : this.maxBytes
         stream.on('data', (chunk: Buffer) => {
           if (tooLarge) return
           size += chunk.length
-          if (size > this.maxBytes) {
+          if (size > limit) {
             tooLarge = true
             chunks.length = 0
           } else {
@@ -163,11 +176,16 @@ export class InboundMail {
         stream.on('error', () => {})
         stream.on('end', () => {
           if (tooLarge || stream.sizeExceeded) {
-            this.count('other', 'too_large')
-            return cb(smtpError(`5.3.4 Message too big (at most ${this.maxBytes} bytes)`, 552))
+            this.count(receiving ? 'received' : 'other', 'too_large')
+            return cb(smtpError(`5.3.4 Message too big (at most ${limit} bytes)`, 552))
           }
           const envelope = envelopeOf(session)
-          this.handle(Buffer.concat(chunks), envelope).then(() => cb(), (err: unknown) => {
+          const raw = Buffer.concat(chunks)
+          const taken = receiving
+            ? this.receive(raw, envelope, session)
+            : Promise.resolve()
+          taken.then(() => (envelope.verp.length > 0 || envelope.complaints ? this.handle(raw, envelope) : undefined)).then(() => cb(), (err: unknown) => {
+            if (typeof (err as { responseCode?: unknown }).responseCode === 'number') return cb(err as Error)
             this.o.logger.error({ err }, 'inbound: could not record returning mail; the sender will retry')
             cb(smtpError('4.3.0 Could not record this report now, try again later', 451))
           })
@@ -191,6 +209,36 @@ export class InboundMail {
     const server = this.server
     this.server = undefined
     if (server !== undefined) await new Promise<void>((resolve) => server.close(() => resolve()))
+  }
+
+  /** RCPT TO an address that is not svc's own: taken when a domain with receiving on is its domain. */
+  private receivingRcpt (receiving: Receiving, address: string, e: Envelope, cb: (err?: Error | null) => void): void {
+    receiving.recipient(address).then((targets) => {
+      if (targets === 'full') {
+        this.count('received', 'over_limit')
+        return cb(smtpError('4.2.2 Mailbox full, try again later', 452))
+      }
+      if (targets.length === 0) {
+        this.count('rcpt', 'refused')
+        return cb(smtpError('5.1.1 No such recipient here', 550))
+      }
+      e.receiving.push(...targets)
+      cb()
+    }, (err: unknown) => {
+      this.o.logger.error({ err }, 'inbound: could not look up a recipient; the sender will retry')
+      cb(smtpError('4.3.0 Could not check this recipient now, try again later', 451))
+    })
+  }
+
+  /** Keeps a received message for each account it is for. Rejects only when the store could not be written. */
+  private async receive (raw: Buffer, envelope: Envelope, session: SMTPServerSession): Promise<void> {
+    const outcomes = await this.o.receiving!.take(raw, {
+      mailFrom: envelope.mailFrom, targets: envelope.receiving, ip: session.remoteAddress, helo: session.hostNameAppearsAs ?? '',
+    })
+    for (const outcome of outcomes) this.count('received', outcome)
+    // Refused only when no account kept it; a copy kept for one account is a 250 for the sender.
+    if (outcomes.every((o) => o === 'unreadable')) throw smtpError('5.6.0 This message could not be read', 554)
+    if (outcomes.every((o) => o === 'over_limit')) throw smtpError('4.2.2 Mailbox full, try again later', 452)
   }
 
   /** Reads one message and records what it means. Rejects only when the store could not be written. */

@@ -21,9 +21,11 @@ export interface DomainDoc {
   /** lastCheckedAt, or '' when never checked: what the background check sorts by. */
   checkOrder: string
   verifiedAt: string | null
+  /** Absent on documents from before receiving: off. */
+  receiving?: boolean
 }
 
-const PURPOSES: DnsRecordPurpose[] = ['dkim', 'spf', 'return_path', 'dmarc']
+const PURPOSES: DnsRecordPurpose[] = ['dkim', 'spf', 'return_path', 'dmarc', 'receiving']
 
 function recordsDoc (records: Record<DnsRecordPurpose, DnsRecordStatus>): Record<string, string> {
   return Object.fromEntries(PURPOSES.map((p) => [p, String(records[p])]))
@@ -44,6 +46,7 @@ export function domainDoc (d: DomainRecord): DomainDoc {
     lastCheckedAt: nullableString(d.lastCheckedAt),
     checkOrder: d.lastCheckedAt === null ? '' : String(d.lastCheckedAt),
     verifiedAt: nullableString(d.verifiedAt),
+    receiving: d.receiving === true,
   }
 }
 
@@ -61,6 +64,7 @@ function toDomain (d: DomainDoc): DomainRecord {
     updatedAt: d.updatedAt,
     lastCheckedAt: d.lastCheckedAt ?? null,
     verifiedAt: d.verifiedAt ?? null,
+    receiving: d.receiving === true,
   }
 }
 
@@ -80,6 +84,7 @@ export class MongoDomains {
       { key: { accountId: 1, name: 1 }, name: 'domains_account_name', unique: true },
       { key: { accountId: 1, _id: -1 }, name: 'domains_account' },
       { key: { checkOrder: 1, _id: 1 }, name: 'domains_check' },
+      { key: { name: 1, createdAt: 1 }, name: 'domains_receiving', partialFilterExpression: { receiving: true } },
     ])
   }
 
@@ -106,6 +111,19 @@ export class MongoDomains {
       },
     }, { returnDocument: 'after' })
     return doc ? toDomain(doc) : null
+  }
+
+  /** A change of the switch starts the receiving record's status over (pending until the next check). */
+  async setDomainReceiving (accountId: string, id: string, receiving: boolean, at: string): Promise<DomainRecord | null> {
+    const on = receiving === true
+    await this.domains.updateOne({ _id: String(id), accountId: String(accountId), receiving: on ? { $ne: true } : true },
+      { $set: { receiving: on, 'records.receiving': 'pending', updatedAt: String(at) } })
+    return await this.findDomain(accountId, id)
+  }
+
+  async findReceivingDomains (name: string, limit: number): Promise<DomainRecord[]> {
+    const docs = await this.domains.find({ name: String(name), receiving: true, status: 'verified' }).sort({ createdAt: 1, _id: 1 }).limit(Number(limit)).toArray()
+    return docs.map(toDomain)
   }
 
   /** Removes the document; the caller frees the account's slot. */

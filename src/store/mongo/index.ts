@@ -31,6 +31,8 @@ import {
 import { MongoDeliveries } from './deliveries.js'
 import { MongoEmails } from './emails.js'
 import { MongoDomains, domainDoc } from './domains.js'
+import { MongoReceived } from './received.js'
+import type { ReceivedQuery, ReceivedRecord } from '../received.js'
 import { StoreHealth } from '../faults.js'
 import { syncIndexes } from './indexes.js'
 import type {
@@ -134,7 +136,11 @@ export class MongoStore extends MongoDeliveries implements Store {
     this.events = db.collection<EventDoc>('events')
     this.mail = new MongoEmails(client, db, () => this.hintWork())
     this.senderDomains = new MongoDomains(db, () => this.hintWork())
+    this.receivedMail = new MongoReceived(client, db, () => this.hintWork())
   }
+
+  /** Received mail (src/store/mongo/received.ts). */
+  readonly receivedMail: MongoReceived
 
   /** Sender domains and returning mail (src/store/mongo/domains.ts). */
   readonly senderDomains: MongoDomains
@@ -166,6 +172,7 @@ export class MongoStore extends MongoDeliveries implements Store {
       ]),
       this.mail.ensureIndexes(),
       this.senderDomains.ensureIndexes(),
+      this.receivedMail.ensureIndexes(),
       this.ensureDeliveryIndexes(),
     ])
   }
@@ -483,6 +490,18 @@ export class MongoStore extends MongoDeliveries implements Store {
   recordReturnedMail (input: { event: EventRecord; suppression: SuppressionRecord | null; timelineOnly: boolean }): Promise<'recorded' | 'duplicate'> {
     return this.senderDomains.recordReturnedMail(input)
   }
+
+  // Received mail (src/store/mongo/received.ts; the switch lives with the domains)
+
+  setDomainReceiving (accountId: string, id: string, receiving: boolean, at: string): Promise<DomainRecord | null> { return this.senderDomains.setDomainReceiving(accountId, id, receiving, at) }
+  findReceivingDomains (name: string, limit: number): Promise<DomainRecord[]> { return this.senderDomains.findReceivingDomains(name, limit) }
+  insertReceived (input: { message: ReceivedRecord; raw: Buffer; contents: Array<{ id: string; content: Buffer }>; event: EventRecord; limitBytes: number }): Promise<'recorded' | 'limit_reached'> { return this.receivedMail.insertReceived(input) }
+  receivedBytes (accountId: string): Promise<number> { return this.receivedMail.receivedBytes(accountId) }
+  listReceived (accountId: string, q: ReceivedQuery): Promise<ReceivedRecord[]> { return this.receivedMail.listReceived(accountId, q) }
+  findReceived (accountId: string, id: string): Promise<ReceivedRecord | null> { return this.receivedMail.findReceived(accountId, id) }
+  readReceivedRaw (accountId: string, id: string): Promise<Buffer | null> { return this.receivedMail.readReceivedRaw(accountId, id) }
+  readReceivedAttachment (accountId: string, id: string, attachmentId: string): Promise<Buffer | null> { return this.receivedMail.readReceivedAttachment(accountId, id, attachmentId) }
+  pruneReceived (before: string, limit: number): Promise<number> { return this.receivedMail.pruneReceived(before, limit) }
 
   // Sending (src/store/mongo/emails.ts)
 

@@ -18,11 +18,13 @@ function toDomain (r: Row): DomainRecord {
     publicKey: str(r.public_key),
     privateKey: str(r.private_key),
     status: r.status as DomainStatus,
-    records: JSON.parse(str(r.records)) as Record<DnsRecordPurpose, DnsRecordStatus>,
+    // Rows from before receiving have no `receiving` status.
+    records: { receiving: 'pending', ...(JSON.parse(str(r.records)) as Partial<Record<DnsRecordPurpose, DnsRecordStatus>>) } as Record<DnsRecordPurpose, DnsRecordStatus>,
     createdAt: str(r.created_at),
     updatedAt: str(r.updated_at),
     lastCheckedAt: strOrNull(r.last_checked_at),
     verifiedAt: strOrNull(r.verified_at),
+    receiving: r.receiving === 1,
   }
 }
 
@@ -41,6 +43,9 @@ export class SqliteDomains {
       check: p(`UPDATE domains SET status = ?, records = ?, last_checked_at = ?, verified_at = ?, updated_at = ?
                 WHERE account_id = ? AND id = ?`),
       remove: p('DELETE FROM domains WHERE account_id = ? AND id = ?'),
+      setReceiving: p(`UPDATE domains SET receiving = ?, records = json_set(records, '$.receiving', 'pending'), updated_at = ?
+                       WHERE account_id = ? AND id = ? AND receiving != ?`),
+      receivingByName: p(`SELECT * FROM domains WHERE name = ? AND receiving = 1 AND status = 'verified' ORDER BY created_at, id LIMIT ?`),
       due: p(`SELECT * FROM domains WHERE coalesce(last_checked_at, '') < ? ORDER BY coalesce(last_checked_at, ''), id LIMIT ?`),
       sameEvent: p('SELECT 1 FROM events WHERE email_id = ? AND type = ? AND recipient = ? LIMIT 1'),
       insertEvent: p(`INSERT INTO events (id, account_id, email_id, type, recipient, occurred_at, payload, routed)
@@ -80,6 +85,19 @@ export class SqliteDomains {
       if (this.q.check.run(c.status, JSON.stringify(c.records), c.checkedAt, c.verifiedAt, c.checkedAt, accountId, id).changes === 0) return null
       return toDomain(this.q.byId.get(accountId, id) as Row)
     })
+  }
+
+  /** A change of the switch starts the receiving record's status over (pending until the next check). */
+  setDomainReceiving (accountId: string, id: string, receiving: boolean, at: string): Promise<DomainRecord | null> {
+    return this.writes.run(() => {
+      this.q.setReceiving.run(receiving ? 1 : 0, at, accountId, id, receiving ? 1 : 0)
+      const row = this.q.byId.get(accountId, id) as Row | undefined
+      return row ? toDomain(row) : null
+    })
+  }
+
+  async findReceivingDomains (name: string, limit: number): Promise<DomainRecord[]> {
+    return (this.q.receivingByName.all(name, limit) as Row[]).map(toDomain)
   }
 
   deleteDomain (accountId: string, id: string): Promise<boolean> {

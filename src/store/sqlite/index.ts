@@ -14,6 +14,8 @@ import { CANCEL_REASONS, cancelOnEdit } from '../../domain/webhook-health.js'
 import { SqliteDeliveries } from './deliveries.js'
 import { SqliteEmails } from './emails.js'
 import { SqliteDomains } from './domains.js'
+import { SqliteReceived } from './received.js'
+import type { ReceivedQuery, ReceivedRecord } from '../received.js'
 import type {
   AcceptResult, EmailAttempt, EmailLease, EmailRecord, EngagementEvent, IdempotencyRecord, SuppressionCursor, SuppressionRecord, UnsubscribeResult,
 } from '../emails.js'
@@ -118,6 +120,7 @@ export class SqliteStore extends SqliteDeliveries implements Store {
   private readonly q
   private readonly mail: SqliteEmails
   private readonly domains: SqliteDomains
+  private readonly received: SqliteReceived
   /** Whether writes can be made (faults.ts): set by the write queue, cleared only by a probe write. */
   readonly health: StoreHealth
 
@@ -128,6 +131,7 @@ export class SqliteStore extends SqliteDeliveries implements Store {
     this.writes.onSynced = (seconds) => { for (const listener of this.flushListeners) listener(seconds) }
     this.mail = new SqliteEmails(db, this.writes, (events) => this.insertEventRows(events))
     this.domains = new SqliteDomains(db, this.writes, () => { this.workHint = true })
+    this.received = new SqliteReceived(db, this.writes, (events) => this.insertEventRows(events))
     const p = (sql: string) => db.prepare(sql)
     this.q = {
       ping: p('SELECT 1'),
@@ -393,6 +397,18 @@ export class SqliteStore extends SqliteDeliveries implements Store {
   listDomainsCheckedBefore (before: string, limit: number): Promise<DomainRecord[]> { return this.domains.listDomainsCheckedBefore(before, limit) }
   findEmailById (id: string): Promise<EmailRecord | null> { return this.mail.findEmailById(id) }
   recordReturnedMail (input: { event: EventRecord; suppression: SuppressionRecord | null; timelineOnly: boolean }): Promise<'recorded' | 'duplicate'> { return this.domains.recordReturnedMail(input) }
+
+  // Received mail (src/store/sqlite/received.ts; the switch lives with the domains)
+
+  setDomainReceiving (accountId: string, id: string, receiving: boolean, at: string): Promise<DomainRecord | null> { return this.domains.setDomainReceiving(accountId, id, receiving, at) }
+  findReceivingDomains (name: string, limit: number): Promise<DomainRecord[]> { return this.domains.findReceivingDomains(name, limit) }
+  insertReceived (input: { message: ReceivedRecord; raw: Buffer; contents: Array<{ id: string; content: Buffer }>; event: EventRecord; limitBytes: number }): Promise<'recorded' | 'limit_reached'> { return this.received.insertReceived(input) }
+  receivedBytes (accountId: string): Promise<number> { return this.received.receivedBytes(accountId) }
+  listReceived (accountId: string, q: ReceivedQuery): Promise<ReceivedRecord[]> { return this.received.listReceived(accountId, q) }
+  findReceived (accountId: string, id: string): Promise<ReceivedRecord | null> { return this.received.findReceived(accountId, id) }
+  readReceivedRaw (accountId: string, id: string): Promise<Buffer | null> { return this.received.readReceivedRaw(accountId, id) }
+  readReceivedAttachment (accountId: string, id: string, attachmentId: string): Promise<Buffer | null> { return this.received.readReceivedAttachment(accountId, id, attachmentId) }
+  pruneReceived (before: string, limit: number): Promise<number> { return this.received.pruneReceived(before, limit) }
 
   // Several nodes: shared rate limits, and noticing other processes' writes
 

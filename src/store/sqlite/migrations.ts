@@ -223,4 +223,30 @@ export const migrations: string[] = [
   ) STRICT;
   INSERT INTO api_key_revocations (id, n) VALUES (1, 0);
   `,
+  /* 16 (issue 24; the integrator orders the migrations): receiving mail. A domain's receiving switch
+     (domains_receiving finds the domains mail is taken for by name, across accounts); the received
+     messages, newest first per account and per recipient, pruned by time; and their bytes (the raw
+     message, part 'raw', and each attachment, part 'att_<n>') beside them, so that listing messages never
+     reads a blob. */ `
+  ALTER TABLE domains ADD COLUMN receiving INTEGER NOT NULL DEFAULT 0;
+  CREATE INDEX domains_receiving ON domains (name) WHERE receiving = 1;
+  CREATE TABLE received (
+    id          TEXT PRIMARY KEY,
+    account_id  TEXT NOT NULL REFERENCES accounts(id),
+    domain_id   TEXT NOT NULL,
+    recipient   TEXT NOT NULL,
+    size        INTEGER NOT NULL,
+    created_at  TEXT NOT NULL,
+    message     TEXT NOT NULL
+  ) STRICT;
+  CREATE INDEX received_account ON received (account_id, id, size);
+  CREATE INDEX received_recipient ON received (account_id, recipient, id);
+  CREATE INDEX received_time ON received (created_at);
+  CREATE TABLE received_contents (
+    received_id TEXT NOT NULL,
+    part        TEXT NOT NULL,
+    content     BLOB NOT NULL,
+    PRIMARY KEY (received_id, part)
+  ) STRICT;
+  `,
 ]

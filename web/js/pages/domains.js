@@ -4,12 +4,13 @@ import { api } from '../api.js'
 import { announce, badge, clear, confirmDialog, copyButton, empty, errorBox, h, pageHeader, td, time } from '../dom.js'
 import { field, form } from '../form.js'
 
-const PURPOSES = { dkim: 'DKIM', return_path: 'Return-Path', spf: 'SPF', dmarc: 'DMARC' }
+const PURPOSES = { dkim: 'DKIM', return_path: 'Return-Path', spf: 'SPF', dmarc: 'DMARC', receiving: 'Receiving (MX)' }
 const PURPOSE_HINTS = {
   dkim: 'the public key that checks svc\'s signature',
   return_path: 'where bounces come back to svc',
   spf: 'lets the relay send for the Return-Path domain',
   dmarc: 'tells mailbox providers what to do with mail that fails (a suggestion)',
+  receiving: 'sends mail for any address at this domain to svc (receiving on)',
 }
 // A record's status, in words: "pending" also covers a check DNS did not answer (svc learned nothing).
 const RECORD_STATUS = { verified: 'found', failed: 'not found', pending: 'pending' }
@@ -160,6 +161,21 @@ export async function detail (view, ctx) {
     } catch (err) { announce(err.message, 'danger') }
   })
 
+  // Receiving: mail to any address at the domain arrives as email.received (and on the Received page).
+  const receiving = h('button', { type: 'button', class: 'button secondary' })
+  const receivingLabel = () => { receiving.textContent = d.receiving ? 'Turn receiving off' : 'Turn receiving on' }
+  receivingLabel()
+  receiving.addEventListener('click', async () => {
+    try {
+      const res = await api.patch(base, { receiving: !d.receiving })
+      d = res.data
+      receivingLabel()
+      renderHeader()
+      renderRecords()
+      announce(res.message)
+    } catch (err) { announce(err.message, 'danger') }
+  })
+
   function renderHeader () {
     clear(header).append(...[
       h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/domains' }, 'Domains'), ' / ', h('span', { class: 'mono' }, d.name)),
@@ -201,6 +217,6 @@ export async function detail (view, ctx) {
   renderRecords()
   // The buttons and the result stay put when the header is drawn again, so focus stays on the button.
   view.append(header,
-    h('div', { class: 'verify-bar' }, h('div', { class: 'toolbar', role: 'group', 'aria-label': 'Domain actions' }, verify, remove), result),
+    h('div', { class: 'verify-bar' }, h('div', { class: 'toolbar', role: 'group', 'aria-label': 'Domain actions' }, verify, receiving, remove), result),
     records)
 }

@@ -1,6 +1,7 @@
 // Emails: the list (filtered by status, recipient and date, paged) and one email with its timeline.
 import { api, query } from '../api.js'
-import { badge, empty, errorBox, h, label, pageHeader, td, time } from '../dom.js'
+import { badge, empty, h, label, pageHeader, td, time } from '../dom.js'
+import { morePages } from '../pager.js'
 import { field, rules } from '../form.js'
 
 const STATUSES = ['queued', 'deferred', 'delivered', 'bounced', 'partially_delivered', 'failed']
@@ -57,7 +58,6 @@ export async function list (view, ctx) {
     return
   }
   const body = h('tbody', {})
-  const more = h('button', { type: 'button', class: 'button secondary' }, 'Load more')
   const addRows = (items) => {
     for (const e of items) {
       body.append(h('tr', {},
@@ -69,33 +69,11 @@ export async function list (view, ctx) {
     }
   }
   addRows(first.data)
-  let cursor = first.nextCursor
-  let shown = first.data.length
-  const updateCount = () => { count.textContent = `${shown} email${shown === 1 ? '' : 's'} shown${cursor ? ', more below' : ''}` }
-  updateCount()
   results.append(h('div', { class: 'table-wrap' }, h('table', { class: 'table' },
     h('caption', { class: 'visually-hidden' }, 'Emails, newest first'),
     h('thead', {}, h('tr', {}, ['Created', 'To', 'Subject', 'Status'].map((c) => h('th', { scope: 'col' }, c)))),
     body)))
-  const pager = h('div', { class: 'pager' }, more)
-  if (cursor) results.append(pager)
-  more.addEventListener('click', async () => {
-    more.disabled = true
-    more.textContent = 'Loading…'
-    try {
-      const page = await api.get(`/api/emails${query({ ...params, cursor })}`)
-      addRows(page.data)
-      shown += page.data.length
-      cursor = page.nextCursor
-      updateCount()
-      if (!cursor) pager.remove()
-    } catch (err) {
-      pager.append(errorBox(err))
-    } finally {
-      more.disabled = false
-      more.textContent = 'Load more'
-    }
-  })
+  morePages({ results, count, first, noun: 'email', load: (cursor) => api.get(`/api/emails${query({ ...params, cursor })}`), addRows })
 }
 
 export async function detail (view, ctx) {

@@ -3,7 +3,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { requireAccount } from '../../auth.js'
 import { cookieOrKey } from '../../cookie-or-key.js'
 import type { RouteContext } from '../context.js'
-import { CreateDomainRoute, DeleteDomainRoute, GetDomainRoute, ListDomainsRoute, VerifyDomainRoute } from './schema.js'
+import { CreateDomainRoute, DeleteDomainRoute, GetDomainRoute, ListDomainsRoute, UpdateDomainRoute, VerifyDomainRoute } from './schema.js'
+import { BODY_LIMITS } from '../../schemas.js'
 
 const domainRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
   // The session cookie (Origin checked) or a full_access API key.
@@ -27,6 +28,15 @@ const domainRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { serv
   app.post('/api/domains/:id/verify', { schema: VerifyDomainRoute }, async (request) => {
     const d = await domains.verify(requireAccount(request).id, request.params.id)
     return { success: true as const, data: d, message: d.status === 'verified' ? 'Domain verified' : 'Some required records are not published yet' }
+  })
+
+  app.patch('/api/domains/:id', { schema: UpdateDomainRoute, bodyLimit: BODY_LIMITS.small }, async (request) => {
+    const d = await domains.setReceiving(requireAccount(request).id, request.params.id, request.body.receiving)
+    return {
+      success: true as const,
+      data: d,
+      message: d.receiving ? `Receiving on: publish the MX record of ${d.name}; mail is taken while the domain is verified` : 'Receiving off',
+    }
   })
 
   app.delete('/api/domains/:id', { schema: DeleteDomainRoute }, async (request) => {

@@ -8,7 +8,9 @@ export const DnsRecordSchema = Type.Object({
   name: Type.String(),
   value: Type.String(),
   priority: Type.Optional(Type.Integer({ description: 'MX only' })),
-  purpose: Type.Union([Type.Literal('dkim'), Type.Literal('spf'), Type.Literal('return_path'), Type.Literal('dmarc')]),
+  purpose: Type.Union([Type.Literal('dkim'), Type.Literal('spf'), Type.Literal('return_path'), Type.Literal('dmarc'), Type.Literal('receiving')], {
+    description: 'receiving: the domain\'s own MX to the inbound listener, shown while receiving is on',
+  }),
   required: Type.Boolean({ description: 'false for the suggested DMARC record: the status does not depend on it' }),
   status: RecordStatus,
 })
@@ -23,7 +25,12 @@ export const DomainSchema = Type.Object({
   createdAt: Timestamp,
   lastCheckedAt: Type.Union([Timestamp, Type.Null()]),
   verifiedAt: Type.Union([Timestamp, Type.Null()]),
+  receiving: Type.Boolean({ description: 'whether mail to any address at this domain is taken (once verified) and sent on as email.received' }),
 })
+
+export const UpdateDomainSchema = Type.Object({
+  receiving: Type.Boolean({ description: 'true: take mail for any address at this domain (email.received); false: refuse it again' }),
+}, { additionalProperties: false })
 
 export const CreateDomainSchema = Type.Object({
   name: Type.String({ minLength: 1, maxLength: 1024, description: 'the domain to send from, like example.com' }),
@@ -49,6 +56,11 @@ export const GetDomainRoute = {
 export const VerifyDomainRoute = {
   operationId: 'verifyDomain', tags, security, summary: 'Check the DNS records now', params: IdParams,
   response: { 200: Success(DomainSchema), ...errors(401, 403, 404) },
+}
+export const UpdateDomainRoute = {
+  operationId: 'updateDomain', tags, security, summary: 'Turn receiving mail on or off for a sender domain', params: IdParams,
+  body: UpdateDomainSchema,
+  response: { 200: Success(DomainSchema), ...errors(400, 401, 403, 404, 413, 415) },
 }
 export const DeleteDomainRoute = {
   operationId: 'deleteDomain', tags, security, summary: 'Delete a sender domain (and its DKIM key)', params: IdParams,

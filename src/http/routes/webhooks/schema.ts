@@ -1,8 +1,9 @@
 import { Type, type Static } from 'typebox'
 import { EventTypeSchema, IdParams, Success, Timestamp, errors, SESSION_OR_API_KEY } from '../../schemas.js'
+import { EVENT_TYPES } from '../../../domain/events.js'
 
 const Url = Type.String({ minLength: 1, maxLength: 2048, description: 'https URL of the receiver (http and localhost only in development)' })
-const Events = Type.Array(EventTypeSchema, { minItems: 1, maxItems: 7, uniqueItems: true, description: 'an array of 1 to 7 distinct event types' })
+const Events = Type.Array(EventTypeSchema, { minItems: 1, maxItems: EVENT_TYPES.length, uniqueItems: true, description: `an array of 1 to ${EVENT_TYPES.length} distinct event types` })
 const Status = Type.Union([Type.Literal('enabled'), Type.Literal('disabled'), Type.Literal('auto_disabled')])
 
 export const CreateWebhookSchema = Type.Object({ url: Url, events: Events }, { additionalProperties: false })

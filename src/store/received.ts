@@ -1,0 +1,81 @@
+// The received-mail part of the Store contract (src/store/types.ts): messages taken by the inbound
+// listener for domains with receiving on (src/domain/received.ts decides what is kept and how big it
+// may be). A message is one row of metadata and parsed fields, plus its raw bytes and each attachment's
+// bytes kept beside it; all of them are written in one atomic step together with the email.received
+// event (the outbox row the delivery engine turns into webhook deliveries).
+import type { EventRecord } from '../domain/events.js'
+import type { AuthResult } from '../domain/received.js'
+import type { DomainRecord } from './types.js'
+
+export type AuthVerdict = AuthResult
+
+export interface ReceivedAttachment {
+  /** `att_<n>`, unique within its message. */
+  id: string
+  filename: string | null
+  contentType: string
+  size: number
+}
+
+export interface ReceivedHeader { name: string; value: string }
+
+export interface ReceivedRecord {
+  /** `rcv_…` */
+  id: string
+  accountId: string
+  domainId: string
+  /** The envelope recipient (RCPT TO), lower case. */
+  recipient: string
+  /** The envelope sender (MAIL FROM), '' for the null sender. */
+  mailFrom: string
+  from: string
+  to: string[]
+  cc: string[]
+  subject: string
+  text: string | null
+  textTruncated: boolean
+  html: string | null
+  htmlTruncated: boolean
+  headers: ReceivedHeader[]
+  messageId: string | null
+  /** The id of this account's email that In-Reply-To / References names, else null. */
+  inReplyTo: string | null
+  attachments: ReceivedAttachment[]
+  authentication: { spf: AuthVerdict; dkim: AuthVerdict; dmarc: AuthVerdict; arc: AuthVerdict | null }
+  /** Bytes kept for it: the raw message plus its attachments' contents (what the plan's storage counts). */
+  size: number
+  createdAt: string
+}
+
+/** A page of an account's received messages, newest first; `before` an id: those older than it. */
+export interface ReceivedQuery {
+  limit: number
+  before?: string
+  /** An envelope recipient, lower case, matched exactly. */
+  to?: string
+}
+
+export interface ReceivedStore {
+  /** Turns receiving on or off; null when the account has no such domain. */
+  setDomainReceiving(accountId: string, id: string, receiving: boolean, at: string): Promise<DomainRecord | null>
+  /** Every account's verified domain of this name with receiving on (at most `limit`), oldest first. */
+  findReceivingDomains(name: string, limit: number): Promise<DomainRecord[]>
+  /**
+   * Stores the message, its raw bytes, its attachments' bytes and its event, in one atomic step, unless
+   * the account's stored received bytes plus this message's `size` would exceed `limitBytes`
+   * ('limit_reached', nothing written). MongoDB: the sum and the insert are two steps (messages taken at
+   * the same instant may pass the limit together by one message each).
+   */
+  insertReceived(input: { message: ReceivedRecord; raw: Buffer; contents: Array<{ id: string; content: Buffer }>; event: EventRecord; limitBytes: number }): Promise<'recorded' | 'limit_reached'>
+  /** Bytes the account's kept received messages take (the sum of their `size`). */
+  receivedBytes(accountId: string): Promise<number>
+  /** Newest first, `limit` at most. */
+  listReceived(accountId: string, q: ReceivedQuery): Promise<ReceivedRecord[]>
+  findReceived(accountId: string, id: string): Promise<ReceivedRecord | null>
+  /** The message as received; null when the account has no such message. */
+  readReceivedRaw(accountId: string, id: string): Promise<Buffer | null>
+  /** One attachment's bytes; null when the account has no such message or it no such attachment. */
+  readReceivedAttachment(accountId: string, id: string, attachmentId: string): Promise<Buffer | null>
+  /** Deletes up to `limit` messages (with their bytes) received before `before`; returns how many. */
+  pruneReceived(before: string, limit: number): Promise<number>
+}
