@@ -6,6 +6,11 @@ import { field, rules } from '../form.js'
 const STATUSES = ['queued', 'deferred', 'delivered', 'bounced', 'partially_delivered', 'failed']
 const PAGE = 25
 
+/** An email's status, said as the sandbox's when nothing left the machine. */
+function statusBadge (status, ctx) {
+  return ctx.sandbox && status === 'delivered' ? badge(status, 'Delivered (sandbox)') : badge(status)
+}
+
 /** "2026-01-02" (a date input, local) → the ISO start of that local day; until is the next day's start. */
 function dayStart (value, plusDays = 0) {
   if (!value) return ''
@@ -53,7 +58,7 @@ export async function list (view, ctx) {
     count.textContent = ''
     results.append(filtered
       ? empty('No email matches these filters', 'Change or clear the filters.')
-      : empty('No emails yet', 'Send one with an API key: POST /api/send.'))
+      : empty('No emails yet', h('span', {}, 'Send one with an ', h('a', { href: '#/keys' }, 'API key'), ': POST /api/send (see ', h('a', { href: '/docs' }, '/docs'), ').')))
     return
   }
   const body = h('tbody', {})
@@ -64,7 +69,7 @@ export async function list (view, ctx) {
         td('Created', time(e.createdAt)),
         td('To', h('span', { class: 'truncate' }, e.to.join(', '))),
         td('Subject', h('a', { href: `#/emails/${encodeURIComponent(e.id)}` }, e.subject)),
-        td('Status', badge(e.status)),
+        td('Status', statusBadge(e.status, ctx)),
       ))
     }
   }
@@ -104,7 +109,7 @@ export async function detail (view, ctx) {
   const list = (xs) => (xs.length ? xs.join(', ') : h('span', { class: 'muted' }, '—'))
   view.append(
     h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/emails' }, 'Emails'), ' / ', h('span', { class: 'mono' }, e.id)),
-    pageHeader(e.subject, badge(e.status)),
+    pageHeader(e.subject, statusBadge(e.status, ctx)),
     h('div', { class: 'grid-2' },
       h('section', { class: 'card', 'aria-labelledby': 'email-fields' },
         h('h2', { id: 'email-fields' }, 'Message'),
@@ -126,11 +131,28 @@ export async function detail (view, ctx) {
           ? empty('No events', 'Events are kept for RETENTION_DAYS; older ones are pruned.')
           : h('ol', { class: 'timeline' }, e.events.map((ev) => h('li', { class: 'timeline-item' },
             h('span', { class: 'timeline-dot', 'aria-hidden': 'true' }),
-            h('div', {}, badge(ev.type), ' ', h('span', { class: 'recipient' }, ev.recipient)),
+            h('div', {}, ctx.sandbox && ev.type === 'email.delivered' ? badge(ev.type, 'Delivered (sandbox)') : badge(ev.type), ' ', h('span', { class: 'recipient' }, ev.recipient)),
+            ev.reason ? h('div', { class: 'reason' }, `Reason: ${ev.reason}`) : null,
             h('div', { class: 'muted small' }, time(ev.occurredAt)),
           ))),
       ),
     ),
+    content(e),
   )
 }
 
+/**
+ * The message as it was sent: the html in a frame that runs no script and, under the dashboard's
+ * Content-Security-Policy (which an srcdoc frame inherits), loads nothing from anywhere; and the text.
+ */
+function content (e) {
+  const parts = []
+  if (e.html !== null) {
+    parts.push(h('h3', {}, 'HTML'), h('iframe', { class: 'message-frame', sandbox: '', title: `The HTML of ${e.subject}`, srcdoc: e.html, referrerpolicy: 'no-referrer' }))
+  }
+  if (e.text !== null) parts.push(h('h3', {}, 'Text'), h('pre', { class: 'message-text', tabindex: '0', 'aria-label': 'The text version' }, e.text))
+  return h('section', { class: 'card', 'aria-labelledby': 'email-content' },
+    h('h2', { id: 'email-content' }, 'As sent'),
+    h('p', { class: 'muted small' }, 'As the API took it, before each recipient\'s tracking and unsubscribe link.'),
+    parts)
+}

@@ -16,7 +16,7 @@ export const AccountSchema = component('Account', Type.Object({
   createdAt: Timestamp,
 }))
 
-const Limits = Type.Object({ apiKeys: Type.Integer(), webhooks: Type.Integer() })
+const Limits = Type.Object({ apiKeys: Type.Integer(), webhooks: Type.Integer(), domains: Type.Integer({ description: 'sender domains' }) })
 
 export const AccountDetailSchema = component('AccountDetails', Type.Object({
   id: Type.String(),
@@ -25,6 +25,9 @@ export const AccountDetailSchema = component('AccountDetails', Type.Object({
   createdAt: Timestamp,
   limits: Limits,
   usage: Limits,
+  transport: Type.Union([Type.Literal('smtp'), Type.Literal('sandbox')], {
+    description: 'where accepted emails go: smtp, the SMTP_URL relay; sandbox (SMTP_URL unset), nowhere: nothing leaves the machine, and every address but the simulator\'s is reported delivered',
+  }),
 }, { description: 'The account with its plan\'s limits and what it uses of them' }))
 
 export const SignupRoute = {

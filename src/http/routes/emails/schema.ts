@@ -78,6 +78,8 @@ const EmailEventSchema = component('EmailEvent', Type.Object({
   type: Type.Union([EventType, Type.Literal('email.delayed')]),
   recipient: Type.String(),
   occurredAt: Timestamp,
+  reason: Type.Optional(Type.String({ description: 'email.bounced, email.complained, email.delayed: what the receiving side said' })),
+  url: Type.Optional(Type.String({ description: 'email.clicked: the link' })),
 }, { description: 'One entry of an email\'s timeline' }))
 
 export const EmailViewSchema = component('Email', Type.Object({
@@ -92,6 +94,8 @@ export const EmailViewSchema = component('Email', Type.Object({
   createdAt: Timestamp,
   suppressed: Type.Array(Type.String()),
   tags: Type.Array(Type.Object({ name: Type.String(), value: Type.String() })),
+  html: Type.Union([Type.String(), Type.Null()], { description: 'the html as it was sent, before each recipient\'s tracking' }),
+  text: Type.Union([Type.String(), Type.Null()], { description: 'the text as it was sent' }),
   events: Type.Array(EmailEventSchema),
 }, { description: 'An email: who it went to, its status and its timeline' }))
 
