@@ -208,7 +208,7 @@ test('the dashboard, end to end in chromium: sign up, keys, webhook, send, timel
   assert.ok(page.url().endsWith(`#/emails/${emailId}`))
   const timeline = page.locator('.timeline-item')
   await timeline.nth(1).waitFor()
-  assert.deepEqual((await timeline.allInnerTexts()).map((s) => s.split('\n')[0]?.trim().toLowerCase()), ['sent delivered@simulator.test', 'delivered delivered@simulator.test'])
+  assert.deepEqual((await timeline.allInnerTexts()).map((s) => s.split('\n')[0]?.trim().toLowerCase()), ['sent delivered@simulator.test', 'delivered (sandbox) delivered@simulator.test'])
 
   // --- Suppressions: add one, find it, remove it (after a confirmation).
   await page.getByRole('link', { name: 'Suppressions', exact: true }).click()

@@ -124,3 +124,115 @@ test('the dashboard says when it is the sandbox, shows the email as sent and the
   assert.deepEqual(problems.map((p) => /sandboxed and the 'allow-scripts'/.test(p) ? 'script blocked' : /tracker\.example.*Content Security Policy/.test(p) ? 'image blocked' : p),
     ['script blocked', 'image blocked'])
 })
+
+test('the dashboard at work: key permissions, a complaint found by its event, full ids and kept focus in the delivery log, errors that stay, a localhost warning, an empty overview that shows the way, chart labels on a phone', { skip, timeout: 180_000 }, async (t) => {
+  const port = await freePort()
+  const origin = `http://127.0.0.1:${port}`
+  // A webhook that nobody answers: one retry 100 ms later, then failed, waiting for a hand retry.
+  const server = await startServer(t, { port, env: { PUBLIC_URL: origin, DELIVERY_RETRY_SCHEDULE: '100ms' } })
+  const browser = await launchChromium()
+  t.after(() => browser.close())
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, baseURL: origin })
+  const page = await context.newPage()
+  page.setDefaultTimeout(20_000)
+
+  await page.goto('/#/signup')
+  await heading(page, 'Create your svc account')
+  await page.getByLabel('Email').fill(uniqueEmail('work'))
+  await page.getByLabel('Password').fill(PASSWORD)
+  await page.getByRole('button', { name: 'Sign up' }).click()
+  await heading(page, 'Overview')
+
+  // The empty overview links the way in: API keys, the API documentation, the simulator addresses.
+  const welcome = page.locator('.empty', { hasText: 'Nothing sent' })
+  assert.equal(await welcome.getByRole('link', { name: 'API key' }).getAttribute('href'), '#/keys')
+  assert.equal(await welcome.getByRole('link', { name: /\/docs/ }).getAttribute('href'), '/docs')
+  await welcome.getByText('complained@simulator.test').waitFor()
+
+  // A key with the sending permission only: chosen in the form, shown in the list.
+  await page.getByRole('link', { name: 'API keys', exact: true }).click()
+  await heading(page, 'API keys')
+  await page.getByLabel('Name').fill('mailer')
+  await page.getByLabel('Permission').selectOption('sending_access')
+  await page.getByRole('button', { name: 'Create key' }).click()
+  const key = await page.getByLabel('API key', { exact: true }).inputValue()
+  await page.getByRole('button', { name: 'I have copied it' }).click()
+  await page.locator('tr', { hasText: 'mailer' }).getByText('Sending only').waitFor()
+  assert.deepEqual(await axeViolations(page), [])
+  const session = (await context.cookies()).find((c) => c.name === 'svc_session')!
+  const api = server.client()
+  api.cookie = `svc_session=${session.value}`
+  assert.equal((await api.get('/api/keys')).body.data[0].permission, 'sending_access')
+
+  // A complaint happens on a delivered email: the event filter finds it.
+  const sends = server.client()
+  const complained = await sends.post('/api/send', { to: 'complained@simulator.test', subject: 'Spam, they said', text: 'x' }, { 'x-api-key': key })
+  assert.equal(complained.status, 202, complained.text)
+  await sends.post('/api/send', { to: 'delivered@simulator.test', subject: 'Fine', text: 'x' }, { 'x-api-key': key })
+  await waitFor('the complaint', async () => (await api.get(`/api/emails/${complained.body.data.id}`)).body.data.events.some((e: { type: string }) => e.type === 'email.complained'))
+  await page.getByRole('link', { name: 'Emails', exact: true }).click()
+  await heading(page, 'Emails')
+  await page.getByLabel('Had event').selectOption('email.complained')
+  await page.getByRole('button', { name: 'Filter' }).click()
+  await page.getByText('1 email shown').waitFor()
+  await page.getByRole('link', { name: 'Spam, they said' }).waitFor()
+  assert.equal(await page.getByRole('link', { name: 'Fine' }).count(), 0)
+  assert.deepEqual(await axeViolations(page), [])
+
+  // The delivery log: whole email ids; focus stays on the row after Retry, and after the log reloads.
+  const hook = (await api.post('/api/webhooks', { url: 'http://127.0.0.1:9/hook', events: ['email.delivered'] })).body.data
+  const test = (await api.post(`/api/webhooks/${hook.id}/test`, { event: 'email.delivered' })).body.data
+  await waitFor('the test delivery to fail', async () => (await api.get(`/api/webhooks/${hook.id}/deliveries`)).body.data[0].status === 'failed')
+  await page.goto(`/#/webhooks/${hook.id}`)
+  await heading(page, 'http://127.0.0.1:9/hook')
+  const row = page.locator(`tr[data-delivery="${test.id}"]`)
+  const idLink = row.locator('.id-link')
+  assert.equal(await idLink.innerText(), test.emailId)
+  assert.ok(await idLink.evaluate((el) => el.scrollWidth <= el.clientWidth), 'the email id is not cut')
+  await row.getByRole('button', { name: `Retry delivery ${test.id}` }).focus()
+  await page.keyboard.press('Enter')
+  const focusedDelivery = "(() => document.activeElement && document.activeElement.closest('tr') && document.activeElement.closest('tr').dataset.delivery)()"
+  await waitFor('focus on the retried row', async () => (await page.evaluate(focusedDelivery)) === test.id)
+  await page.evaluate(`document.querySelector('tr[data-delivery="${test.id}"]').dataset.before = 'reload'`)
+  await waitFor('the log to reload', async () => (await page.locator(`tr[data-delivery="${test.id}"][data-before]`).count()) === 0)
+  assert.equal(await page.evaluate(focusedDelivery), test.id, 'focus is still on the row after the log reloaded')
+  assert.deepEqual(await axeViolations(page), [])
+
+  // An error stays until it is dismissed (a clock that runs ahead a minute does not take it away).
+  const errors = await context.newPage()
+  await errors.clock.install()
+  await errors.route('**/retry', (route) => route.fulfill({
+    status: 503, contentType: 'application/json', body: JSON.stringify({ success: false, error: { code: 'unavailable', message: 'The store is unavailable; try again' } }),
+  }))
+  await waitFor('the delivery to fail again', async () => (await api.get(`/api/webhooks/${hook.id}/deliveries`)).body.data[0].status === 'failed')
+  await errors.goto(`/#/webhooks/${hook.id}`)
+  await heading(errors, 'http://127.0.0.1:9/hook')
+  await errors.locator(`tr[data-delivery="${test.id}"]`).getByRole('button', { name: `Retry delivery ${test.id}` }).click()
+  const toast = errors.locator('#toast')
+  await toast.getByText('The store is unavailable; try again').waitFor()
+  await errors.clock.runFor(60_000)
+  assert.ok(await toast.getByText('The store is unavailable; try again').isVisible(), 'the error is still there a minute later')
+  await toast.getByRole('button', { name: 'Dismiss' }).click()
+  await toast.getByText('The store is unavailable; try again').waitFor({ state: 'hidden' })
+  await errors.close()
+
+  // A domain's records in development name this machine: said so.
+  await page.getByRole('link', { name: 'Domains', exact: true }).click()
+  await heading(page, 'Domains')
+  await page.getByLabel('Domain', { exact: true }).fill('shop.example.test')
+  await page.getByRole('button', { name: 'Add domain' }).click()
+  await heading(page, 'shop.example.test')
+  await page.locator('[data-warning="localhost"]').getByText('point at this machine').waitFor()
+  assert.deepEqual(await axeViolations(page), [])
+  await page.getByRole('link', { name: 'Account', exact: true }).click()
+  await page.locator('.usage', { hasText: 'Sender domains' }).getByText('1 of 1').first().waitFor()
+
+  // The chart's labels on a 390 px phone are at least 9 px tall.
+  await page.setViewportSize({ width: 390, height: 844 })
+  await page.goto('/#/')
+  await heading(page, 'Overview')
+  const heights = await page.locator('svg.chart text.axis').evaluateAll((els) => els.map((el) => el.getBoundingClientRect().height))
+  assert.ok(heights.length > 0)
+  assert.ok(Math.min(...heights) >= 9, `label heights ${heights.join(', ')}`)
+  assert.deepEqual(await axeViolations(page), [])
+})

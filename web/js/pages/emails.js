@@ -4,6 +4,8 @@ import { badge, empty, errorBox, h, label, pageHeader, td, time } from '../dom.j
 import { field, rules } from '../form.js'
 
 const STATUSES = ['queued', 'deferred', 'delivered', 'bounced', 'partially_delivered', 'failed']
+// Every event an email can have: a complaint or an open happens on a delivered email, so the status alone never finds it.
+const EVENTS = ['email.sent', 'email.delivered', 'email.bounced', 'email.opened', 'email.clicked', 'email.complained', 'email.unsubscribed']
 const PAGE = 25
 
 /** An email's status, said as the sandbox's when nothing left the machine. */
@@ -25,6 +27,11 @@ export async function list (view, ctx) {
     STATUSES.map((s) => h('option', { value: s }, label(s))))
   status.value = STATUSES.includes(q.status) ? q.status : ''
   const fStatus = field({ name: 'status', label: 'Status', control: status })
+  const event = h('select', { name: 'event' },
+    h('option', { value: '' }, 'Any event'),
+    EVENTS.map((e) => h('option', { value: e }, label(e))))
+  event.value = EVENTS.includes(q.event) ? q.event : ''
+  const fEvent = field({ name: 'event', label: 'Had event', control: event })
   const fTo = field({
     name: 'to', label: 'Recipient', type: 'email', value: q.to ?? '', placeholder: 'name@example.com', autocomplete: 'off',
     validate: (v) => (v.trim() === '' ? '' : rules.email(v)),
@@ -34,22 +41,22 @@ export async function list (view, ctx) {
     name: 'until', label: 'To', type: 'date', value: q.until ?? '',
     validate: (v) => (v && fSince.value() && v < fSince.value() ? 'Pick a day on or after the start' : ''),
   })
-  const filters = [fStatus, fTo, fSince, fUntil]
+  const filters = [fStatus, fEvent, fTo, fSince, fUntil]
   const apply = h('button', { type: 'submit', class: 'button' }, 'Filter')
   const reset = h('a', { href: '#/emails', class: 'button secondary' }, 'Clear')
-  const filterForm = h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter emails', novalidate: true },
+  const filterForm = h('form', { class: 'filters filters-5', role: 'search', 'aria-label': 'Filter emails', novalidate: true },
     filters.map((f) => f.wrap), h('div', { class: 'actions' }, apply, reset))
   filterForm.addEventListener('submit', (event) => {
     event.preventDefault()
     if (!filters.every((f) => { f.touch(); return f.check() })) return
-    ctx.router.go('/emails', { status: fStatus.value(), to: fTo.value().trim(), since: fSince.value(), until: fUntil.value() })
+    ctx.router.go('/emails', { status: fStatus.value(), event: fEvent.value(), to: fTo.value().trim(), since: fSince.value(), until: fUntil.value() })
   })
 
   const params = {
-    status: status.value, to: (q.to ?? '').trim(), since: dayStart(q.since), until: dayStart(q.until, 1), limit: PAGE,
+    status: status.value, event: event.value, to: (q.to ?? '').trim(), since: dayStart(q.since), until: dayStart(q.until, 1), limit: PAGE,
   }
   const first = await api.get(`/api/emails${query(params)}`)
-  const filtered = Boolean(params.status || params.to || params.since || params.until)
+  const filtered = Boolean(params.status || params.event || params.to || params.since || params.until)
   const results = h('section', { class: 'card flush', 'aria-label': 'Emails' })
   const count = h('p', { class: 'muted', role: 'status' })
   view.append(pageHeader('Emails', h('p', { class: 'muted page-sub' }, 'Newest first. Click an email for its timeline.')), filterForm, count, results)

@@ -1,6 +1,6 @@
 import { Type } from 'typebox'
 import { EMAIL_STATUSES } from '../../../domain/email-list.js'
-import { IdParams, Literals, Page, Success, Timestamp, component, errors, SESSION_OR_API_KEY } from '../../schemas.js'
+import { EventTypeSchema, IdParams, Literals, Page, Success, Timestamp, component, errors, SESSION_OR_API_KEY } from '../../schemas.js'
 import { EmailViewSchema } from '../emails/schema.js'
 
 export const EmailStatusSchema = Literals(EMAIL_STATUSES)
@@ -17,6 +17,7 @@ export const EmailSummarySchema = component('EmailSummary', Type.Object({
 
 export const ListEmailsQuery = Type.Object({
   status: Type.Optional(EmailStatusSchema),
+  event: Type.Optional(EventTypeSchema),
   to: Type.Optional(Type.String({ minLength: 1, maxLength: 320, description: 'a recipient address (to, cc or bcc), matched exactly, case-insensitively' })),
   since: Type.Optional(Type.String({ format: 'date-time', description: 'created at or after this time (ISO 8601)' })),
   until: Type.Optional(Type.String({ format: 'date-time', description: 'created before this time (ISO 8601)' })),
@@ -29,7 +30,7 @@ const tags = ['emails']
 
 export const ListEmailsRoute = {
   operationId: 'listEmails',
-  tags, security, summary: 'The account\'s emails, newest first, in pages; filtered by status, recipient and time',
+  tags, security, summary: 'The account\'s emails, newest first, in pages; filtered by status, an event they had (email.complained…), recipient and time',
   querystring: ListEmailsQuery,
   response: {
     200: Page(EmailSummarySchema, 'A page of emails, newest first'),
