@@ -7,7 +7,7 @@ import { createRequire } from 'node:module'
 import { readFileSync } from 'node:fs'
 import { test } from 'node:test'
 import type { Page } from 'playwright-core'
-import { chromiumMissing, freePort, heading, launchChromium } from '../helpers/browser.js'
+import { chromiumMissing, freePort, heading, launchChromium, screenshot } from '../helpers/browser.js'
 import { PASSWORD, startServer, uniqueEmail } from '../helpers/server.js'
 import { waitFor } from '../helpers/wait.js'
 
@@ -88,6 +88,7 @@ test('the dashboard says when it is the sandbox, shows the email as sent and the
   assert.match(await page.locator('pre.message-text').innerText(), /^Hello, Jane\nYour order shipped\.$/)
   assert.equal(await page.title(), 'Email · svc', 'the email\'s script did not run')
   assert.deepEqual(await axeViolations(page), [])
+  await screenshot(page, 'email-as-sent.png', true)
 
   // A bounce says why.
   await page.goto(`/#/emails/${bounced.body.data.id}`)
