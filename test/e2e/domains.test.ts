@@ -5,7 +5,7 @@ import assert from 'node:assert/strict'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
-import { chromiumMissing, freePort, heading, launchChromium } from '../helpers/browser.js'
+import { chromiumMissing, freePort, heading, launchChromium, signUpInPage } from '../helpers/browser.js'
 import { startServer, uniqueEmail, PASSWORD } from '../helpers/server.js'
 
 const skip = chromiumMissing("the Domains page's browser test")
@@ -26,12 +26,7 @@ test('the Domains page in chromium: add a domain, copy its DKIM record, verify (
   page.on('pageerror', (err) => problems.push(`page error: ${err.message}`))
 
   // Sign up in the page, so the browser holds the session.
-  await page.goto('/#/signup')
-  await heading(page, 'Create your svc account')
-  await page.getByLabel('Email').fill(uniqueEmail('domains'))
-  await page.getByLabel('Password').fill(PASSWORD)
-  await page.getByRole('button', { name: 'Sign up' }).click()
-  await heading(page, 'Overview')
+  await signUpInPage(page, uniqueEmail('domains'), PASSWORD)
   const session = (await context.cookies()).find((c) => c.name === 'svc_session')
   assert.ok(session)
   const api = server.client()

@@ -7,7 +7,7 @@ import { createRequire } from 'node:module'
 import { readFileSync } from 'node:fs'
 import { test } from 'node:test'
 import type { Page } from 'playwright-core'
-import { chromiumMissing, freePort, heading, launchChromium, screenshot } from '../helpers/browser.js'
+import { chromiumMissing, freePort, heading, launchChromium, signUpInPage, screenshot } from '../helpers/browser.js'
 import { PASSWORD, startServer, uniqueEmail } from '../helpers/server.js'
 import { waitFor } from '../helpers/wait.js'
 
@@ -45,12 +45,7 @@ test('the dashboard says when it is the sandbox, shows the email as sent and the
   page.on('console', (m) => { if (m.type() === 'error' && !/status of (401|404)/.test(m.text())) problems.push(`console: ${m.text()}`) })
   page.on('pageerror', (err) => problems.push(`page error: ${err.message}`))
 
-  await page.goto('/#/signup')
-  await heading(page, 'Create your svc account')
-  await page.getByLabel('Email').fill(uniqueEmail('truth'))
-  await page.getByLabel('Password').fill(PASSWORD)
-  await page.getByRole('button', { name: 'Sign up' }).click()
-  await heading(page, 'Overview')
+  await signUpInPage(page, uniqueEmail('truth'), PASSWORD)
 
   // The sandbox, said on every page, from the account the API reports.
   const banner = page.locator('#sandbox')
@@ -137,12 +132,7 @@ test('the dashboard at work: key permissions, a complaint found by its event, fu
   const page = await context.newPage()
   page.setDefaultTimeout(20_000)
 
-  await page.goto('/#/signup')
-  await heading(page, 'Create your svc account')
-  await page.getByLabel('Email').fill(uniqueEmail('work'))
-  await page.getByLabel('Password').fill(PASSWORD)
-  await page.getByRole('button', { name: 'Sign up' }).click()
-  await heading(page, 'Overview')
+  await signUpInPage(page, uniqueEmail('work'), PASSWORD)
 
   // The empty overview links the way in: API keys, the API documentation, the simulator addresses.
   const welcome = page.locator('.empty', { hasText: 'Nothing sent' })

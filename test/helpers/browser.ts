@@ -50,3 +50,13 @@ export async function screenshot (page: Page, name: string, fullPage: boolean): 
   mkdirSync(SCREENSHOTS, { recursive: true })
   await page.screenshot({ path: join(SCREENSHOTS, name), fullPage, animations: 'disabled' })
 }
+
+/** Signs a new account up in the page (so the browser holds the session) and waits for the overview. */
+export async function signUpInPage (page: Page, email: string, password: string): Promise<void> {
+  await page.goto('/#/signup')
+  await heading(page, 'Create your svc account')
+  await page.getByLabel('Email').fill(email)
+  await page.getByLabel('Password').fill(password)
+  await page.getByRole('button', { name: 'Sign up' }).click()
+  await heading(page, 'Overview')
+}
