@@ -129,7 +129,7 @@ const RATE_LIMIT_HEADERS = {
  * The document as tools want it: a body whose every field is optional may be left out
  * (src/http/validation.ts), so it is not `required`, nor is a query parameter with a default; every
  * answer declares x-request-id, and the answers of a rate-limited operation (one that may answer 429) the
- * RateLimit headers; a HEAD operation (every GET has one) is named like its GET with `Head` (Fastify
+ * RateLimit headers; a HEAD operation (every GET has one: exposeHeadRoutes below) is named like its GET with `Head` (Fastify
  * would say `…-head`) and answers headers only.
  */
 function finishDocument (doc: OpenApiDocument): OpenApiDocument {

@@ -137,12 +137,6 @@ interface DocumentedSchema {
   [key: string]: unknown
 }
 
-/**
- * Route options that put a GET route's HEAD in the OpenAPI document too (Fastify answers HEAD on every GET
- * route; the document lists it where clients use it: health probes, link checkers).
- */
-export const WITH_HEAD = { config: { swagger: { exposeHeadRoute: true } } }
-
 const BODYLESS = new Set(['GET', 'HEAD'])
 
 /**

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { envelope } from '../errors.js'
-import { WITH_HEAD, component, errors } from '../schemas.js'
+import { component, errors } from '../schemas.js'
 import { Unavailable } from '../../errors.js'
 import { RETRY_AFTER_SECONDS } from '../../store/faults.js'
 import type { RouteContext } from './context.js'
@@ -27,13 +27,11 @@ const healthRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { serv
 
   // Public: load balancers and orchestrators probe these without credentials.
   app.get('/healthz', {
-    ...WITH_HEAD,
     schema: { operationId: 'checkLiveness', tags: ['operations'], summary: 'The process is alive', security: [], response: { 200: { ...Status, description: 'Alive: { status: "ok" }' } }, omitErrors: [503] },
   },
     async () => ({ status: 'ok' }))
 
   app.get('/readyz', {
-    ...WITH_HEAD,
     schema: {
       operationId: 'checkReadiness', tags: ['operations'], security: [],
       summary: 'The store answers and takes writes, and the background workers are running',
