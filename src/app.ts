@@ -109,25 +109,43 @@ export function createServices (config: Config, deps: AppDeps): Services {
   }
 }
 
+type Header = Record<string, unknown>
 type Operation = {
   operationId?: string
   summary?: string
   description?: string
+  parameters?: Array<{ in: string; required?: boolean; schema?: { default?: unknown } }>
   requestBody?: { required?: boolean; content?: Record<string, { schema?: { required?: string[]; minProperties?: number; type?: string } }> }
-  responses?: Record<string, { content?: unknown }>
+  responses?: Record<string, { content?: unknown; headers?: Record<string, Header> }>
 }
 interface OpenApiDocument { paths?: Record<string, Record<string, Operation>> }
 
+const REQUEST_ID_HEADER = { 'x-request-id': { required: true, schema: { type: 'string' }, description: 'this request\'s id (the one given, when it is well formed), as the server log names it' } }
+// RateLimit draft headers (@fastify/rate-limit's enableDraftSpec, and the per-caller limits of the API).
+const RATE_LIMIT_HEADERS = {
+  'ratelimit-limit': { schema: { type: 'integer' }, description: 'requests allowed in the window' },
+  'ratelimit-remaining': { schema: { type: 'integer' }, description: 'requests left in the window' },
+  'ratelimit-reset': { schema: { type: 'integer' }, description: 'seconds until the window resets' },
+}
+
 /**
  * The document as tools want it: a body whose every field is optional may be left out
- * (src/http/validation.ts), so it is not `required`; a HEAD operation (see WITH_HEAD) is named like its
- * GET with `Head` (Fastify would say `…-head`) and answers headers only.
+ * (src/http/validation.ts), so it is not `required`, nor is a query parameter with a default; every
+ * answer declares x-request-id, and the answers of a rate-limited operation (one that may answer 429) the
+ * RateLimit headers; a HEAD operation (every GET has one: exposeHeadRoutes below) is named like its GET with `Head` (Fastify
+ * would say `…-head`) and answers headers only.
  */
 function finishDocument (doc: OpenApiDocument): OpenApiDocument {
   for (const ops of Object.values(doc.paths ?? {})) {
     for (const [method, op] of Object.entries(ops)) {
       const schema = op.requestBody?.content?.['application/json']?.schema
       if (schema?.type === 'object' && (schema.required ?? []).length === 0 && !schema.minProperties) op.requestBody!.required = false
+      for (const p of op.parameters ?? []) if (p.in === 'query' && p.schema?.default !== undefined) p.required = false
+      const limited = op.responses?.['429'] !== undefined
+      for (const [status, response] of Object.entries(op.responses ?? {})) {
+        const rated = limited && (status.startsWith('2') || status === '429')
+        response.headers = { ...REQUEST_ID_HEADER, ...(rated ? RATE_LIMIT_HEADERS : {}), ...response.headers }
+      }
       if (method === 'head') {
         if (op.operationId !== undefined) op.operationId = op.operationId.replace(/-head$/, 'Head')
         op.description = 'The same answer as GET, headers only; nothing is recorded.'
@@ -212,6 +230,8 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
 
   // First, so that the document sees every route registered after it (its onRoute hook), /metrics too.
   await app.register(swagger, {
+    // Every GET also answers HEAD (Fastify): the document says so, operation by operation.
+    exposeHeadRoutes: true,
     transformObject: (documentObject) => finishDocument((documentObject as { openapiObject: OpenApiDocument }).openapiObject) as object,
     // Shared schemas keep their $id as their name in components.schemas (ErrorEnvelope), not def-0.
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => typeof json.$id === 'string' ? json.$id : `def-${i}` },
@@ -220,7 +240,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
         title: 'svc',
         version: pkg.version,
         description: 'Email sending API with signed webhooks. Every answer carries an x-request-id; every error is the ErrorEnvelope. ' +
-          'A method a path does not take answers 405 with an Allow header; every GET also answers HEAD (headers only).',
+          'A method a path does not take answers 405 with an Allow header; every GET also answers HEAD (headers only), declared as its own operation.',
         license: { name: pkg.license ?? 'UNLICENSED', ...(pkg.license === 'MIT' ? { url: 'https://opensource.org/licenses/MIT' } : {}) },
       },
       servers: [{ url: config.publicUrl, description: 'PUBLIC_URL' }],

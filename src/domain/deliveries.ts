@@ -1,7 +1,7 @@
 import { NotFound, ValidationError } from '../errors.js'
 import type { Clock } from './clock.js'
 import { eventPayload, TEST_EVENT_DATA, type EventRecord, type EventType } from './events.js'
-import { deliveryId, newId } from './ids.js'
+import { decodeDeliveryCursor, deliveryId, newId } from './ids.js'
 import type { WebhookService } from './webhooks.js'
 import type { DeliveryPage, DeliveryRecord, DeliveryStatus } from '../store/deliveries.js'
 import type { Store } from '../store/types.js'
@@ -22,6 +22,10 @@ export function createDeliveryService ({ store, clock, webhooks, onBackgroundErr
   return {
     async list (accountId: string, webhookId: string, opts: { status?: DeliveryStatus; limit: number; cursor?: string }): Promise<DeliveryPage> {
       await webhooks.get(accountId, webhookId)
+      // A cursor this API did not give out is a bad request, as on every list (not an empty page).
+      if (opts.cursor !== undefined && decodeDeliveryCursor(opts.cursor) === null) {
+        throw ValidationError('The request is not valid', [{ path: 'query.cursor', message: 'is not a cursor this API gave out' }])
+      }
       return store.listDeliveries(accountId, webhookId, opts)
     },
 

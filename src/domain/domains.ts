@@ -273,8 +273,11 @@ export function createDomainService ({ store, clock, secret, dns, settings, requ
       const n = normaliseDomainName(input.name)
       if ('error' in n) throw ValidationError('The request is not valid', [{ path: 'body.name', message: n.error }])
       const limit = limitsOf(account.plan).domains
-      // Cheap refusals before the key is made (tens of milliseconds, off the event loop).
-      if ((await store.listDomains(account.id)).length >= limit) {
+      // Cheap refusals before the key is made (tens of milliseconds, off the event loop): a domain the
+      // account has already is said so first, whatever the plan's room (as the store decides it too).
+      const existing = await store.listDomains(account.id)
+      if (existing.some((d) => d.name === n.name)) throw DomainExists(`${n.name} is already one of this account's domains`)
+      if (existing.length >= limit) {
         throw PlanLimitReached(`The ${PLANS[account.plan].name} plan allows ${limit} domain(s); delete one or upgrade`)
       }
       const { publicKey, privateKey } = await generateKeyPairAsync('rsa', {

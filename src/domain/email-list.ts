@@ -1,5 +1,6 @@
 // The account's emails as a list: filters, the window, and the opaque cursor of its pages. Read-only;
 // the store does the filtering (src/store/emails.ts listEmails).
+import type { EventType } from './events.js'
 import { ValidationError, type ErrorDetail } from '../errors.js'
 import type { EmailCursor, EmailStatus, EmailSummary } from '../store/emails.js'
 import type { Store } from '../store/types.js'
@@ -23,6 +24,8 @@ export function decodeEmailCursor (cursor: string): EmailCursor | null {
 
 export interface EmailListRequest {
   status?: EmailStatus
+  /** Emails with an event of this type. */
+  event?: EventType
   to?: string
   /** ISO timestamps (already checked by the route schema); since inclusive, until exclusive. */
   since?: string
@@ -57,6 +60,7 @@ export function createEmailListService ({ store }: { store: Store }) {
       const rows = await store.listEmails(accountId, {
         limit: req.limit + 1,
         ...(req.status !== undefined ? { status: req.status } : {}),
+        ...(req.event !== undefined ? { event: req.event } : {}),
         ...(to ? { to } : {}),
         ...(since !== undefined ? { since } : {}),
         ...(until !== undefined ? { until } : {}),

@@ -243,7 +243,23 @@ export interface EmailView {
   createdAt: string
   suppressed: string[]
   tags: EmailTag[]
-  events: Array<{ id: string; type: StoredEventType; recipient: string; occurredAt: string }>
+  /** The content as it was sent (before each recipient's tracking and unsubscribe link). */
+  html: string | null
+  text: string | null
+  events: Array<{ id: string; type: StoredEventType; recipient: string; occurredAt: string; reason?: string; url?: string }>
+}
+
+/** What an event's body says in `data`, beside its five fields (a bounce's or complaint's reason, a click's link). */
+function eventFacts (payload: string): EventData {
+  try {
+    const body = (JSON.parse(payload) as { data?: EventData }).data ?? {}
+    return {
+      ...(typeof body.reason === 'string' ? { reason: body.reason } : {}),
+      ...(typeof body.url === 'string' ? { url: body.url } : {}),
+    }
+  } catch {
+    return {}
+  }
 }
 
 export interface EmailServiceOptions {
@@ -386,7 +402,9 @@ export function createEmailService ({ store, clock, mailFrom, senders }: EmailSe
         createdAt: email.createdAt,
         suppressed: email.suppressed,
         tags: email.tags,
-        events: events.map((e) => ({ id: e.id, type: e.type, recipient: e.recipient, occurredAt: e.occurredAt })),
+        html: email.html,
+        text: email.text,
+        events: events.map((e) => ({ id: e.id, type: e.type, recipient: e.recipient, occurredAt: e.occurredAt, ...eventFacts(e.payload) })),
       }
     },
 

@@ -51,3 +51,14 @@ export function deliveryId (eventId: string, webhookId: string): string {
   const time = eventId.slice(eventId.indexOf('_') + 1, eventId.indexOf('_') + 13)
   return `dlv_${time}${createHash('sha256').update(eventId).update(':').update(webhookId).digest('hex').slice(0, 16)}`
 }
+
+/** The delivery log's page cursor: the last delivery id of a page, opaque to clients. */
+export function encodeDeliveryCursor (id: string): string {
+  return Buffer.from(id).toString('base64url')
+}
+
+/** The delivery id a cursor names, or null when it is not a cursor this API gave out. */
+export function decodeDeliveryCursor (cursor: string): string | null {
+  const id = Buffer.from(String(cursor), 'base64url').toString()
+  return /^dlv_[0-9a-f]{28}$/.test(id) ? id : null
+}

@@ -1,42 +1,94 @@
-import { Type, type TLiteral, type TSchema, type TSchemaOptions, type TUnion } from 'typebox'
+import { Type, type Static, type TLiteral, type TSchema, type TSchemaOptions, type TUnion, type TUnsafe } from 'typebox'
 import { EVENT_TYPES } from '../domain/events.js'
+import { errorKinds } from '../errors.js'
 
-export const ErrorEnvelope = Type.Object({
+/**
+ * The named schemas of the API, by name: `#/components/schemas/<name>` in the OpenAPI document, so that a
+ * generated client has a `Webhook` or a `Delivery` type rather than the same object written inline at
+ * every route. component() is the one place a schema gets its name; addSharedSchemas() adds them all to
+ * the app (Fastify serializes the answers with them too).
+ */
+const components = new Map<string, TSchema>()
+
+/**
+ * Names `schema` and answers a reference to it (`{ $ref: 'Name#' }`), typed as the schema itself, for use
+ * in responses: `data: Webhook`. A request schema stays inline (the validator reads it field by field).
+ */
+export function component<T extends TSchema> (name: string, schema: T): TUnsafe<Static<T>> {
+  if (components.has(name)) throw new Error(`The schema name ${name} is given twice`)
+  components.set(name, { ...schema, $id: name })
+  return Type.Unsafe<Static<T>>({ $ref: `${name}#` })
+}
+
+/** The names given so far (the OpenAPI test checks each one is in the document). */
+export function componentNames (): string[] {
+  return [...components.keys()]
+}
+
+/** Every machine code of src/errors.ts's table: what `error.code` can be. */
+export const ERROR_CODES = [...errorKinds.keys()]
+
+// `type: string` with an `enum` rather than a union of consts: a client gets the union of the codes, and
+// the serializer writes any string (a code added to the table is in the enum at once anyway).
+export const ErrorEnvelope = component('ErrorEnvelope', Type.Object({
   success: Type.Literal(false),
   error: Type.Object({
-    code: Type.String(),
-    message: Type.String(),
-    details: Type.Optional(Type.Array(Type.Object({ path: Type.String(), message: Type.String() }))),
+    code: Type.Unsafe<string>({ type: 'string', enum: ERROR_CODES, description: 'the machine code: match on it, never on the message' }),
+    message: Type.String({ description: 'for people; may change' }),
+    details: Type.Optional(Type.Array(Type.Object({
+      path: Type.String({ description: 'the offending field, like body.events[1] or query.limit' }),
+      message: Type.String(),
+    }))),
   }),
-}, { $id: 'ErrorEnvelope', description: 'Every non-2xx answer' })
+}, { description: 'Every non-2xx answer' }))
 
-/** `{ success: true, data, message }`, the envelope of the seed. */
 /**
  * The OpenAPI security of a management route: the session cookie (the dashboard) or an API key (a
  * program), as cookieOrKey() accepts them (src/http/cookie-or-key.ts).
  */
 export const SESSION_OR_API_KEY: Array<Record<string, string[]>> = [{ session: [] }, { apiKey: [] }]
 
-export function Success<T extends TSchema> (data: T) {
-  return Type.Object({ success: Type.Literal(true), data, message: Type.String() })
+/** Response headers, declared where a route sets them (OpenAPI `headers` of an answer). */
+export const HEADERS = {
+  setCookie: { 'set-cookie': { type: 'string', description: 'svc_session=…; HttpOnly; SameSite=Lax; Path=/ (Secure in production)' } },
+  clearCookie: { 'set-cookie': { type: 'string', description: 'svc_session=; Max-Age=0: the session cookie cleared' } },
+  idempotentReplayed: { 'idempotent-replayed': { type: 'string', enum: ['true'], description: 'present when this is the stored answer of an earlier request with the same Idempotency-Key' } },
+} as const
+
+/** `{ success: true, data, message }`, the envelope of the seed; `description` says what the answer is. */
+export function Success<T extends TSchema> (data: T, description?: string, headers?: Record<string, unknown>) {
+  return Type.Object({ success: Type.Literal(true), data, message: Type.String() }, {
+    ...(description !== undefined ? { description } : {}),
+    ...(headers !== undefined ? { headers } : {}),
+  })
 }
 
-/** Adds the shared schemas that route schemas reference (`ErrorEnvelope#`): every app that has routes calls it first. */
+/** A page of a list: `{ success, data: [...], nextCursor, message }`. */
+export function Page<T extends TSchema> (item: T, description: string) {
+  return Type.Object({
+    success: Type.Literal(true),
+    data: Type.Array(item),
+    nextCursor: Type.Union([Type.String(), Type.Null()], { description: 'pass it as `cursor` for the next page; null on the last one' }),
+    message: Type.String(),
+  }, { description })
+}
+
+/** Adds the named schemas that route schemas reference (`Webhook#`): every app that has routes calls it first. */
 export function addSharedSchemas (app: { addSchema: (schema: object) => unknown }): void {
-  app.addSchema(ErrorEnvelope)
+  for (const schema of components.values()) app.addSchema(schema)
 }
 
 /** What each error status means in this API: the description of that answer in the OpenAPI document. */
 export const ERROR_MEANINGS: Readonly<Record<number, string>> = {
   400: 'The request is not valid (validation_error): `details` names every field that is wrong, and what is allowed there',
   401: 'No credentials, or unknown, expired or revoked ones (authentication_required, invalid_session, invalid_api_key, invalid_credentials)',
-  403: 'Not allowed: a browser request from an origin other than PUBLIC_URL (forbidden_origin), or a plan limit (plan_limit_reached)',
+  403: 'Not allowed: a browser request from an origin other than PUBLIC_URL (forbidden_origin), a plan limit (plan_limit_reached), or an API key without the permission (insufficient_permission)',
   404: 'No such resource (not_found)',
   408: 'The request did not arrive in time (request_timeout); answered before any route runs',
-  409: 'Conflict with what exists (email_taken, idempotency_conflict)',
+  409: 'Conflict with what exists (email_taken, idempotency_conflict, domain_exists)',
   413: 'The request body is larger than this route takes (payload_too_large)',
   415: 'The request body is not application/json (unsupported_media_type)',
-  422: 'Understood but refused (webhook_url_not_allowed, recipient_suppressed)',
+  422: 'Understood but refused (webhook_url_not_allowed, recipient_suppressed, domain_not_verified)',
   429: 'Too many requests (rate_limited); Retry-After says in how many seconds to try again',
   431: 'The request headers are too large (headers_too_large); answered before any route runs',
   500: 'An unexpected failure (internal_error); the x-request-id header names it in the server log',
@@ -52,7 +104,7 @@ const RETRY_AFTER = { 'retry-after': { type: 'integer', description: 'seconds to
 export function errorResponse (status: number, description = ERROR_MEANINGS[status] ?? 'An error') {
   // (Typed as src/http/errors.ts's envelope() builds it.)
   return Type.Unsafe<{ success: false; error: { code: string; message: string; details?: unknown } }>({
-    $ref: 'ErrorEnvelope#',
+    ...ErrorEnvelope,
     description,
     ...(status === 429 || status === 503 ? { headers: RETRY_AFTER } : {}),
   })
@@ -84,12 +136,6 @@ interface DocumentedSchema {
   omitErrors?: number[]
   [key: string]: unknown
 }
-
-/**
- * Route options that put a GET route's HEAD in the OpenAPI document too (Fastify answers HEAD on every GET
- * route; the document lists it where clients use it: health probes, link checkers).
- */
-export const WITH_HEAD = { config: { swagger: { exposeHeadRoute: true } } }
 
 const BODYLESS = new Set(['GET', 'HEAD'])
 
@@ -147,4 +193,6 @@ export function Literals<const T extends readonly string[]> (values: T, options?
 type LiteralTuple<T extends readonly string[]> = { -readonly [K in keyof T]: TLiteral<T[K]> }
 
 export const EventTypeSchema = Literals(EVENT_TYPES)
+/** The event types, named: what responses carry (a request's events are checked inline, field by field). */
+export const EventType = component('EventType', Literals(EVENT_TYPES, { description: 'an event type' }))
 export const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) })

@@ -113,6 +113,8 @@ export interface EmailListQuery {
   status?: EmailStatus
   /** Bare, lower-case: emails that have this recipient (to, cc or bcc). */
   to?: string
+  /** Emails with at least one event of this type (email.complained finds a complaint on a delivered email). */
+  event?: EventType
   /** createdAt >= since (ISO). */
   since?: string
   /** createdAt < until (ISO). */

@@ -84,6 +84,27 @@ export function emailListCases (store: () => Store): void {
     assert.deepEqual(seen, ids(byNewest))
   })
 
+  test('listEmails by an event the email had: a complaint on a delivered email finds it, with the other filters and the page size', async () => {
+    const a = await newAccount()
+    const other = await newAccount()
+    const plain = email(a.id, T, 'ann@example.test', 'delivered')
+    const complained = email(a.id, T + 1000, 'bob@example.test', 'delivered')
+    const complainedToo = email(a.id, T + 2000, 'carol@example.test', 'delivered')
+    const theirs = email(other.id, T + 500, 'ann@example.test', 'delivered')
+    assert.deepEqual(await store().acceptEmails({
+      emails: [plain, complained, complainedToo],
+      events: [event(a.id, plain.id, 'email.delivered', T + 10), event(a.id, complained.id, 'email.delivered', T + 1010),
+        event(a.id, complained.id, 'email.complained', T + 1020), event(a.id, complainedToo.id, 'email.complained', T + 2020)],
+    }), { outcome: 'accepted' })
+    await store().acceptEmails({ emails: [theirs], events: [event(other.id, theirs.id, 'email.complained', T + 510)] })
+    const ids = (list: Array<{ id: string }>) => list.map((e) => e.id)
+    assert.deepEqual(ids(await store().listEmails(a.id, { event: 'email.complained', limit: 10 })), [complainedToo.id, complained.id])
+    assert.deepEqual(ids(await store().listEmails(a.id, { event: 'email.complained', limit: 1 })), [complainedToo.id])
+    assert.deepEqual(ids(await store().listEmails(a.id, { event: 'email.complained', to: 'bob@example.test', limit: 10 })), [complained.id])
+    assert.deepEqual(ids(await store().listEmails(a.id, { event: 'email.delivered', status: 'delivered', limit: 10 })), [complained.id, plain.id])
+    assert.deepEqual(ids(await store().listEmails(a.id, { event: 'email.bounced', limit: 10 })), [])
+  })
+
   test('listEmails binds operator-like filters as plain values', async () => {
     const a = await newAccount()
     await store().acceptEmails({ emails: [email(a.id, T, 'x@example.test')], events: [] })

@@ -3,30 +3,13 @@
 // the email's timeline, a failed delivery retried from the UI, suppressions, log out. It also takes the
 // README's screenshots (docs/screenshots/, with UPDATE_SCREENSHOTS=1), at 1280 px.
 import assert from 'node:assert/strict'
-import { mkdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
-import { fileURLToPath } from 'node:url'
-import type { Page } from 'playwright-core'
-import { chromiumMissing, freePort, heading, launchChromium } from '../helpers/browser.js'
+import { chromiumMissing, freePort, heading, launchChromium, screenshot } from '../helpers/browser.js'
 import { startReceiver } from '../helpers/receiver.js'
 import { PASSWORD, startServer, uniqueEmail } from '../helpers/server.js'
 import { waitFor } from '../helpers/wait.js'
-
-// The README's screenshots are rewritten with UPDATE_SCREENSHOTS=1 (npm test leaves the tree clean
-// otherwise: each run's ports and times differ); without it they go to the temp directory.
-const SCREENSHOTS = process.env.UPDATE_SCREENSHOTS === '1'
-  ? fileURLToPath(new URL('../../../docs/screenshots/', import.meta.url))
-  : join(tmpdir(), 'svc-dashboard-screenshots')
-
-/** The screenshot shows the page, not the last passing status message. */
-async function screenshot (page: Page, name: string, fullPage: boolean): Promise<void> {
-  await page.evaluate("document.getElementById('toast').className = 'toast'")
-  await page.mouse.move(0, 0)
-  mkdirSync(SCREENSHOTS, { recursive: true })
-  await page.screenshot({ path: join(SCREENSHOTS, name), fullPage, animations: 'disabled' })
-}
 
 const skip = chromiumMissing("the dashboard's browser test")
 
@@ -208,7 +191,7 @@ test('the dashboard, end to end in chromium: sign up, keys, webhook, send, timel
   assert.ok(page.url().endsWith(`#/emails/${emailId}`))
   const timeline = page.locator('.timeline-item')
   await timeline.nth(1).waitFor()
-  assert.deepEqual((await timeline.allInnerTexts()).map((s) => s.split('\n')[0]?.trim().toLowerCase()), ['sent delivered@simulator.test', 'delivered delivered@simulator.test'])
+  assert.deepEqual((await timeline.allInnerTexts()).map((s) => s.split('\n')[0]?.trim().toLowerCase()), ['sent delivered@simulator.test', 'delivered (sandbox) delivered@simulator.test'])
 
   // --- Suppressions: add one, find it, remove it (after a confirmation).
   await page.getByRole('link', { name: 'Suppressions', exact: true }).click()

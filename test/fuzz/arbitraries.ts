@@ -127,7 +127,8 @@ export function sample (schema: JsonSchema | undefined, hints: Hints, field?: st
   if (field !== undefined && FIELD_HINTS[field]) return FIELD_HINTS[field]!(hints)
   if ('const' in schema) return schema.const
   if (Array.isArray(schema.enum)) return schema.enum[0]
-  const union = schema.anyOf ?? schema.oneOf
+  // (An object's own anyOf is a rule about its fields, like the send's "html or text", not a union.)
+  const union = schema.type === undefined ? schema.anyOf ?? schema.oneOf : undefined
   if (Array.isArray(union)) return sample(union[0], hints)
   const type = Array.isArray(schema.type) ? schema.type[0] : schema.type
   switch (type) {

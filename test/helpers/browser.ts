@@ -1,7 +1,10 @@
 // The browser tests' common parts: Debian's chromium (headless, through playwright-core), a free port for
 // svc so that PUBLIC_URL can name the origin the browser uses, and waiting for a page's heading.
-import { existsSync } from 'node:fs'
+import { existsSync, mkdirSync } from 'node:fs'
 import net from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
 
 export const CHROMIUM = '/usr/bin/chromium'
@@ -45,4 +48,18 @@ export async function signUpInPage (page: Page, context: BrowserContext, email: 
 /** The page's main heading, once the page has settled on it. */
 export async function heading (page: Page, text: string | RegExp): Promise<void> {
   await page.locator('main h1').filter({ hasText: text }).waitFor()
+}
+
+// The README's screenshots are rewritten with UPDATE_SCREENSHOTS=1 (npm test leaves the tree clean
+// otherwise: each run's ports and times differ); without it they go to the temp directory.
+const SCREENSHOTS = process.env.UPDATE_SCREENSHOTS === '1'
+  ? fileURLToPath(new URL('../../../docs/screenshots/', import.meta.url))
+  : join(tmpdir(), 'svc-dashboard-screenshots')
+
+/** A README screenshot (docs/screenshots/NAME): the page, not the last passing status message. */
+export async function screenshot (page: Page, name: string, fullPage: boolean): Promise<void> {
+  await page.evaluate("document.getElementById('toast').className = 'toast'")
+  await page.mouse.move(0, 0)
+  mkdirSync(SCREENSHOTS, { recursive: true })
+  await page.screenshot({ path: join(SCREENSHOTS, name), fullPage, animations: 'disabled' })
 }

@@ -183,17 +183,26 @@ describe('cross-site requests', () => {
 })
 
 describe('account', () => {
+  test('names the transport: smtp when SMTP_URL is set', async (t) => {
+    const server = await startServer(t, { env: { SMTP_URL: 'smtp://127.0.0.1:9' } })
+    const { client } = await signedUp(server)
+    assert.equal((await client.get('/api/account')).body.data.transport, 'smtp')
+  })
+
   test('shows plan, limits and usage, and follows plan changes', async (t) => {
     const server = await startServer(t)
     const { client, id } = await signedUp(server)
     await client.post('/api/keys', { name: 'a' })
     await client.post('/api/webhooks', { url: 'http://127.0.0.1:9/h', events: ['email.sent'] })
+    await client.post('/api/domains', { name: 'mine.example.test' })
     const free = await client.get('/api/account')
-    assert.deepEqual(free.body.data.limits, { apiKeys: 3, webhooks: 5 })
-    assert.deepEqual(free.body.data.usage, { apiKeys: 1, webhooks: 1 })
+    assert.deepEqual(free.body.data.limits, { apiKeys: 3, webhooks: 5, domains: 1 })
+    assert.deepEqual(free.body.data.usage, { apiKeys: 1, webhooks: 1, domains: 1 })
+    // SMTP_URL unset: the sandbox, said so (the dashboard's banner reads it).
+    assert.equal(free.body.data.transport, 'sandbox')
     await server.store.setAccountPlan(id, 'pro')
     const pro = await client.get('/api/account')
     assert.equal(pro.body.data.plan, 'pro')
-    assert.deepEqual(pro.body.data.limits, { apiKeys: 10, webhooks: 10 })
+    assert.deepEqual(pro.body.data.limits, { apiKeys: 10, webhooks: 10, domains: 10 })
   })
 })

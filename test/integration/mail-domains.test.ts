@@ -81,9 +81,12 @@ describe('sender domains', () => {
     assert.equal(idn.status, 201, idn.text)
     assert.equal(idn.body.data.name, 'xn--bcher-kva.example')
     const dup = await client.post('/api/domains', { name: 'xn--bcher-kva.example' })
-    // The Free plan's one domain is taken: the limit answers first.
-    assert.equal(dup.status, 403)
-    assert.equal(errorOf(dup).code, 'plan_limit_reached')
+    // Already added: said so, before the plan's limit (the Free plan's one domain is this one).
+    assert.equal(dup.status, 409)
+    assert.equal(errorOf(dup).code, 'domain_exists')
+    const another = await client.post('/api/domains', { name: 'another.example' })
+    assert.equal(another.status, 403)
+    assert.equal(errorOf(another).code, 'plan_limit_reached')
     assert.equal((await client.delete(`/api/domains/${idn.body.data.id}`)).status, 200)
     assert.equal((await client.get(`/api/domains/${idn.body.data.id}`)).status, 404)
     assert.equal((await client.delete(`/api/domains/${idn.body.data.id}`)).status, 404)

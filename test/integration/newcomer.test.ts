@@ -1,14 +1,18 @@
 // The traps a newcomer following the README fell into (issue 15), each tried the way they met it.
 import assert from 'node:assert/strict'
+import { spawn, spawnSync } from 'node:child_process'
 import { once } from 'node:events'
 import { readdirSync, readFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import path from 'node:path'
 import { describe, test } from 'node:test'
+import { fileURLToPath } from 'node:url'
 import { startServerProcess } from '../helpers/process.js'
 import { sender, timeline } from '../helpers/sending.js'
 import { errorOf, PASSWORD, startServer, tempDir, uniqueEmail } from '../helpers/server.js'
 import { waitFor } from '../helpers/wait.js'
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..')
 
 async function freePort (): Promise<number> {
   const s = createServer().listen(0, '127.0.0.1')
@@ -92,5 +96,39 @@ describe('the sandbox transport in development', () => {
       return list.includes('email.clicked alice@example.test') && list.includes('email.unsubscribed alice@example.test') ? list : false
     })
     assert.ok(events.includes('email.sent alice@example.test'))
+  })
+})
+
+describe('the README\'s first session with curl', () => {
+  // (The walk is curl in bash: where either is missing, the test says so and is skipped.)
+  const missing = ['bash', 'curl'].filter((c) => spawnSync('sh', ['-c', `command -v ${c}`]).status !== 0)
+  const skip = missing.length > 0 ? `${missing.join(' and ')} not installed: the README's curl session is not run` : false
+  test('runs as written, from the README itself: the key of step 2 sends in step 4, and the receiver of step 3 prints the delivery', { skip }, async (t) => {
+    const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8')
+    const section = readme.slice(readme.indexOf('## A first session with curl'))
+    const walk = /```sh\n([\s\S]*?)```/.exec(section)?.[1]
+    assert.ok(walk, 'the walk is a sh block under its heading')
+    assert.match(walk, /^B=http:\/\/127\.0\.0\.1:3000$/m)
+    assert.match(walk, /listen\(4000\)/)
+    const server = await startServer(t)
+    const receiverPort = await freePort()
+    // The same commands, at this test's ports (tests never take fixed ones).
+    const script = walk.replaceAll('http://127.0.0.1:3000', server.url).replaceAll('4000', String(receiverPort))
+    const dir = tempDir(t)
+    const shell = spawn('bash', ['-c', script], { cwd: dir, detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
+    // The walk leaves its receiver running in the background (as in a terminal): its group goes with the test.
+    t.after(() => { try { process.kill(-shell.pid!, 'SIGTERM') } catch {} })
+    let out = ''
+    let err = ''
+    shell.stdout.on('data', (d: Buffer) => { out += d.toString() })
+    shell.stderr.on('data', (d: Buffer) => { err += d.toString() })
+    const [code] = await once(shell, 'exit') as [number]
+    assert.equal(code, 0, `the walk failed:\n${out}\n${err}`)
+    assert.equal(err, '', 'nothing on stderr')
+    assert.doesNotMatch(out, /"success":false/, `no command was refused:\n${out}`)
+    assert.match(out, /"status":"revoked"/)
+    assert.match(out, /"email.sent"/, 'the timeline of the email sent with the key of step 2')
+    const printed = await waitFor(() => `the receiver to print the delivery:\n${out}`, () => /email\.delivered \{.*"to":"delivered@simulator\.test"/m.exec(out)?.[0] ?? false)
+    assert.ok(printed)
   })
 })

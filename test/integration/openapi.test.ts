@@ -5,7 +5,9 @@
 import { createConfig, lintFromString } from '@redocly/openapi-core'
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
+import { errorKinds } from '../../src/errors.js'
 import { loadWebFiles, WEB_ROOT } from '../../src/http/dashboard.js'
+import { componentNames } from '../../src/http/schemas.js'
 import { createSandboxTransport } from '../../src/mail/sandbox-transport.js'
 import { routesOf } from '../fuzz/harness.js'
 import { sender } from '../helpers/sending.js'
@@ -13,10 +15,13 @@ import { startServer, type TestServer } from '../helpers/server.js'
 
 interface Operation {
   operationId?: string
+  parameters?: Array<{ in: string; name: string; required?: boolean; schema?: { default?: unknown } }>
+  requestBody?: { content: Record<string, { schema: Record<string, unknown> }> }
   security?: Array<Record<string, string[]>>
-  responses: Record<string, { content?: Record<string, unknown> }>
+  responses: Record<string, { description?: string; content?: Record<string, unknown>; headers?: Record<string, unknown> }>
 }
 interface Document {
+  components: { schemas: Record<string, any> }
   servers?: Array<{ url: string }>
   info: { license?: { name: string } }
   paths: Record<string, Record<string, Operation>>
@@ -60,9 +65,7 @@ describe('the OpenAPI document', () => {
       if (ui.has(url) || url === '/docs' || url.startsWith('/docs/')) continue
       const ops = doc.paths[documented(url)]
       for (const method of methods) {
-        // Fastify answers HEAD on every GET route; the document lists HEAD where clients use it (probes,
-        // link checkers) and says the rule in info.description.
-        if (method === 'HEAD' && ops?.get !== undefined) continue
+        // Fastify answers HEAD on every GET route, and the document declares each one.
         if (ops?.[method.toLowerCase()] === undefined) missing.push(`${method} ${url}`)
       }
     }
@@ -146,6 +149,83 @@ describe('the OpenAPI document', () => {
     const metrics = await inject('GET', '/metrics', '/metrics', 'a scrape')
     assert.equal(metrics.statusCode, 200)
 
+    assert.deepEqual(undeclared, [])
+  })
+
+  test('ready for a generated SDK: named resources, the error codes as an enum, described answers, declared headers, HEAD beside every GET', async (t) => {
+    const server = await startServer(t)
+    const { doc } = await served(server)
+    const schemas = doc.components.schemas
+    for (const name of ['ErrorEnvelope', 'EventType', 'Account', 'AccountDetails', 'ApiKey', 'NewApiKey', 'Webhook', 'NewWebhook', 'Delivery',
+      'Email', 'EmailEvent', 'EmailSummary', 'SendResult', 'Suppression', 'Domain', 'DnsRecord', 'Stats', 'Health']) {
+      assert.ok(schemas[name], `components.schemas.${name}`)
+    }
+    assert.deepEqual(Object.keys(schemas).sort(), componentNames().sort())
+    assert.deepEqual(schemas.ErrorEnvelope.properties.error.properties.code.enum, [...errorKinds.keys()])
+    // A resource is one schema, referenced wherever it is answered; its enums are the closed sets.
+    const data = (path: string, method: string, status: string) =>
+      (doc.paths[path]![method]!.responses[status]!.content!['application/json'] as { schema: { properties: { data: any } } }).schema.properties.data
+    assert.deepEqual(data('/api/webhooks/{id}', 'get', '200'), { $ref: '#/components/schemas/Webhook' })
+    assert.deepEqual(data('/api/webhooks', 'get', '200').items, { $ref: '#/components/schemas/Webhook' })
+    assert.deepEqual(data('/api/webhooks/{id}/deliveries/{deliveryId}/retry', 'post', '202'), { $ref: '#/components/schemas/Delivery' })
+    assert.deepEqual(data('/api/domains', 'post', '201'), { $ref: '#/components/schemas/Domain' })
+    assert.deepEqual(schemas.Webhook.properties.events.items, { $ref: '#/components/schemas/EventType' })
+    assert.deepEqual(schemas.Delivery.properties.event, { $ref: '#/components/schemas/EventType' })
+    // html or text: the rule is in the schema.
+    const send = doc.paths['/api/send']!.post!.requestBody!.content['application/json']!.schema as { allOf: Array<{ anyOf: Array<{ required: string[] }> }> }
+    assert.deepEqual(send.allOf[0]!.anyOf.map((b) => b.required), [['html'], ['text']])
+
+    const ops = operations(doc)
+    const undescribed: string[] = []
+    const withoutRequestId: string[] = []
+    for (const { path, method, op } of ops) {
+      for (const [status, r] of Object.entries(op.responses)) {
+        if (r.description === undefined || r.description === 'Default Response') undescribed.push(`${method} ${path} ${status}`)
+        if (r.headers?.['x-request-id'] === undefined) withoutRequestId.push(`${method} ${path} ${status}`)
+      }
+      // A query parameter with a default may be left out.
+      for (const p of op.parameters ?? []) if (p.schema?.default !== undefined) assert.notEqual(p.required, true, `${method} ${path} ${p.name}`)
+      if (method === 'get') assert.ok(doc.paths[path]!.head, `HEAD ${path}`)
+    }
+    assert.deepEqual(undescribed, [], 'answers described "Default Response" or not at all')
+    assert.deepEqual(withoutRequestId, [])
+    assert.ok(doc.paths['/api/auth/login']!.post!.responses['200']!.headers!['set-cookie'])
+    assert.ok(doc.paths['/api/auth/logout']!.post!.responses['200']!.headers!['set-cookie'])
+    assert.ok(doc.paths['/api/send']!.post!.responses['202']!.headers!['idempotent-replayed'])
+    for (const h of ['ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset']) {
+      assert.ok(doc.paths['/api/send']!.post!.responses['202']!.headers![h], h)
+      assert.ok(doc.paths['/api/emails']!.get!.responses['429']!.headers![h], h)
+    }
+    assert.ok(doc.paths['/api/emails']!.get!.responses['429']!.headers!['retry-after'])
+  })
+
+  test('the headers an answer carries are declared for it', async (t) => {
+    const server = await startServer(t)
+    const { doc } = await served(server)
+    const s = await sender(server)
+    const WATCHED = ['x-request-id', 'set-cookie', 'idempotent-replayed', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'retry-after']
+    const undeclared: string[] = []
+    const check = (method: string, path: string, res: { statusCode: number; headers: Record<string, unknown> }) => {
+      const declared = doc.paths[path]![method]!.responses[String(res.statusCode)]?.headers ?? {}
+      for (const h of WATCHED) if (res.headers[h] !== undefined && declared[h] === undefined) undeclared.push(`${method} ${path} ${res.statusCode} ${h}`)
+    }
+    const json = { 'content-type': 'application/json' }
+    const email = `headers-${Date.now()}@example.test`
+    const signup = await server.app.inject({ method: 'POST', url: '/api/auth/signup', headers: json, payload: JSON.stringify({ email, password: 'correct horse battery' }) })
+    check('post', '/api/auth/signup', signup)
+    const login = await server.app.inject({ method: 'POST', url: '/api/auth/login', headers: json, payload: JSON.stringify({ email, password: 'correct horse battery' }) })
+    check('post', '/api/auth/login', login)
+    const cookie = String(login.headers['set-cookie']).split(';')[0]!
+    check('get', '/api/account', await server.app.inject({ method: 'GET', url: '/api/account', headers: { cookie } }))
+    check('post', '/api/auth/logout', await server.app.inject({ method: 'POST', url: '/api/auth/logout', headers: { cookie } }))
+    const body = JSON.stringify({ to: 'delivered@simulator.test', subject: 'Hi', text: 'Hello' })
+    const send = { method: 'POST' as const, url: '/api/send', headers: { ...json, 'x-api-key': s.key, 'idempotency-key': 'headers-1' }, payload: body }
+    check('post', '/api/send', await server.app.inject(send))
+    const replayed = await server.app.inject(send)
+    assert.equal(replayed.headers['idempotent-replayed'], 'true')
+    check('post', '/api/send', replayed)
+    check('get', '/api/emails', await server.app.inject({ method: 'GET', url: '/api/emails', headers: { 'x-api-key': s.key } }))
+    check('get', '/healthz', await server.app.inject({ method: 'GET', url: '/healthz' }))
     assert.deepEqual(undeclared, [])
   })
 })

@@ -33,6 +33,7 @@ const main = document.getElementById('main')
 const nav = document.getElementById('nav')
 const who = document.getElementById('who')
 const whoEmail = document.getElementById('who-email')
+const sandbox = document.getElementById('sandbox')
 
 /** What every page gets: the account (null when logged out), navigation, and a way to refresh it. */
 const ctx = {
@@ -51,7 +52,11 @@ const ctx = {
   signedIn (account) {
     ctx.account = account
     showChrome()
+    // Login answers the account without its transport: the banner comes with the full account.
+    ctx.refreshAccount().catch(() => {})
   },
+  /** True while nothing leaves the machine (SMTP_URL unset): outcomes are the sandbox's. */
+  get sandbox () { return ctx.account?.transport === 'sandbox' },
 }
 
 function showChrome () {
@@ -59,6 +64,7 @@ function showChrome () {
   nav.hidden = !on
   who.hidden = !on
   whoEmail.textContent = on ? ctx.account.email : ''
+  sandbox.hidden = !(on && ctx.account.transport === 'sandbox')
 }
 
 let renderCount = 0

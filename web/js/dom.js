@@ -98,8 +98,14 @@ export function announce (message, tone = 'ok') {
   const toast = document.getElementById('toast')
   if (!toast) return
   toast.className = `toast show tone-${tone}`
-  toast.textContent = message
   clearTimeout(announce.timer)
+  if (tone === 'danger') {
+    // An error stays until it is dismissed: read at one's own pace, not gone after five seconds.
+    clear(toast).append(h('span', {}, message),
+      h('button', { type: 'button', class: 'button ghost small toast-close', onclick: () => { toast.className = 'toast'; clear(toast) } }, 'Dismiss'))
+    return
+  }
+  toast.textContent = message
   announce.timer = setTimeout(() => { toast.className = 'toast' }, 5000)
 }
 

@@ -1,12 +1,12 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { envelope } from '../errors.js'
-import { WITH_HEAD, errors } from '../schemas.js'
+import { component, errors } from '../schemas.js'
 import { Unavailable } from '../../errors.js'
 import { RETRY_AFTER_SECONDS } from '../../store/faults.js'
 import type { RouteContext } from './context.js'
 
-const Status = Type.Object({ status: Type.String(), checks: Type.Optional(Type.Record(Type.String(), Type.String())) })
+const Status = component('Health', Type.Object({ status: Type.String(), checks: Type.Optional(Type.Record(Type.String(), Type.String())) }))
 
 const healthRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services }) => {
   const { store } = services
@@ -27,18 +27,16 @@ const healthRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { serv
 
   // Public: load balancers and orchestrators probe these without credentials.
   app.get('/healthz', {
-    ...WITH_HEAD,
-    schema: { operationId: 'checkLiveness', tags: ['operations'], summary: 'The process is alive', security: [], response: { 200: Status }, omitErrors: [503] },
+    schema: { operationId: 'checkLiveness', tags: ['operations'], summary: 'The process is alive', security: [], response: { 200: { ...Status, description: 'Alive: { status: "ok" }' } }, omitErrors: [503] },
   },
     async () => ({ status: 'ok' }))
 
   app.get('/readyz', {
-    ...WITH_HEAD,
     schema: {
       operationId: 'checkReadiness', tags: ['operations'], security: [],
       summary: 'The store answers and takes writes, and the background workers are running',
       response: {
-        200: Status,
+        200: { ...Status, description: 'Ready: { status: "ready", checks }, each check "ok"' },
         ...errors({ 503: 'Not ready: the store is unreachable or cannot write, or a background worker is not running (unavailable; the message says which)' }),
       },
     },

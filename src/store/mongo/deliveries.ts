@@ -53,7 +53,7 @@ import { randomUUID } from 'node:crypto'
 import { MongoBulkWriteError, type AnyBulkWriteOperation, type Collection, type Db, type Document, type Filter } from 'mongodb'
 import pRetry from 'p-retry'
 import type { EventRecord, EventType } from '../../domain/events.js'
-import { deliveryId } from '../../domain/ids.js'
+import { decodeDeliveryCursor as decodeCursor, deliveryId, encodeDeliveryCursor as encodeCursor } from '../../domain/ids.js'
 import {
   CANCEL_REASONS, GONE_ERROR, cancelReasonFor, decideHealth, healthKind, unchanged, type CancelReason, type HealthOutcome, type WebhookHealth,
 } from '../../domain/webhook-health.js'
@@ -136,15 +136,6 @@ function liveSecrets (h: HookForWork, now: number): string[] {
   const secrets = [h.secret]
   if (h.previousSecret && h.previousSecretExpiresAt && Date.parse(h.previousSecretExpiresAt) > now) secrets.push(h.previousSecret)
   return secrets
-}
-
-function encodeCursor (id: string): string {
-  return Buffer.from(id).toString('base64url')
-}
-
-function decodeCursor (cursor: string): string | null {
-  const id = Buffer.from(String(cursor), 'base64url').toString()
-  return /^dlv_[0-9a-f]{28}$/.test(id) ? id : null
 }
 
 /** The indexes of an upsert bulkWrite that inserted a document (a duplicate key means "already there"). */

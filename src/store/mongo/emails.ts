@@ -419,11 +419,21 @@ export class MongoEmails implements EmailStore {
       const at = String(query.after.createdAt)
       filter.$or = [{ createdAt: { $lt: at } }, { createdAt: at, _id: { $lt: String(query.after.id) } }]
     }
-    const docs = await this.emails.find(filter, {
-      sort: { createdAt: -1, _id: -1 },
-      limit: Number(query.limit),
-      projection: { _id: 1, from: 1, to: 1, subject: 1, status: 1, createdAt: 1, updatedAt: 1 },
-    }).toArray()
+    const projection = { _id: 1, from: 1, to: 1, subject: 1, status: 1, createdAt: 1, updatedAt: 1 }
+    const docs = query.event === undefined
+      ? await this.emails.find(filter, { sort: { createdAt: -1, _id: -1 }, limit: Number(query.limit), projection }).toArray()
+      // Emails with an event of this type: each candidate, newest first, looks its events up (by emailId)
+      // until a page is full.
+      : await this.emails.aggregate<EmailDoc>([
+        { $match: filter },
+        { $sort: { createdAt: -1, _id: -1 } },
+        { $lookup: { from: 'events', let: { id: '$_id' }, as: 'hit', pipeline: [
+          { $match: { $expr: { $eq: ['$emailId', '$$id'] }, type: String(query.event) } }, { $limit: 1 }, { $project: { _id: 1 } },
+        ] } },
+        { $match: { hit: { $ne: [] } } },
+        { $limit: Number(query.limit) },
+        { $project: projection },
+      ]).toArray()
     return docs.map((d) => ({
       id: d._id, from: d.from, to: [...d.to], subject: d.subject, status: d.status as EmailStatus, createdAt: d.createdAt, updatedAt: d.updatedAt,
     }))

@@ -2,7 +2,7 @@
 // queue, so routing, leasing and outcomes share commits with everything else.
 import type Database from 'better-sqlite3'
 import type { EventRecord, EventType } from '../../domain/events.js'
-import { deliveryId } from '../../domain/ids.js'
+import { decodeDeliveryCursor as decodeCursor, deliveryId, encodeDeliveryCursor as encodeCursor } from '../../domain/ids.js'
 import { GONE_ERROR, cancelReasonFor, decideHealth, healthKind, unchanged, type CancelReason, type HealthOutcome } from '../../domain/webhook-health.js'
 import type {
   DeliveryOrigin, DeliveryOutcome, DeliveryPage, DeliveryRecord, DeliveryStats, DeliveryStatus, DeliveryStore, DeliveryWork, LeaseRequest,
@@ -53,15 +53,6 @@ function liveSecrets (r: Row, now: number): string[] {
   const secrets = [r.secret as string]
   if (r.previous_secret && r.previous_secret_expires_at && Date.parse(r.previous_secret_expires_at) > now) secrets.push(r.previous_secret)
   return secrets
-}
-
-function encodeCursor (id: string): string {
-  return Buffer.from(id).toString('base64url')
-}
-
-function decodeCursor (cursor: string): string | null {
-  const id = Buffer.from(cursor, 'base64url').toString()
-  return /^dlv_[0-9a-f]{28}$/.test(id) ? id : null
 }
 
 export abstract class SqliteDeliveries implements DeliveryStore {

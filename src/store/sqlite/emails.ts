@@ -78,7 +78,7 @@ function toSummary (r: Row): EmailSummary {
 export class SqliteEmails implements EmailStore {
   private readonly q
   private readonly db: Database.Database
-  /** listEmails' statements, one per combination of filters (16 at most), prepared on first use. */
+  /** listEmails' statements, one per combination of filters (32 at most), prepared on first use. */
   private readonly listStatements = new Map<string, Database.Statement>()
 
   /** `insertEventRows` writes outbox rows inside the current write (the store's own, shared with the engine). */
@@ -190,6 +190,11 @@ export class SqliteEmails implements EmailStore {
     if (query.to !== undefined) {
       where.push("EXISTS (SELECT 1 FROM json_each(recipients) WHERE json_extract(value, '$.address') = ?)")
       args.push(query.to)
+    }
+    // An email's events, by the events_email index: a handful per recipient.
+    if (query.event !== undefined) {
+      where.push('EXISTS (SELECT 1 FROM events WHERE events.email_id = emails.id AND events.type = ?)')
+      args.push(query.event)
     }
     const sql = `SELECT id, from_address, to_addresses, subject, status, created_at, updated_at FROM emails
                  WHERE ${where.join(' AND ')} ORDER BY created_at DESC, id DESC LIMIT ?`

@@ -20,6 +20,9 @@ const LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/
  * What is wrong with a domain name as typed ('' when it looks fine). The same checks as svc makes, so
  * most mistakes show while typing; svc's own answer still lands beside the field.
  */
+
+/** A name or address of this machine: records that hold one are of no use on the internet. */
+const LOOPBACK = /\blocalhost\b|\b127\.\d{1,3}\.\d{1,3}\.\d{1,3}\b|(^|[^:\w])::1\b/i
 export function checkDomainName (value) {
   let s = String(value).trim()
   if (s.endsWith('.')) s = s.slice(0, -1)
@@ -184,6 +187,12 @@ export async function detail (view, ctx) {
         d.verifiedAt ? [', verified ', time(d.verifiedAt)] : null, '.')),
       d.status === 'failed'
         ? h('p', { class: 'alert tone-warn' }, 'A required record is gone since this domain was verified: publish it again, then verify.')
+        : null,
+      // In development (PUBLIC_URL and INBOUND_MX_HOST unset) the records name this machine: nobody else can reach it.
+      d.records.some((r) => LOOPBACK.test(`${r.name} ${r.value}`))
+        ? h('p', { class: 'alert tone-warn', dataset: { warning: 'localhost' } },
+          'Some of these records point at this machine (localhost): published as they are, no mail server can reach it. ',
+          'Set PUBLIC_URL and INBOUND_MX_HOST to the names svc is reached at before publishing them.')
         : null,
     ].filter(Boolean))
   }

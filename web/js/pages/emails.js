@@ -5,7 +5,14 @@ import { morePages } from '../pager.js'
 import { field, rules } from '../form.js'
 
 const STATUSES = ['queued', 'deferred', 'delivered', 'bounced', 'partially_delivered', 'failed']
+// Every event an email can have: a complaint or an open happens on a delivered email, so the status alone never finds it.
+const EVENTS = ['email.sent', 'email.delivered', 'email.bounced', 'email.opened', 'email.clicked', 'email.complained', 'email.unsubscribed']
 const PAGE = 25
+
+/** An email's status, said as the sandbox's when nothing left the machine. */
+function statusBadge (status, ctx) {
+  return ctx.sandbox && status === 'delivered' ? badge(status, 'Delivered (sandbox)') : badge(status)
+}
 
 /** "2026-01-02" (a date input, local) → the ISO start of that local day; until is the next day's start. */
 function dayStart (value, plusDays = 0) {
@@ -21,6 +28,11 @@ export async function list (view, ctx) {
     STATUSES.map((s) => h('option', { value: s }, label(s))))
   status.value = STATUSES.includes(q.status) ? q.status : ''
   const fStatus = field({ name: 'status', label: 'Status', control: status })
+  const event = h('select', { name: 'event' },
+    h('option', { value: '' }, 'Any event'),
+    EVENTS.map((e) => h('option', { value: e }, label(e))))
+  event.value = EVENTS.includes(q.event) ? q.event : ''
+  const fEvent = field({ name: 'event', label: 'Had event', control: event })
   const fTo = field({
     name: 'to', label: 'Recipient', type: 'email', value: q.to ?? '', placeholder: 'name@example.com', autocomplete: 'off',
     validate: (v) => (v.trim() === '' ? '' : rules.email(v)),
@@ -30,22 +42,22 @@ export async function list (view, ctx) {
     name: 'until', label: 'To', type: 'date', value: q.until ?? '',
     validate: (v) => (v && fSince.value() && v < fSince.value() ? 'Pick a day on or after the start' : ''),
   })
-  const filters = [fStatus, fTo, fSince, fUntil]
+  const filters = [fStatus, fEvent, fTo, fSince, fUntil]
   const apply = h('button', { type: 'submit', class: 'button' }, 'Filter')
   const reset = h('a', { href: '#/emails', class: 'button secondary' }, 'Clear')
-  const filterForm = h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter emails', novalidate: true },
+  const filterForm = h('form', { class: 'filters filters-5', role: 'search', 'aria-label': 'Filter emails', novalidate: true },
     filters.map((f) => f.wrap), h('div', { class: 'actions' }, apply, reset))
   filterForm.addEventListener('submit', (event) => {
     event.preventDefault()
     if (!filters.every((f) => { f.touch(); return f.check() })) return
-    ctx.router.go('/emails', { status: fStatus.value(), to: fTo.value().trim(), since: fSince.value(), until: fUntil.value() })
+    ctx.router.go('/emails', { status: fStatus.value(), event: fEvent.value(), to: fTo.value().trim(), since: fSince.value(), until: fUntil.value() })
   })
 
   const params = {
-    status: status.value, to: (q.to ?? '').trim(), since: dayStart(q.since), until: dayStart(q.until, 1), limit: PAGE,
+    status: status.value, event: event.value, to: (q.to ?? '').trim(), since: dayStart(q.since), until: dayStart(q.until, 1), limit: PAGE,
   }
   const first = await api.get(`/api/emails${query(params)}`)
-  const filtered = Boolean(params.status || params.to || params.since || params.until)
+  const filtered = Boolean(params.status || params.event || params.to || params.since || params.until)
   const results = h('section', { class: 'card flush', 'aria-label': 'Emails' })
   const count = h('p', { class: 'muted', role: 'status' })
   view.append(pageHeader('Emails', h('p', { class: 'muted page-sub' }, 'Newest first. Click an email for its timeline.')), filterForm, count, results)
@@ -54,7 +66,7 @@ export async function list (view, ctx) {
     count.textContent = ''
     results.append(filtered
       ? empty('No email matches these filters', 'Change or clear the filters.')
-      : empty('No emails yet', 'Send one with an API key: POST /api/send.'))
+      : empty('No emails yet', h('span', {}, 'Send one with an ', h('a', { href: '#/keys' }, 'API key'), ': POST /api/send (see ', h('a', { href: '/docs' }, '/docs'), ').')))
     return
   }
   const body = h('tbody', {})
@@ -64,7 +76,7 @@ export async function list (view, ctx) {
         td('Created', time(e.createdAt)),
         td('To', h('span', { class: 'truncate' }, e.to.join(', '))),
         td('Subject', h('a', { href: `#/emails/${encodeURIComponent(e.id)}` }, e.subject)),
-        td('Status', badge(e.status)),
+        td('Status', statusBadge(e.status, ctx)),
       ))
     }
   }
@@ -82,7 +94,7 @@ export async function detail (view, ctx) {
   const list = (xs) => (xs.length ? xs.join(', ') : h('span', { class: 'muted' }, '—'))
   view.append(
     h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/emails' }, 'Emails'), ' / ', h('span', { class: 'mono' }, e.id)),
-    pageHeader(e.subject, badge(e.status)),
+    pageHeader(e.subject, statusBadge(e.status, ctx)),
     h('div', { class: 'grid-2' },
       h('section', { class: 'card', 'aria-labelledby': 'email-fields' },
         h('h2', { id: 'email-fields' }, 'Message'),
@@ -104,11 +116,28 @@ export async function detail (view, ctx) {
           ? empty('No events', 'Events are kept for RETENTION_DAYS; older ones are pruned.')
           : h('ol', { class: 'timeline' }, e.events.map((ev) => h('li', { class: 'timeline-item' },
             h('span', { class: 'timeline-dot', 'aria-hidden': 'true' }),
-            h('div', {}, badge(ev.type), ' ', h('span', { class: 'recipient' }, ev.recipient)),
+            h('div', {}, ctx.sandbox && ev.type === 'email.delivered' ? badge(ev.type, 'Delivered (sandbox)') : badge(ev.type), ' ', h('span', { class: 'recipient' }, ev.recipient)),
+            ev.reason ? h('div', { class: 'reason' }, `Reason: ${ev.reason}`) : null,
             h('div', { class: 'muted small' }, time(ev.occurredAt)),
           ))),
       ),
     ),
+    content(e),
   )
 }
 
+/**
+ * The message as it was sent: the html in a frame that runs no script and, under the dashboard's
+ * Content-Security-Policy (which an srcdoc frame inherits), loads nothing from anywhere; and the text.
+ */
+function content (e) {
+  const parts = []
+  if (e.html !== null) {
+    parts.push(h('h3', {}, 'HTML'), h('iframe', { class: 'message-frame', sandbox: '', title: `The HTML of ${e.subject}`, srcdoc: e.html, referrerpolicy: 'no-referrer' }))
+  }
+  if (e.text !== null) parts.push(h('h3', {}, 'Text'), h('pre', { class: 'message-text', tabindex: '0', 'aria-label': 'The text version' }, e.text))
+  return h('section', { class: 'card', 'aria-labelledby': 'email-content' },
+    h('h2', { id: 'email-content' }, 'As sent'),
+    h('p', { class: 'muted small' }, 'As the API took it, before each recipient\'s tracking and unsubscribe link.'),
+    parts)
+}

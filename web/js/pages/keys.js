@@ -12,13 +12,20 @@ export async function render (view, ctx) {
     name: 'name', label: 'Name', hint: 'What uses it, like "production" or "billing job". 1 to 50 characters.',
     maxlength: 50, autocomplete: 'off', validate: rules.length(1, 50, 'a name'),
   })
+  const permissionSelect = h('select', { name: 'permission' },
+    h('option', { value: 'full_access' }, 'Full access'),
+    h('option', { value: 'sending_access' }, 'Sending only'))
+  const permission = field({
+    name: 'permission', label: 'Permission', control: permissionSelect,
+    hint: 'Full access: everything this dashboard does. Sending only: send and read emails, nothing else.',
+  })
   const create = form({
-    fields: [name],
+    fields: [name, permission],
     submitLabel: 'Create key',
     busyLabel: 'Creating…',
     className: 'inline',
     submit: async (values) => {
-      const res = await api.post('/api/keys', { name: values.name.trim() })
+      const res = await api.post('/api/keys', { name: values.name.trim(), permission: values.permission })
       create.reset()
       showSecret(res.data)
       await refresh()
@@ -71,10 +78,11 @@ export async function render (view, ctx) {
     }
     listArea.append(h('div', { class: 'table-wrap' }, h('table', { class: 'table' },
       h('caption', { class: 'visually-hidden' }, 'API keys, newest first'),
-      h('thead', {}, h('tr', {}, ['Name', 'Key', 'Created', 'Last used', 'Status', h('span', { class: 'visually-hidden' }, 'Actions')].map((c) => h('th', { scope: 'col' }, c)))),
+      h('thead', {}, h('tr', {}, ['Name', 'Key', 'Permission', 'Created', 'Last used', 'Status', h('span', { class: 'visually-hidden' }, 'Actions')].map((c) => h('th', { scope: 'col' }, c)))),
       h('tbody', {}, keys.data.map((k) => h('tr', { dataset: { key: k.id } },
         td('Name', h('strong', {}, k.name)),
         td('Key', h('code', {}, `${k.keyPrefix}…`)),
+        td('Permission', k.permission === 'sending_access' ? 'Sending only' : 'Full access'),
         td('Created', time(k.createdAt)),
         td('Last used', k.lastUsedAt ? time(k.lastUsedAt) : h('span', { class: 'muted' }, 'never')),
         td('Status', badge(k.status)),

@@ -29,7 +29,9 @@ export async function render (view) {
     h('section', { class: 'card', 'aria-labelledby': 'chart-title' },
       h('div', { class: 'card-head' }, h('h2', { id: 'chart-title' }, 'Emails and events per day')),
       s.totals['email.sent'] === 0 && s.totals['email.delivered'] === 0
-        ? empty('Nothing sent in the last 30 days', 'Create an API key, then POST /api/send: the chart fills in as mail goes out.')
+        ? empty('Nothing sent in the last 30 days', h('span', {},
+          'Create an ', h('a', { href: '#/keys' }, 'API key'), ', then POST /api/send (every route is in the ', h('a', { href: '/docs' }, 'API documentation at /docs'), '). ',
+          'To try it, send to delivered@simulator.test, bounced@simulator.test or complained@simulator.test: they act out each outcome and reach nobody.'))
         : chart(s.daily),
     ),
     h('div', { class: 'grid-2' }, totalsCard(s), await webhooksCard(hooks.data)),

@@ -237,7 +237,10 @@ function deliveryLog (base, ctx) {
       retry.disabled = true
       try {
         const res = await api.post(`${base}/deliveries/${encodeURIComponent(d.id)}/retry`)
-        tr.replaceWith(row(res.data))
+        const fresh = row(res.data)
+        tr.replaceWith(fresh)
+        // Focus stays on this delivery's row (its button is gone while it is pending), not on <body>.
+        fresh.focus()
         announce('Delivery queued again')
         setTimeout(() => { if (el.isConnected) reload({ keepFocus: true }) }, 1500)
       } catch (err) {
@@ -245,8 +248,8 @@ function deliveryLog (base, ctx) {
         announce(err.message, 'danger')
       }
     })
-    const tr = h('tr', { dataset: { delivery: d.id, status: d.status } },
-      td('Event', h('div', {}, badge(d.event)), h('a', { href: `#/emails/${encodeURIComponent(d.emailId)}`, class: 'mono small muted truncate id-link', title: d.emailId }, d.emailId)),
+    const tr = h('tr', { dataset: { delivery: d.id, status: d.status }, tabindex: '-1', 'aria-label': `${label(d.event)} delivery ${d.id}, ${label(d.status)}` },
+      td('Event', h('div', {}, badge(d.event)), h('a', { href: `#/emails/${encodeURIComponent(d.emailId)}`, class: 'mono small muted id-link' }, d.emailId)),
       td('Status', badge(d.status)),
       td('Attempts', String(d.attempts)),
       td('Last attempt', d.lastAttemptAt ? time(d.lastAttemptAt, { short: true }) : h('span', { class: 'muted' }, 'not yet')),
@@ -262,6 +265,7 @@ function deliveryLog (base, ctx) {
   let shown = 0
   async function reload ({ keepFocus = false } = {}) {
     const active = keepFocus ? document.activeElement : null
+    const focusedRow = active instanceof HTMLElement ? active.closest('tr[data-delivery]')?.dataset.delivery : undefined
     let page
     try {
       page = await api.get(`${base}/deliveries${query({ status: status.value, limit: PAGE })}`)
@@ -300,7 +304,11 @@ function deliveryLog (base, ctx) {
       })
       area.append(pager)
     }
-    if (active instanceof HTMLElement && !active.isConnected) el.querySelector('h2')?.focus()
+    if (active instanceof HTMLElement && !active.isConnected) {
+      const again = focusedRow && [...body.querySelectorAll('tr[data-delivery]')].find((r) => r.dataset.delivery === focusedRow)
+      if (again) again.focus()
+      else el.querySelector('h2')?.focus()
+    }
   }
 
   status.addEventListener('change', () => {

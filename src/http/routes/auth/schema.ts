@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox'
-import { Success, Timestamp, errors } from '../../schemas.js'
+import { HEADERS, Success, Timestamp, component, errors } from '../../schemas.js'
 
 export const PlanSchema = Type.Union([Type.Literal('free'), Type.Literal('pro')])
 
@@ -9,23 +9,26 @@ export const CredentialsSchema = Type.Object({
 }, { additionalProperties: false })
 export type Credentials = Static<typeof CredentialsSchema>
 
-export const AccountSchema = Type.Object({
+export const AccountSchema = component('Account', Type.Object({
   id: Type.String(),
   email: Type.String(),
   plan: PlanSchema,
   createdAt: Timestamp,
-})
+}))
 
-const Limits = Type.Object({ apiKeys: Type.Integer(), webhooks: Type.Integer() })
+const Limits = Type.Object({ apiKeys: Type.Integer(), webhooks: Type.Integer(), domains: Type.Integer({ description: 'sender domains' }) })
 
-export const AccountDetailSchema = Type.Object({
+export const AccountDetailSchema = component('AccountDetails', Type.Object({
   id: Type.String(),
   email: Type.String(),
   plan: PlanSchema,
   createdAt: Timestamp,
   limits: Limits,
   usage: Limits,
-})
+  transport: Type.Union([Type.Literal('smtp'), Type.Literal('sandbox')], {
+    description: 'where accepted emails go: smtp, the SMTP_URL relay; sandbox (SMTP_URL unset), nowhere: nothing leaves the machine, and every address but the simulator\'s is reported delivered',
+  }),
+}, { description: 'The account with its plan\'s limits and what it uses of them' }))
 
 export const SignupRoute = {
   operationId: 'signUp',
@@ -33,7 +36,7 @@ export const SignupRoute = {
   tags: ['accounts'],
   summary: 'Create an account and start a session',
   body: CredentialsSchema,
-  response: { 201: Success(AccountSchema), ...errors(400, 403, 409, 413, 415, 429) },
+  response: { 201: Success(AccountSchema, 'The account, created; the session cookie is set', HEADERS.setCookie), ...errors(400, 403, 409, 413, 415, 429) },
 }
 
 export const LoginRoute = {
@@ -42,7 +45,7 @@ export const LoginRoute = {
   tags: ['accounts'],
   summary: 'Start a session (sets the svc_session cookie)',
   body: CredentialsSchema,
-  response: { 200: Success(AccountSchema), ...errors(400, 401, 403, 429) },
+  response: { 200: Success(AccountSchema, 'Logged in: the account; the session cookie is set', HEADERS.setCookie), ...errors(400, 401, 403, 429) },
 }
 
 export const LogoutRoute = {
@@ -50,7 +53,7 @@ export const LogoutRoute = {
   tags: ['accounts'],
   summary: 'End the session',
   security: [{ session: [] }],
-  response: { 200: Success(Type.Object({ loggedOut: Type.Literal(true) })), ...errors(401, 403) },
+  response: { 200: Success(Type.Object({ loggedOut: Type.Literal(true) }), 'Logged out: the session is ended and its cookie cleared', HEADERS.clearCookie), ...errors(401, 403) },
 }
 
 export const AccountRoute = {
@@ -58,5 +61,5 @@ export const AccountRoute = {
   tags: ['accounts'],
   summary: 'The account, its plan, limits and usage',
   security: [{ session: [] }],
-  response: { 200: Success(AccountDetailSchema), ...errors(401, 403) },
+  response: { 200: Success(AccountDetailSchema, 'The account'), ...errors(401, 403) },
 }

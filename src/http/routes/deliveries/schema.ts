@@ -1,14 +1,14 @@
 import { Type, type TSchema } from 'typebox'
-import { EventTypeSchema, Literals, Success, Timestamp, errors, SESSION_OR_API_KEY } from '../../schemas.js'
+import { EventType, EventTypeSchema, Literals, Page, Success, Timestamp, component, errors, SESSION_OR_API_KEY } from '../../schemas.js'
 
 const Nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()])
 
 export const DeliveryStatusSchema = Literals(['pending', 'succeeded', 'retrying', 'failed', 'cancelled'])
 
-export const DeliverySchema = Type.Object({
+export const DeliverySchema = component('Delivery', Type.Object({
   id: Type.String(),
   eventId: Type.String(),
-  event: Type.String(),
+  event: EventType,
   emailId: Type.String(),
   status: DeliveryStatusSchema,
   attempts: Type.Integer(),
@@ -18,7 +18,7 @@ export const DeliverySchema = Type.Object({
   lastError: Nullable(Type.String()),
   lastDurationMs: Nullable(Type.Number()),
   createdAt: Timestamp,
-})
+}, { description: 'One event delivered (or being delivered) to one webhook' }))
 
 const WebhookParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) })
 const DeliveryParams = Type.Object({
@@ -38,7 +38,7 @@ export const ListDeliveriesRoute = {
     cursor: Type.Optional(Type.String({ maxLength: 200 })),
   }, { additionalProperties: false }),
   response: {
-    200: Type.Object({ success: Type.Literal(true), data: Type.Array(DeliverySchema), nextCursor: Nullable(Type.String()), message: Type.String() }),
+    200: Page(DeliverySchema, 'A page of the delivery log, newest first'),
     ...errors(400, 401, 403, 404),
   },
 }
@@ -47,7 +47,7 @@ export const RetryDeliveryRoute = {
   operationId: 'retryDelivery',
   tags, security, summary: 'Deliver again now',
   params: DeliveryParams,
-  response: { 202: Success(DeliverySchema), ...errors(401, 403, 404) },
+  response: { 202: Success(DeliverySchema, 'The delivery, queued to be delivered now'), ...errors(401, 403, 404) },
 }
 
 export const TestDeliveryRoute = {
@@ -55,7 +55,7 @@ export const TestDeliveryRoute = {
   tags, security, summary: 'Send a signed test event to this webhook (default email.sent); the body is optional',
   params: WebhookParams,
   body: Type.Optional(Type.Object({ event: Type.Optional(EventTypeSchema) }, { additionalProperties: false })),
-  response: { 202: Success(DeliverySchema), ...errors(400, 401, 403, 404) },
+  response: { 202: Success(DeliverySchema, 'The test delivery, queued'), ...errors(400, 401, 403, 404) },
 }
 
 export const RecoverRoute = {
@@ -64,5 +64,5 @@ export const RecoverRoute = {
   summary: 'Queue again every failed delivery of a time window (default: every one still in the log, until now); the body is optional',
   params: WebhookParams,
   body: Type.Object({ since: Type.Optional(Timestamp), until: Type.Optional(Timestamp) }, { additionalProperties: false }),
-  response: { 202: Success(Type.Object({ queued: Type.Integer() })), ...errors(400, 401, 403, 404) },
+  response: { 202: Success(Type.Object({ queued: Type.Integer() }), 'How many failed deliveries are queued again (in the background)'), ...errors(400, 401, 403, 404) },
 }

@@ -12,10 +12,11 @@ const emailListRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { s
   const emails = createEmailListService({ store: services.store })
 
   app.get('/api/emails', { schema: ListEmailsRoute }, async (request) => {
-    const { status, to, since, until, limit, cursor } = request.query
+    const { status, event, to, since, until, limit, cursor } = request.query
     const page = await emails.list(accountIdOf(request), {
       limit,
       ...(status !== undefined ? { status } : {}),
+      ...(event !== undefined ? { event } : {}),
       ...(to !== undefined ? { to } : {}),
       ...(since !== undefined ? { since } : {}),
       ...(until !== undefined ? { until } : {}),

@@ -1,11 +1,11 @@
 import { Type } from 'typebox'
 import { EMAIL_STATUSES } from '../../../domain/email-list.js'
-import { IdParams, Literals, Success, Timestamp, errors, SESSION_OR_API_KEY } from '../../schemas.js'
+import { EventTypeSchema, IdParams, Literals, Page, Success, Timestamp, component, errors, SESSION_OR_API_KEY } from '../../schemas.js'
 import { EmailViewSchema } from '../emails/schema.js'
 
 export const EmailStatusSchema = Literals(EMAIL_STATUSES)
 
-export const EmailSummarySchema = Type.Object({
+export const EmailSummarySchema = component('EmailSummary', Type.Object({
   id: Type.String(),
   from: Type.String(),
   to: Type.Array(Type.String()),
@@ -13,10 +13,11 @@ export const EmailSummarySchema = Type.Object({
   status: EmailStatusSchema,
   createdAt: Timestamp,
   updatedAt: Timestamp,
-})
+}, { description: 'An email in a list' }))
 
 export const ListEmailsQuery = Type.Object({
   status: Type.Optional(EmailStatusSchema),
+  event: Type.Optional(EventTypeSchema),
   to: Type.Optional(Type.String({ minLength: 1, maxLength: 320, description: 'a recipient address (to, cc or bcc), matched exactly, case-insensitively' })),
   since: Type.Optional(Type.String({ format: 'date-time', description: 'created at or after this time (ISO 8601)' })),
   until: Type.Optional(Type.String({ format: 'date-time', description: 'created before this time (ISO 8601)' })),
@@ -29,15 +30,10 @@ const tags = ['emails']
 
 export const ListEmailsRoute = {
   operationId: 'listEmails',
-  tags, security, summary: 'The account\'s emails, newest first, in pages; filtered by status, recipient and time',
+  tags, security, summary: 'The account\'s emails, newest first, in pages; filtered by status, an event they had (email.complained…), recipient and time',
   querystring: ListEmailsQuery,
   response: {
-    200: Type.Object({
-      success: Type.Literal(true),
-      data: Type.Array(EmailSummarySchema),
-      nextCursor: Type.Union([Type.String(), Type.Null()]),
-      message: Type.String(),
-    }),
+    200: Page(EmailSummarySchema, 'A page of emails, newest first'),
     ...errors(400, 401, 403, 429),
   },
 }
@@ -46,5 +42,5 @@ export const GetEmailRoute = {
   operationId: 'getEmail',
   tags, security, summary: 'An email: its status and its event timeline',
   params: IdParams,
-  response: { 200: Success(EmailViewSchema), ...errors(401, 403, 404, 429) },
+  response: { 200: Success(EmailViewSchema, 'The email'), ...errors(401, 403, 404, 429) },
 }

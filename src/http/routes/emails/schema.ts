@@ -1,7 +1,7 @@
 import { Type, type Static } from 'typebox'
 import { MAX_BATCH, MAX_HEADERS, MAX_RECIPIENTS, MAX_REPLY_TO } from '../../../domain/emails.js'
 import { EMAIL_STATUSES } from '../../../domain/email-list.js'
-import { EventTypeSchema, IdParams, Literals, Success, Timestamp, errors } from '../../schemas.js'
+import { EventType, HEADERS, Success, Timestamp, component, errors, Literals } from '../../schemas.js'
 
 // The schema checks shapes and sizes; what an address or a header may hold (no CR/LF, a real address,
 // no reserved header) is checked by src/domain/emails.ts, which names the exact field in its answer.
@@ -13,6 +13,7 @@ const Addresses = (max: number, min = 0) => Type.Union([Address, Type.Array(Addr
 })
 /** html and text: each at most this many characters (the body limit comes first anyway). */
 export const MAX_CONTENT_LENGTH = 1024 * 1024
+const Content = Type.String({ minLength: 1, maxLength: MAX_CONTENT_LENGTH })
 const Tag = Type.String({ minLength: 1, maxLength: 256, pattern: '^[A-Za-z0-9_-]+$', description: 'letters, digits, _ and -' })
 
 export const SendSchema = Type.Object({
@@ -22,15 +23,22 @@ export const SendSchema = Type.Object({
   bcc: Type.Optional(Addresses(MAX_RECIPIENTS)),
   replyTo: Type.Optional(Addresses(MAX_REPLY_TO)),
   subject: Type.String({ minLength: 1, maxLength: 998, description: 'no CR or LF' }),
-  html: Type.Optional(Type.String({ minLength: 1, maxLength: MAX_CONTENT_LENGTH })),
-  text: Type.Optional(Type.String({ minLength: 1, maxLength: MAX_CONTENT_LENGTH })),
+  html: Type.Optional(Content),
+  text: Type.Optional(Content),
   headers: Type.Optional(Type.Record(Type.String(), Type.String({ maxLength: 998 }), {
     maxProperties: MAX_HEADERS, description: 'custom headers; From, To, Message-ID, List-Unsubscribe and the like are set by svc',
   })),
   tags: Type.Optional(Type.Array(Type.Object({ name: Tag, value: Tag }, { additionalProperties: false }), {
     maxItems: 50, description: 'an array of at most 50 tags ({ name, value })',
   })),
-}, { additionalProperties: false, description: 'html or text is required (or both)' })
+}, {
+  additionalProperties: false,
+  description: 'html or text is required (or both)',
+  // The rule, for clients and generators; src/domain/emails.ts checks it and answers in words. Each branch
+  // names its field's type and sits in an allOf, so that a generated type is
+  // `{ …fields } & ({ html: string } | { text: string })`: a body with neither does not compile.
+  allOf: [{ anyOf: ['html', 'text'].map((field) => ({ type: 'object', properties: { [field]: Content }, required: [field] })) }],
+})
 export type Send = Static<typeof SendSchema>
 
 const IdempotencyHeaders = Type.Object({
@@ -40,10 +48,10 @@ const IdempotencyHeaders = Type.Object({
   })),
 })
 
-const Accepted = Type.Object({
-  id: Type.String(),
+const Accepted = component('SendResult', Type.Object({
+  id: Type.String({ description: 'the email\'s id (em_…)' }),
   suppressed: Type.Optional(Type.Array(Type.String(), { description: 'recipients dropped because they are suppressed' })),
-})
+}, { description: 'A send, accepted and stored' }))
 
 const security = [{ apiKey: [] }]
 const tags = ['sending']
@@ -53,7 +61,7 @@ export const SendRoute = {
   tags, security, summary: 'Send an email (202: accepted and stored; it goes out in the background)',
   headers: IdempotencyHeaders,
   body: SendSchema,
-  response: { 202: Success(Accepted), ...errors(400, 401, 409, 413, 415, 422, 429) },
+  response: { 202: Success(Accepted, 'Accepted and stored: it goes out in the background', HEADERS.idempotentReplayed), ...errors(400, 401, 409, 413, 415, 422, 429) },
 }
 
 export const SendBatchRoute = {
@@ -61,10 +69,20 @@ export const SendBatchRoute = {
   tags, security, summary: `Send up to ${MAX_BATCH} emails at once, validated as a whole`,
   headers: IdempotencyHeaders,
   body: Type.Array(SendSchema, { minItems: 1, maxItems: MAX_BATCH, description: `an array of 1 to ${MAX_BATCH} sends` }),
-  response: { 202: Success(Type.Array(Accepted)), ...errors(400, 401, 409, 413, 415, 422, 429) },
+  response: { 202: Success(Type.Array(Accepted), 'Every send accepted and stored, in the order given', HEADERS.idempotentReplayed), ...errors(400, 401, 409, 413, 415, 422, 429) },
 }
 
-export const EmailViewSchema = Type.Object({
+const EmailEventSchema = component('EmailEvent', Type.Object({
+  id: Type.String(),
+  // email.delayed: a timeline entry from a returning DSN, never a webhook event.
+  type: Type.Union([EventType, Type.Literal('email.delayed')]),
+  recipient: Type.String(),
+  occurredAt: Timestamp,
+  reason: Type.Optional(Type.String({ description: 'email.bounced, email.complained, email.delayed: what the receiving side said' })),
+  url: Type.Optional(Type.String({ description: 'email.clicked: the link' })),
+}, { description: 'One entry of an email\'s timeline' }))
+
+export const EmailViewSchema = component('Email', Type.Object({
   id: Type.String(),
   from: Type.String(),
   to: Type.Array(Type.String()),
@@ -76,8 +94,9 @@ export const EmailViewSchema = Type.Object({
   createdAt: Timestamp,
   suppressed: Type.Array(Type.String()),
   tags: Type.Array(Type.Object({ name: Type.String(), value: Type.String() })),
-  // email.delayed: a timeline entry from a returning DSN, never a webhook event.
-  events: Type.Array(Type.Object({ id: Type.String(), type: Type.Union([EventTypeSchema, Type.Literal('email.delayed')]), recipient: Type.String(), occurredAt: Timestamp })),
-})
+  html: Type.Union([Type.String(), Type.Null()], { description: 'the html as it was sent, before each recipient\'s tracking' }),
+  text: Type.Union([Type.String(), Type.Null()], { description: 'the text as it was sent' }),
+  events: Type.Array(EmailEventSchema),
+}, { description: 'An email: who it went to, its status and its timeline' }))
 
 // GET /api/emails/:id is in ../email-list (the session cookie or an API key).

@@ -1,13 +1,13 @@
 import { Type, type TSchema } from 'typebox'
 import { EVENT_TYPES } from '../../../domain/events.js'
 import { MAX_STATS_DAYS } from '../../../domain/stats.js'
-import { Success, Timestamp, errors, SESSION_OR_API_KEY } from '../../schemas.js'
+import { Success, Timestamp, component, errors, SESSION_OR_API_KEY } from '../../schemas.js'
 
 const Counts = Type.Object(Object.fromEntries(EVENT_TYPES.map((t) => [t, Type.Integer()])) as Record<string, TSchema>)
 const Rate = Type.Union([Type.Number(), Type.Null()])
 const Threshold = Type.Object({ warn: Type.Number(), limit: Type.Number() })
 
-export const StatsSchema = Type.Object({
+export const StatsSchema = component('Stats', Type.Object({
   since: Timestamp,
   until: Timestamp,
   totals: Counts,
@@ -20,7 +20,7 @@ export const StatsSchema = Type.Object({
   // `type: 'object'` beside the allOf, as TypeBox 0.x wrote it (1.x leaves it out): tools reading the
   // OpenAPI document see an object without merging the allOf first.
   daily: Type.Array(Type.Intersect([Type.Object({ day: Type.String({ description: 'YYYY-MM-DD (UTC)' }) }), Counts], { type: 'object' })),
-})
+}, { description: 'Events counted over a window' }))
 
 export const StatsQuery = Type.Object({
   since: Type.Optional(Type.String({ format: 'date-time', description: 'default: the start of the UTC day 29 days before until' })),
@@ -33,5 +33,5 @@ export const StatsRoute = {
   security: SESSION_OR_API_KEY,
   summary: `Events counted over a window of at most ${MAX_STATS_DAYS} days: totals, rates, thresholds, and one entry per day`,
   querystring: StatsQuery,
-  response: { 200: Success(StatsSchema), ...errors(400, 401, 403, 429) },
+  response: { 200: Success(StatsSchema, 'The counts, rates and thresholds of the window'), ...errors(400, 401, 403, 429) },
 }

@@ -5,7 +5,6 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
 import { verifyTrackingToken, type TrackingKind } from '../../../mail/tracking.js'
 import type { RouteContext } from '../context.js'
-import { WITH_HEAD } from '../../schemas.js'
 import { ClickRoute, OpenRoute, UnsubscribePageRoute, UnsubscribeRoute } from './schema.js'
 
 // The smallest transparent GIF: 1×1, one transparent colour.
@@ -48,7 +47,7 @@ const trackingRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { se
   app.addContentTypeParser('*', { parseAs: 'string', bodyLimit: FORM_LIMIT }, (_request, _body, done) => done(null, undefined))
 
   // HEAD (link checkers, proxies probing a URL) gets the same answer but records nothing.
-  app.get('/t/o/:token', { schema: OpenRoute, ...WITH_HEAD }, async (request, reply) => {
+  app.get('/t/o/:token', { schema: OpenRoute }, async (request, reply) => {
     const claims = verify(request.params.token, 'open')
     if (claims === null) return notFound(reply)
     if (request.method !== 'HEAD' && !await services.emails.opened(claims.emailId, claims.recipient)) return notFound(reply)
@@ -56,7 +55,7 @@ const trackingRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { se
       .type('image/gif').send(PIXEL)
   })
 
-  app.get('/t/c/:token', { schema: ClickRoute, ...WITH_HEAD }, async (request, reply) => {
+  app.get('/t/c/:token', { schema: ClickRoute }, async (request, reply) => {
     const claims = verify(request.params.token, 'click')
     if (claims === null || claims.url === undefined) return notFound(reply)
     if (request.method !== 'HEAD' && !await services.emails.clicked(claims.emailId, claims.recipient, claims.url)) return notFound(reply)
@@ -66,7 +65,7 @@ const trackingRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { se
 
   // A GET never unsubscribes: link scanners and previews fetch every link in an email. The page's button
   // posts, which is also what a mail client's one-click unsubscribe does.
-  app.get('/t/u/:token', { schema: UnsubscribePageRoute, ...WITH_HEAD }, async (request, reply) => {
+  app.get('/t/u/:token', { schema: UnsubscribePageRoute }, async (request, reply) => {
     const claims = verify(request.params.token, 'unsubscribe')
     if (claims === null) return notFound(reply)
     return page(reply, 200, 'Unsubscribe', `<p>Stop emails from this sender to <strong>${escapeHtml(claims.recipient)}</strong>?</p>

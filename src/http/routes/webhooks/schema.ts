@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox'
-import { EventTypeSchema, IdParams, Success, Timestamp, errors, SESSION_OR_API_KEY } from '../../schemas.js'
+import { EventType, EventTypeSchema, IdParams, Success, Timestamp, component, errors, SESSION_OR_API_KEY } from '../../schemas.js'
 import { EVENT_TYPES } from '../../../domain/events.js'
 
 const Url = Type.String({ minLength: 1, maxLength: 2048, description: 'https URL of the receiver (http and localhost only in development)' })
@@ -15,23 +15,23 @@ export const PatchWebhookSchema = Type.Object({
   status: Type.Optional(Type.Union([Type.Literal('enabled'), Type.Literal('disabled')])),
 }, { additionalProperties: false, minProperties: 1 })
 
-export const WebhookSchema = Type.Object({
+export const WebhookSchema = component('Webhook', Type.Object({
   id: Type.String(),
   url: Type.String(),
-  events: Type.Array(Type.String()),
+  events: Type.Array(EventType),
   status: Status,
   createdAt: Timestamp,
   updatedAt: Timestamp,
-})
+}))
 
-export const CreatedWebhookSchema = Type.Object({
+export const CreatedWebhookSchema = component('NewWebhook', Type.Object({
   id: Type.String(),
   url: Type.String(),
-  events: Type.Array(Type.String()),
+  events: Type.Array(EventType),
   secret: Type.String({ description: 'whsec_… signing secret. Shown on creation and rotation only.' }),
   status: Status,
   createdAt: Timestamp,
-})
+}, { description: 'A webhook as created: with its secret, shown this once' }))
 
 const security = SESSION_OR_API_KEY
 const tags = ['webhooks']
@@ -40,34 +40,34 @@ export const CreateWebhookRoute = {
   operationId: 'createWebhook',
   tags, security, summary: 'Create a webhook',
   body: CreateWebhookSchema,
-  response: { 201: Success(CreatedWebhookSchema), ...errors(400, 401, 403, 413, 415, 422) },
+  response: { 201: Success(CreatedWebhookSchema, 'The webhook, created: keep its secret, shown this once'), ...errors(400, 401, 403, 413, 415, 422) },
 }
 export const ListWebhooksRoute = {
   operationId: 'listWebhooks',
   tags, security, summary: 'List the webhooks, newest first',
-  response: { 200: Success(Type.Array(WebhookSchema)), ...errors(401, 403) },
+  response: { 200: Success(Type.Array(WebhookSchema), 'The webhooks, newest first'), ...errors(401, 403) },
 }
 export const GetWebhookRoute = {
   operationId: 'getWebhook',
   tags, security, summary: 'One webhook', params: IdParams,
-  response: { 200: Success(WebhookSchema), ...errors(401, 403, 404) },
+  response: { 200: Success(WebhookSchema, 'The webhook'), ...errors(401, 403, 404) },
 }
 export const PatchWebhookRoute = {
   operationId: 'updateWebhook',
   tags, security, summary: 'Change url, events or status (enabled/disabled)', params: IdParams,
   body: PatchWebhookSchema,
-  response: { 200: Success(WebhookSchema), ...errors(400, 401, 403, 404, 422) },
+  response: { 200: Success(WebhookSchema, 'The webhook, changed'), ...errors(400, 401, 403, 404, 422) },
 }
 export const DeleteWebhookRoute = {
   operationId: 'deleteWebhook',
   tags, security, summary: 'Delete a webhook; its pending deliveries are cancelled', params: IdParams,
-  response: { 200: Success(Type.Object({ id: Type.String(), deleted: Type.Literal(true) })), ...errors(401, 403, 404) },
+  response: { 200: Success(Type.Object({ id: Type.String(), deleted: Type.Literal(true) }), 'The webhook is deleted'), ...errors(401, 403, 404) },
 }
 export const RotateSecretRoute = {
   operationId: 'rotateWebhookSecret',
   tags, security, summary: 'New signing secret; the old one keeps signing beside it for 24 hours', params: IdParams,
   response: {
-    200: Success(Type.Object({ secret: Type.String(), previousSecretExpiresAt: Timestamp })),
+    200: Success(Type.Object({ secret: Type.String(), previousSecretExpiresAt: Timestamp }), 'The new secret, and until when the previous one keeps signing'),
     ...errors(401, 403, 404),
   },
 }
