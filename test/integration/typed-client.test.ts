@@ -88,6 +88,6 @@ describe('a typed client generated from the document', () => {
     assert.deepEqual(undeclared, [], 'answers the document does not declare')
     // A cursor it never gave out, a send with neither html nor text, a domain added twice (on a plan
     // with room for one), the account after logging out.
-    assert.deepEqual(report.codes, ['validation_error', 'validation_error', 'domain_exists', 'invalid_session'])
+    assert.deepEqual(report.codes, ['validation_error', 'validation_error', 'domain_exists', 'not_found', 'not_found', 'not_found', 'invalid_session'])
   })
 })

@@ -140,9 +140,25 @@ export async function flow (baseUrl: string, email: string, password: string): P
   ok(await api.GET('/api/domains/{id}', { params: { path: { id: domain.id } } }))
   await api.HEAD('/api/domains/{id}', { params: { path: { id: domain.id } } })
   ok(await api.POST('/api/domains/{id}/verify', { params: { path: { id: domain.id } } }))
+  const receiving: Schemas['Domain'] = ok(await api.PATCH('/api/domains/{id}', { params: { path: { id: domain.id } }, body: { receiving: true } })).data
+  if (!receiving.receiving || !receiving.records.some((r) => r.purpose === 'receiving')) throw new Error('receiving on, with its MX record')
   const again = failed(await api.POST('/api/domains', { body: { name: 'typed.example.test' } }))
   report.codes.push(again.error.code)
   ok(await api.DELETE('/api/domains/{id}', { params: { path: { id: domain.id } } }))
+
+  // Received mail: none has arrived, so the list is empty and an unknown id is 404 on every route.
+  const received = ok(await api.GET('/api/received', { params: { query: { to: 'support@typed.example.test' } } }))
+  const messages: Schemas['ReceivedEmail'][] = received.data
+  if (messages.length !== 0) throw new Error('no mail was received')
+  await api.HEAD('/api/received')
+  const unknown = { path: { id: 'rcv_unknown' } }
+  report.codes.push(failed(await api.GET('/api/received/{id}', { params: unknown })).error.code)
+  await api.HEAD('/api/received/{id}', { params: unknown })
+  report.codes.push(failed(await api.GET('/api/received/{id}/raw', { params: unknown, parseAs: 'text' })).error.code)
+  await api.HEAD('/api/received/{id}/raw', { params: unknown })
+  const attachment = { path: { id: 'rcv_unknown', attachmentId: 'att_1' } }
+  report.codes.push(failed(await api.GET('/api/received/{id}/attachments/{attachmentId}', { params: attachment, parseAs: 'text' })).error.code)
+  await api.HEAD('/api/received/{id}/attachments/{attachmentId}', { params: attachment })
 
   // The links inside an email (a forged token: an HTML page that says so).
   const forged = { token: 'forged' }

@@ -1,6 +1,6 @@
 import { Type } from 'typebox'
 import { AUTH_RESULTS, LIMITS } from '../../../domain/received.js'
-import { Literals, Success, Timestamp, errors, SESSION_OR_API_KEY } from '../../schemas.js'
+import { Literals, Page, Success, Timestamp, component, errors, SESSION_OR_API_KEY } from '../../schemas.js'
 
 const Verdict = Literals(AUTH_RESULTS)
 
@@ -36,13 +36,13 @@ export const ReceivedDataFields = {
   authentication: AuthenticationSchema,
 }
 
-export const ReceivedSchema = Type.Object({
+export const ReceivedSchema = component('ReceivedEmail', Type.Object({
   ...ReceivedDataFields,
   recipient: Type.String({ description: 'the address it was mailed to (RCPT TO), lower case' }),
   mailFrom: Type.String({ description: 'the envelope sender (MAIL FROM); empty for the null sender' }),
   size: Type.Integer({ description: 'bytes kept: the raw message and its attachments (what the plan\'s storage counts)' }),
   createdAt: Timestamp,
-})
+}, { description: 'A message received at one of the account\'s domains, as parsed and judged on arrival' }))
 
 export const ReceivedParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) })
 export const AttachmentParams = Type.Object({
@@ -64,18 +64,13 @@ export const ListReceivedRoute = {
   operationId: 'listReceived', tags, security, summary: 'Mail received at the account\'s domains, newest first, in pages',
   querystring: ListReceivedQuery,
   response: {
-    200: Type.Object({
-      success: Type.Literal(true),
-      data: Type.Array(ReceivedSchema),
-      nextCursor: Type.Union([Type.String(), Type.Null()]),
-      message: Type.String(),
-    }),
+    200: Page(ReceivedSchema, 'A page of received messages, newest first'),
     ...errors(400, 401, 403),
   },
 }
 export const GetReceivedRoute = {
   operationId: 'getReceived', tags, security, summary: 'One received message: parsed fields, attachments, authentication', params: ReceivedParams,
-  response: { 200: Success(ReceivedSchema), ...errors(401, 403, 404) },
+  response: { 200: Success(ReceivedSchema, 'The received message'), ...errors(401, 403, 404) },
 }
 export const GetReceivedRawRoute = {
   operationId: 'getReceivedRaw', tags, security, summary: 'The message exactly as received (message/rfc822)', params: ReceivedParams,
