@@ -58,6 +58,8 @@ export interface WebhookDoc {
   previousSecret: string | null
   previousSecretExpiresAt: string | null
   status: string
+  /** Deliveries per second at most (rateLimit); absent or null: none. */
+  rateLimit?: number | null
   createdAt: string
   updatedAt: string
   /** Set by deleteWebhook; a webhook with deletedAt is invisible to every Store method. */

@@ -223,4 +223,11 @@ export const migrations: string[] = [
   ) STRICT;
   INSERT INTO api_key_revocations (id, n) VALUES (1, 0);
   `,
+  /* 14: deliveries that adapt (src/delivery/settle.ts, window.ts). `pushbacks`: of a delivery's attempts,
+     those the receiver pushed back (429/503 while it still answered), which the retry schedule does not
+     count; `rate_limit`: a webhook's deliveries per second (null: none), held by every node through the
+     shared rate-limit counters (migration 6). */ `
+  ALTER TABLE deliveries ADD COLUMN pushbacks INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE webhooks ADD COLUMN rate_limit INTEGER;
+  `,
 ]
