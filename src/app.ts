@@ -100,6 +100,7 @@ export function createServices (config: Config, deps: AppDeps): Services {
     domains,
     suppressions: createSuppressionService({ store, clock }),
     readiness: new Map(),
+    deliveryState: () => null,
     deliveries: createDeliveryService({
       store, clock, webhooks, onBackgroundError: (err) => deps.logger?.error({ err }, 'recovering deliveries failed'),
     }),

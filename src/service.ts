@@ -204,6 +204,7 @@ export async function createService (config: Config, given: ServiceDeps): Promis
   if (engine) {
     components.push(engine)
     app.services.readiness.set('delivery', () => (engine.started ? null : 'The delivery engine is not running'))
+    app.services.deliveryState = (webhookId) => engine.deliveryState(webhookId)
   }
   if (mailer) {
     components.push(mailer)

@@ -22,7 +22,7 @@ import type { ResolvedAddress } from '../domain/webhook-url.js'
 import type { Component } from '../service.js'
 import type { DeliveryOrigin, DeliveryOutcome, DeliveryStats, DeliveryWork, LeaseRequest, RoutedThrough, RoutingPosition } from '../store/deliveries.js'
 import type { Store } from '../store/types.js'
-import { WebhookActor, type ActorOptions } from './actor.js'
+import { WebhookActor, type ActorOptions, type BreakerState } from './actor.js'
 import { clampRetryAfter, type RetryPolicy } from './backoff.js'
 import { Dispatcher, shardOf } from './dispatcher.js'
 import type { DeliveryResult } from './http-sender.js'
@@ -514,12 +514,10 @@ export class DeliveryEngine implements Component {
   /** Each webhook's adaptive window, as it travels with its batches to the worker threads. */
   private readonly windowOf = (webhookId: string): number => this.actors.get(webhookId)?.window.limit ?? this.actorOptions.window.initial
 
-  /** The adaptive window of each webhook this node delivers for now (the API and dashboard show it). */
-  windows (): Map<string, { window: number; roundTripMs: number; breaker: string }> {
-    const now = this.clock.now()
-    const out = new Map<string, { window: number; roundTripMs: number; breaker: string }>()
-    for (const [id, a] of this.actors) out.set(id, { window: a.window.limit, roundTripMs: Math.round(a.window.roundTrip), breaker: a.state(now) })
-    return out
+  /** A webhook's adaptive delivery state on this node, or null when it holds no work for it (the API shows it). */
+  deliveryState (webhookId: string): { window: number; roundTripMs: number; breaker: BreakerState } | null {
+    const a = this.actors.get(webhookId)
+    return a ? { window: a.window.limit, roundTripMs: Math.round(a.window.roundTrip), breaker: a.state(this.clock.now()) } : null
   }
 
   /** Makes `actor` ready again at `at` (after a hold, or when its next rate-limit window opens). */

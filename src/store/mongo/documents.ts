@@ -153,6 +153,7 @@ export function webhookDoc (w: WebhookRecord): WebhookDoc {
     previousSecret: nullableString(w.previousSecret),
     previousSecretExpiresAt: nullableString(w.previousSecretExpiresAt),
     status: String(w.status),
+    rateLimit: w.rateLimit === null || w.rateLimit === undefined ? null : Number(w.rateLimit),
     createdAt: String(w.createdAt),
     updatedAt: String(w.updatedAt),
     deletedAt: null,
@@ -169,6 +170,7 @@ export function toWebhook (d: WebhookDoc): WebhookRecord {
     previousSecret: d.previousSecret ?? null,
     previousSecretExpiresAt: d.previousSecretExpiresAt ?? null,
     status: d.status as WebhookStatus,
+    rateLimit: typeof d.rateLimit === 'number' ? d.rateLimit : null,
     createdAt: d.createdAt,
     updatedAt: d.updatedAt,
   }

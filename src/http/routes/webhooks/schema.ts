@@ -4,14 +4,24 @@ import { EventTypeSchema, IdParams, Success, Timestamp, errors, SESSION_OR_API_K
 const Url = Type.String({ minLength: 1, maxLength: 2048, description: 'https URL of the receiver (http and localhost only in development)' })
 const Events = Type.Array(EventTypeSchema, { minItems: 1, maxItems: 7, uniqueItems: true, description: 'an array of 1 to 7 distinct event types' })
 const Status = Type.Union([Type.Literal('enabled'), Type.Literal('disabled'), Type.Literal('auto_disabled')])
+const RateLimit = Type.Union([Type.Integer({ minimum: 1, maximum: 10_000 }), Type.Null()], {
+  description: 'deliveries per second at most, held by every node together (a whole number from 1 to 10000), or null for none',
+})
+/** This process's view of the webhook's delivery: null when it is not delivering for it right now. */
+const Delivery = Type.Union([Type.Object({
+  window: Type.Integer({ description: 'requests in flight at once that the receiver is given now (adaptive)' }),
+  roundTripMs: Type.Integer({ description: 'smoothed time of one request, in ms' }),
+  breaker: Type.Union([Type.Literal('closed'), Type.Literal('open'), Type.Literal('half_open')]),
+}), Type.Null()], { description: 'the adaptive delivery state on the node that answers (null when it holds no work for this webhook)' })
 
-export const CreateWebhookSchema = Type.Object({ url: Url, events: Events }, { additionalProperties: false })
+export const CreateWebhookSchema = Type.Object({ url: Url, events: Events, rateLimit: Type.Optional(RateLimit) }, { additionalProperties: false })
 export type CreateWebhook = Static<typeof CreateWebhookSchema>
 
 export const PatchWebhookSchema = Type.Object({
   url: Type.Optional(Url),
   events: Type.Optional(Events),
   status: Type.Optional(Type.Union([Type.Literal('enabled'), Type.Literal('disabled')])),
+  rateLimit: Type.Optional(RateLimit),
 }, { additionalProperties: false, minProperties: 1 })
 
 export const WebhookSchema = Type.Object({
@@ -19,6 +29,8 @@ export const WebhookSchema = Type.Object({
   url: Type.String(),
   events: Type.Array(Type.String()),
   status: Status,
+  rateLimit: RateLimit,
+  delivery: Delivery,
   createdAt: Timestamp,
   updatedAt: Timestamp,
 })
@@ -29,6 +41,7 @@ export const CreatedWebhookSchema = Type.Object({
   events: Type.Array(Type.String()),
   secret: Type.String({ description: 'whsec_… signing secret. Shown on creation and rotation only.' }),
   status: Status,
+  rateLimit: RateLimit,
   createdAt: Timestamp,
 })
 
@@ -53,7 +66,7 @@ export const GetWebhookRoute = {
 }
 export const PatchWebhookRoute = {
   operationId: 'updateWebhook',
-  tags, security, summary: 'Change url, events or status (enabled/disabled)', params: IdParams,
+  tags, security, summary: 'Change url, events, status (enabled/disabled) or rateLimit', params: IdParams,
   body: PatchWebhookSchema,
   response: { 200: Success(WebhookSchema), ...errors(400, 401, 403, 404, 422) },
 }
