@@ -302,7 +302,7 @@ export abstract class MongoDeliveries implements DeliveryStore {
           },
         })
         planned.push(parked ? null : {
-          id, webhookId: h._id, url: h.url, secrets: liveSecrets(h, now), event: e.type as EventType, payload: e.payload, attempts: 0, eventAt, lease: 1,
+          id, webhookId: h._id, url: h.url, secrets: liveSecrets(h, now), event: e.type as EventType, payload: e.payload, attempts: 0, pushbacks: 0, eventAt, lease: 1,
           rateLimit: h.rateLimit ?? null,
         })
       }

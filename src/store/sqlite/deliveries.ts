@@ -209,7 +209,7 @@ export abstract class SqliteDeliveries implements DeliveryStore {
           const parked = saturated.has(h.id)
           const made = this.d.insert.run(id, e.account_id, h.id, e.seq, e.id, e.type, e.email_id, eventAt, req.leaseUntil, req.owner, parked ? 1 : 0, 1, req.now, req.now)
           if (parked || made.changes === 0) continue
-          work.push({ id, webhookId: h.id, url: h.url, secrets: h.secrets, event: e.type, payload: e.payload, attempts: 0, eventAt, lease: 1, rateLimit: h.rate_limit ?? null })
+          work.push({ id, webhookId: h.id, url: h.url, secrets: h.secrets, event: e.type, payload: e.payload, attempts: 0, pushbacks: 0, eventAt, lease: 1, rateLimit: h.rate_limit ?? null })
         }
       }
       this.d.markRouted.run(events.at(-1)!.seq)
@@ -269,7 +269,7 @@ export abstract class SqliteDeliveries implements DeliveryStore {
         const id = deliveryId(e.id, h.id)
         if (e.seq <= pos.recheckThrough && this.d.stored.get(id) !== undefined) continue
         origin ??= { seq: e.seq, accountId: e.account_id, eventId: e.id, eventType: e.type, emailId: e.email_id, eventAt, router: pos.token, createdAt: req.now }
-        work.push({ id, webhookId: h.id, url: h.url, secrets: h.secrets, event: e.type, payload: e.payload, attempts: 0, eventAt, lease: 0, origin, rateLimit: h.rate_limit ?? null })
+        work.push({ id, webhookId: h.id, url: h.url, secrets: h.secrets, event: e.type, payload: e.payload, attempts: 0, pushbacks: 0, eventAt, lease: 0, origin, rateLimit: h.rate_limit ?? null })
       }
     }
     return { events: events.length, work, routing: { ...pos, through: events.at(-1)!.seq } }
