@@ -28,7 +28,7 @@ import { Dispatcher, shardOf } from './dispatcher.js'
 import type { DeliveryResult } from './http-sender.js'
 import { createDeliveryMetrics, type DeliveryMetrics } from './metrics.js'
 import { classify, isOverload, settle } from './settle.js'
-import { webhookPace, webhookPaceKey, windowOf } from '../domain/rate-limits.js'
+import { Pacer, WakeList } from './pacer.js'
 
 export interface EngineLogger {
   info(obj: object, msg: string): void
@@ -123,10 +123,10 @@ export class DeliveryEngine implements Component {
   /** Work by delivery id, from the moment it is leased until its outcome is queued for writing. */
   private readonly held = new Map<string, DeliveryWork>()
   private readonly ready = new Set<WebhookActor>()
-  /** Actors with work that may not send before a time (a pushback hold, a rate-limit window), and the timer. */
-  private readonly later = new Set<WebhookActor>()
-  private laterAt = Number.POSITIVE_INFINITY
-  private laterTimer: NodeJS.Timeout | undefined
+  /** Actors with work that may not send before a time (a pushback hold, a rate-limit window). */
+  private readonly later: WakeList
+  /** Rate-limited webhooks' permits, from the store's shared counters. */
+  private readonly pacer: Pacer
   /** Webhooks with more due work in the store than room in their actor: they page it in themselves. */
   private readonly saturated = new Set<string>()
   private readonly refilling = new Set<string>()
@@ -207,6 +207,18 @@ export class DeliveryEngine implements Component {
         this.onResults(ids.map((deliveryId) => ({ deliveryId, outcome: 'retry', error, durationMs: 0 })))
       },
     })
+    const makeReady = (actors: WebhookActor[]) => {
+      if (!this.running) return
+      for (const a of actors) this.ready.add(a)
+      this.schedulePump()
+    }
+    this.later = new WakeList(this.clock, makeReady)
+    this.pacer = new Pacer(this.store, this.clock, (actor, at) => {
+      if (at === null) makeReady([actor])
+      else this.later.add(actor, at)
+    }, (err, actor) => {
+      if (!this.store.health.failed(err)) this.log.error({ err, webhookId: actor.webhookId }, 'asking for rate-limit permits failed')
+    })
     this.metrics = createDeliveryMetrics(opts.registry, {
       stats: () => this.stats(),
       inFlight: () => this.held.size,
@@ -248,6 +260,7 @@ export class DeliveryEngine implements Component {
     this.unsubscribe?.()
     for (const t of this.timers) clearInterval(t)
     this.timers = []
+    this.later.close()
     const now = this.clock.now()
     for (const actor of this.actors.values()) {
       for (const work of actor.mailbox.splice(0)) this.defer(work, now)
@@ -489,13 +502,13 @@ export class DeliveryEngine implements Component {
       if (actor.rateLimit !== null && !actor.isPaused(now) && (now >= actor.permitsUntil || actor.permits <= 0)) {
         // A rate-limited webhook spends permits from the shared counters; it is made ready again when they come.
         this.ready.delete(actor)
-        this.askPermits(actor, now)
+        this.pacer.ask(actor, now)
         continue
       }
       const taken = actor.take(now, Math.min(budget, actor.mailbox.length))
       this.ready.delete(actor)
       if (actor.mailbox.length > 0 && actor.capacity(now) > 0) this.ready.add(actor)
-      else if (actor.mailbox.length > 0 && now < actor.holdUntil) this.readyAt(actor, actor.holdUntil)
+      else if (actor.mailbox.length > 0 && now < actor.holdUntil) this.later.add(actor, actor.holdUntil)
       if (taken.length === 0) continue
       this.requests += taken.length
       let batch = batches.get(actor.shard)
@@ -518,67 +531,6 @@ export class DeliveryEngine implements Component {
   deliveryState (webhookId: string): { window: number; roundTripMs: number; breaker: BreakerState } | null {
     const a = this.actors.get(webhookId)
     return a ? { window: a.window.limit, roundTripMs: Math.round(a.window.roundTrip), breaker: a.state(this.clock.now()) } : null
-  }
-
-  /** Makes `actor` ready again at `at` (after a hold, or when its next rate-limit window opens). */
-  private readyAt (actor: WebhookActor, at: number): void {
-    this.later.add(actor)
-    if (at >= this.laterAt) return
-    if (this.laterTimer) clearTimeout(this.laterTimer)
-    this.laterAt = at
-    this.laterTimer = setTimeout(() => {
-      this.laterTimer = undefined
-      this.laterAt = Number.POSITIVE_INFINITY
-      const now = this.clock.now()
-      for (const a of [...this.later]) {
-        if (a.mailbox.length === 0) { this.later.delete(a); continue }
-        if (now >= a.holdUntil && (a.rateLimit === null || now >= a.nextPermitAt)) {
-          this.later.delete(a)
-          this.ready.add(a)
-        }
-      }
-      // Those still waiting (a later hold or window) set the timer again.
-      for (const a of this.later) this.readyAt(a, Math.max(a.holdUntil, a.rateLimit === null ? 0 : a.nextPermitAt))
-      this.schedulePump()
-    }, Math.max(1, at - this.clock.now()))
-    this.laterTimer.unref?.()
-  }
-
-  /**
-   * Asks the shared counters for this window's permits of a rate-limited webhook (see webhookPace): every
-   * node delivering for it counts in the same windows, so together they hold its limit.
-   */
-  private askPermits (actor: WebhookActor, now: number): void {
-    if (actor.pacing || actor.rateLimit === null || actor.mailbox.length === 0) return
-    if (now < actor.nextPermitAt) {
-      this.readyAt(actor, actor.nextPermitAt)
-      return
-    }
-    const pace = webhookPace(actor.rateLimit)
-    const window = windowOf(now, pace.windowMs)
-    const key = webhookPaceKey(actor.webhookId, pace.windowMs)
-    const want = Math.min(pace.permits, actor.mailbox.length)
-    actor.pacing = true
-    Promise.all(Array.from({ length: want }, () => this.store.hitRateLimit({ key, ...window })))
-      .then((counts) => {
-        const granted = counts.filter((n) => n <= pace.permits).length
-        actor.permits = granted
-        actor.permitsUntil = window.windowEnd
-        // Everything this window had is taken: ask again when the next one opens.
-        actor.nextPermitAt = granted < want || granted === 0 ? window.windowEnd : this.clock.now()
-      }, (err: unknown) => {
-        if (!this.store.health.failed(err)) this.log.error({ err, webhookId: actor.webhookId }, 'asking for rate-limit permits failed')
-        actor.nextPermitAt = this.clock.now() + 100
-      })
-      .finally(() => {
-        actor.pacing = false
-        if (actor.permits > 0 && this.clock.now() < actor.permitsUntil) {
-          this.ready.add(actor)
-          this.schedulePump()
-        } else {
-          this.readyAt(actor, actor.nextPermitAt)
-        }
-      })
   }
 
   /**

@@ -112,7 +112,7 @@ describe('deliveries that adapt', () => {
     }
   })
 
-  test('rateLimit: every node together holds it (no second with more than 5 % over), and every event arrives', async (t) => {
+  test('rateLimit: no second gets more than 10 % over it (the issue: 55 at 50), and every event arrives', async (t) => {
     const tally = new Tally()
     const receiver = await startReceiver(t, { '/paced': scripted(tally, 1, () => null) })
     const server = await startServer(t, { env: { DELIVERY_THREADS: '1' } })
@@ -128,7 +128,7 @@ describe('deliveries that adapt', () => {
       most = Math.max(most, i - j + 1)
     }
     t.diagnostic(`rateLimit 20: at most ${most} arrivals in one second`)
-    assert.ok(most <= 21, `${most} arrivals within one second at rateLimit 20`)
+    assert.ok(most <= 22, `${most} arrivals within one second at rateLimit 20`)
     assert.ok(most >= 10, `paced, not starved (${most} in the busiest second)`)
   })
 
