@@ -248,7 +248,7 @@ describe('delivery', () => {
     assert.equal(receiver.received.length, 0, 'nothing reached the loopback receiver')
   })
 
-  test('a 429 with Retry-After pauses that webhook for as long as asked (clamped), and counts as an attempt', async (t) => {
+  test('a 429 with Retry-After holds that delivery for as long as asked (clamped), and counts as an attempt', async (t) => {
     const receiver = await startReceiver(t, {
       '/busy': (_r, _n, res) => { res.statusCode = 429; res.setHeader('retry-after', '120'); res.end() },
       '/busier': (_r, _n, res) => { res.statusCode = 503; res.setHeader('retry-after', '999999'); res.end() },
