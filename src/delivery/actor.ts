@@ -39,6 +39,8 @@ export interface ActorOptions {
 }
 
 const FIRST_HOLD_MS = 10
+/** How long an idle actor is kept for an endpoint in trouble. */
+const FORGET_TROUBLE_MS = 86_400_000
 
 export class WebhookActor {
   readonly mailbox: DeliveryWork[] = []
@@ -180,8 +182,12 @@ export class WebhookActor {
     this.pausedUntil = Math.max(this.pausedUntil, until)
   }
 
-  /** Nothing queued, nothing in flight, no pause running, no trouble remembered: the actor can be dropped. */
+  /**
+   * Nothing queued, nothing in flight, no pause running, and no trouble remembered (an endpoint in trouble
+   * keeps its actor, so that its recovery re-drives what waits; for a day at most): the actor can be dropped.
+   */
   idle (now: number): boolean {
-    return this.mailbox.length === 0 && this.inFlight === 0 && !this.isPaused(now) && this.troubleSince === null && now >= this.holdUntil
+    const troubled = this.troubleSince !== null && now - this.troubleSince < FORGET_TROUBLE_MS
+    return this.mailbox.length === 0 && this.inFlight === 0 && !this.isPaused(now) && !troubled && now >= this.holdUntil
   }
 }
