@@ -5,7 +5,8 @@
 //
 // Every load generator, peer and sink is a process of its own; svc runs as `node dist/src/server.js` and is
 // measured from outside: its throughput by what the sink verified, its memory by /proc/<pid>/status.
-// Options: --quick; --only=<scenario,…> (ceiling naive engine queue api latency slow scale adversarial; writes a
+// Options: --quick; --only=<scenario,…> (ceiling naive engine queue api latency slow scale adversarial cap4 ratelimit
+// outage unreliable; writes a
 // "-partial" record); --sink-workers=N (a cluster sink; one process is enough, see benchmarks/README.md);
 // --cpu-prof (svc runs under Node's --cpu-prof; each thread's busiest functions are printed).
 import { execFileSync } from 'node:child_process'
@@ -20,6 +21,7 @@ import { median } from './lib/stats.js'
 import { fmt, judge, svgChart, table, targetRows, type Target } from './lib/report.js'
 import { buildChanges, buildFingerprint, EXTRA_NODE_ARGS, svcEnv, WINDOW } from './lib/svc.js'
 import { adversarial } from './scenarios/adversarial.js'
+import { cap4, outage, ratelimit, unreliable } from './scenarios/adaptive.js'
 import { api } from './scenarios/api.js'
 import { latency } from './scenarios/latency.js'
 import { scale } from './scenarios/scale.js'
@@ -86,6 +88,10 @@ async function main (): Promise<void> {
   const slowFig = wanted('slow') ? await attempt('slow', slow) : undefined
   const scaleFig = wanted('scale') ? await attempt('scale', scale) : undefined
   const advFig = wanted('adversarial') ? await attempt('adversarial', adversarial) : undefined
+  const cap4Fig = wanted('cap4') ? await attempt('cap4', cap4) : undefined
+  const rateFig = wanted('ratelimit') ? await attempt('ratelimit', ratelimit) : undefined
+  const outageFig = wanted('outage') ? await attempt('outage', outage) : undefined
+  const unreliableFig = wanted('unreliable') ? await attempt('unreliable', unreliable) : undefined
 
   const scaleName = `${fmt(SIZES.scaleAccounts * 10)} webhooks, ${fmt(SIZES.scaleAccounts * 10 * SIZES.scaleEventsPerAccount)} pending`
   const t = (key: string, name: string, value: number, op: Target['op'], target: number, unit: string, detail: string): Target =>
@@ -102,6 +108,12 @@ async function main (): Promise<void> {
     t('scale_rss', `peak RSS, ${scaleName}`, scaleFig?.peakRssMiB ?? NaN, '<', 512, 'MiB', 'VmHWM of the svc process'),
     t('scale_rate', `throughput, ${scaleName} ÷ 1 webhook`, (scaleFig?.rate ?? NaN) / tp.engine, '>=', 0.5, '×', `${fmt(scaleFig?.rate ?? NaN)}/s vs ${fmt(tp.engine)}/s`),
     t('slow_isolation', '99 fast beside a 5 s one ÷ alone', (slowFig?.beside ?? NaN) / (slowFig?.alone ?? NaN), '>=', 0.9, '×', `${fmt(slowFig?.beside ?? NaN)}/s vs ${fmt(slowFig?.alone ?? NaN)}/s`),
+    t('cap4_time', '4-at-once receiver: 1,000 delivered, ÷ its own limit (5 s)', (cap4Fig?.seconds ?? NaN) / 5, '<=', 2, '×', `${fmt(cap4Fig?.seconds ?? NaN, 1)} s`),
+    t('cap4_refused', '4-at-once receiver: attempts refused', (cap4Fig?.refusedShare ?? NaN) * 100, '<=', 10, '%', `${fmt(cap4Fig?.delivered ?? NaN)} delivered`),
+    t('ratelimit_peak', 'rateLimit 50: most arrivals in one second', rateFig?.mostInOneSecond ?? NaN, '<=', 55, '/s', `${fmt(rateFig?.delivered ?? NaN)} delivered`),
+    t('outage_drain', 'after a 40 s outage: the 300-event backlog delivered', outageFig?.drainSeconds ?? NaN, '<=', 20, 's', 'after the receiver\'s return'),
+    t('flaky_after_load', '30 % flaky receiver: every event, after the load\'s end', unreliableFig?.['/flaky'] ?? NaN, '<=', 240, 's', '150 events/s for 2 min'),
+    t('throttled_after_load', '20 % throttling receiver: every event, after the load\'s end', unreliableFig?.['/throttled'] ?? NaN, '<=', 240, 's', '150 events/s for 2 min'),
   ]
 
   const per = (n: number, unit = '/s') => (Number.isFinite(n) ? `${fmt(n)} ${unit}` : 'n/a')
@@ -122,6 +134,11 @@ async function main (): Promise<void> {
         `svc event-loop max ${fmt(advFig.worst.eventLoopDelayMaxMs, 1)} ms` +
         `${advFig.worst.stalledShapes.length > 0 ? `; STALLED by ${advFig.worst.stalledShapes.join(', ')}` : ''}; A ${fmt(advFig.accepted)} accepted, ${fmt(advFig.refused)} refused`
       : 'n/a'],
+    ['svc 4-at-once receiver: 1,000 events', cap4Fig ? `${fmt(cap4Fig.seconds, 1)} s, ${fmt(cap4Fig.refusedShare * 100, 1)} % of attempts refused` : 'n/a'],
+    ['svc rateLimit 50: most arrivals in one second', rateFig ? `${fmt(rateFig.mostInOneSecond)} (${fmt(rateFig.delivered)} delivered)` : 'n/a'],
+    ['svc 40 s outage: 300-event backlog delivered after the return', outageFig ? `${fmt(outageFig.drainSeconds, 1)} s` : 'n/a'],
+    ['svc 150 events/s, 2 min: last event after the load\'s end (healthy / flaky 30 % / throttling 20 %)', unreliableFig
+      ? `${fmt(unreliableFig['/healthy-1'] ?? NaN, 1)} s / ${fmt(unreliableFig['/flaky'] ?? NaN, 1)} s / ${fmt(unreliableFig['/throttled'] ?? NaN, 1)} s` : 'n/a'],
     [`svc ${scaleName}`, scaleFig ? `${per(scaleFig.rate)}, peak RSS ${fmt(scaleFig.peakRssMiB)} MiB${scaleFig.complete ? '' : ` (INCOMPLETE: ${fmt(scaleFig.delivered)} delivered)`}` : 'n/a'],
   ]
 

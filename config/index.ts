@@ -51,6 +51,11 @@ export const EnvSchema = Type.Object({
   }),
   DELIVERY_LEASE_SECONDS: positive(30, 'a whole number of seconds from 2 to 3600', 3600),
   DELIVERY_WINDOW: positive(64, 'a whole number of concurrent requests per webhook from 1 to 1000', 1000),
+  // The adaptive window per webhook (src/delivery/window.ts) moves between DELIVERY_WINDOW_MIN and
+  // DELIVERY_WINDOW, starting at DELIVERY_WINDOW_INITIAL; each is clamped into that range.
+  DELIVERY_WINDOW_MIN: positive(1, 'a whole number of concurrent requests per webhook from 1 to 1000', 1000),
+  DELIVERY_WINDOW_INITIAL: positive(8, 'a whole number of concurrent requests per webhook from 1 to 1000', 1000),
+  DELIVERY_DOWN_AFTER_SECONDS: positive(5, 'a whole number of seconds from 1 to 3600', 3600),
   WEBHOOK_AUTO_DISABLE_HOURS: positive(120, 'a whole number of hours, at least 1'), // 5 days
   LOG_LEVEL: Type.Union([
     Type.Literal('fatal'), Type.Literal('error'), Type.Literal('warn'), Type.Literal('info'),
@@ -146,8 +151,13 @@ export interface Config {
     timeoutMs: number
     /** Delay before each retry, in milliseconds; after the last one the delivery is failed. */
     retrySchedule: number[]
-    /** Requests in flight at once per webhook. */
+    /** Requests in flight at once per webhook: the adaptive window's upper bound. */
     window: number
+    /** The adaptive window's lower bound and starting point. */
+    windowMin: number
+    windowInitial: number
+    /** How long without a 2xx makes an endpoint down (its 429/503 then count as failures, its breaker may open). */
+    downAfterMs: number
     /** How long a node's claim on a delivery lasts unless renewed; a dead node's work waits this long. */
     leaseMs: number
     /** A webhook failing without one success for this long is auto_disabled. */
@@ -282,6 +292,9 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
       timeoutMs: e.DELIVERY_TIMEOUT_MS,
       retrySchedule: parseDurations(e.DELIVERY_RETRY_SCHEDULE),
       window: e.DELIVERY_WINDOW,
+      windowMin: Math.min(e.DELIVERY_WINDOW, e.DELIVERY_WINDOW_MIN),
+      windowInitial: Math.min(e.DELIVERY_WINDOW, Math.max(e.DELIVERY_WINDOW_MIN, e.DELIVERY_WINDOW_INITIAL)),
+      downAfterMs: e.DELIVERY_DOWN_AFTER_SECONDS * 1000,
       leaseMs: Math.max(2, e.DELIVERY_LEASE_SECONDS) * 1000,
       autoDisableMs: e.WEBHOOK_AUTO_DISABLE_HOURS * 3_600_000,
     },

@@ -103,6 +103,7 @@ export function createServices (config: Config, deps: AppDeps): Services {
     received: createReceivedService({ store, clock, retentionMs: config.retentionDays * 86_400_000 }),
     suppressions: createSuppressionService({ store, clock }),
     readiness: new Map(),
+    deliveryState: () => null,
     deliveries: createDeliveryService({
       store, clock, webhooks, onBackgroundError: (err) => deps.logger?.error({ err }, 'recovering deliveries failed'),
     }),

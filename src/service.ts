@@ -160,6 +160,9 @@ export async function createService (config: Config, given: ServiceDeps): Promis
       timeoutMs: config.delivery.timeoutMs,
       retrySchedule: config.delivery.retrySchedule,
       window: config.delivery.window,
+      windowMin: config.delivery.windowMin,
+      windowInitial: config.delivery.windowInitial,
+      breaker: { downAfterMs: config.delivery.downAfterMs },
       leaseMs: config.delivery.leaseMs,
       autoDisableMs: config.delivery.autoDisableMs,
       retentionMs: config.retentionDays * 86_400_000,
@@ -204,6 +207,7 @@ export async function createService (config: Config, given: ServiceDeps): Promis
   if (engine) {
     components.push(engine)
     app.services.readiness.set('delivery', () => (engine.started ? null : 'The delivery engine is not running'))
+    app.services.deliveryState = (webhookId) => engine.deliveryState(webhookId)
   }
   if (mailer) {
     components.push(mailer)

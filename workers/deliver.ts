@@ -9,7 +9,7 @@ import type { MessagePort } from 'node:worker_threads'
 import { workerData } from 'node:worker_threads'
 import { createHttpSender, type DeliveryResult, type HttpSender, type SenderOptions } from '../src/delivery/http-sender.js'
 import { Lanes } from '../src/delivery/lanes.js'
-import { ResultPacker, unpackTasks, type ResultBatch, type TaskGroup } from '../src/delivery/wire.js'
+import { ResultPacker, unpackTasks, windowsOf, type ResultBatch, type TaskGroup } from '../src/delivery/wire.js'
 import type { ResolvedAddress } from '../src/domain/webhook-url.js'
 import { createDns } from '../src/domain/dns.js'
 
@@ -103,7 +103,7 @@ export default function attach (job: AttachJob): Promise<number> {
 
   port.on('message', (message: DispatcherMessage) => {
     if (message.type === 'send') {
-      lanes.add(unpackTasks(message.groups))
+      lanes.add(unpackTasks(message.groups), windowsOf(message.groups))
     } else {
       lanes.hold(message.webhookIds)
     }

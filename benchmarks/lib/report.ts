@@ -6,7 +6,7 @@ export interface Target {
   name: string
   /** The measured ratio (or value, for the absolute targets). */
   value: number
-  op: '>=' | '>' | '<'
+  op: '>=' | '>' | '<' | '<='
   target: number
   unit: string
   met: boolean | null
@@ -17,6 +17,7 @@ export function judge (value: number, op: Target['op'], target: number): boolean
   if (!Number.isFinite(value)) return null
   if (op === '>=') return value >= target
   if (op === '>') return value > target
+  if (op === '<=') return value <= target
   return value < target
 }
 
@@ -48,7 +49,7 @@ export function table (rows: string[][]): string {
 export function targetRows (targets: Target[]): string[][] {
   return [
     ['target', 'measured', 'goal', 'verdict', 'from'],
-    ...targets.map((t) => [t.name, ratioText(t), `${t.op === '>=' ? '≥' : t.op} ${t.unit === '×' ? fmt(t.target, t.target < 1 ? 1 : 0) + ' ×' : fmt(t.target) + ' ' + t.unit}`, verdict(t.met), t.detail]),
+    ...targets.map((t) => [t.name, ratioText(t), `${t.op === '>=' ? '≥' : t.op === '<=' ? '≤' : t.op} ${t.unit === '×' ? fmt(t.target, t.target < 1 ? 1 : 0) + ' ×' : fmt(t.target) + ' ' + t.unit}`, verdict(t.met), t.detail]),
   ]
 }
 
@@ -80,12 +81,12 @@ export function svgChart (targets: Target[], title: string, subtitle: string): s
   }
   targets.forEach((t, i) => {
     const y = top + i * rowH
-    const score = !Number.isFinite(t.value) || t.value <= 0 ? 0 : t.op === '<' ? t.target / t.value : t.value / t.target
+    const score = !Number.isFinite(t.value) || t.value <= 0 ? 0 : t.op === '<' || t.op === '<=' ? t.target / t.value : t.value / t.target
     const colour = t.met === null ? '#999' : t.met ? '#2e8b57' : '#c0392b'
     parts.push(`<text x="${left - 10}" y="${y + 17}" text-anchor="end">${esc(t.name)}</text>`)
     parts.push(`<text x="${left - 10}" y="${y + 32}" text-anchor="end" fill="#777" font-size="11">${esc(t.detail)}</text>`)
     if (t.met !== null) parts.push(`<rect x="${left}" y="${y + 6}" width="${Math.max(1, x(score) - left)}" height="24" fill="${colour}" rx="2"/>`)
-    const goal = `${t.op === '>=' ? '≥' : t.op} ${t.unit === '×' ? fmt(t.target, t.target < 1 ? 1 : 0) : fmt(t.target)} ${t.unit}`
+    const goal = `${t.op === '>=' ? '≥' : t.op === '<=' ? '≤' : t.op} ${t.unit === '×' ? fmt(t.target, t.target < 1 ? 1 : 0) : fmt(t.target)} ${t.unit}`
     const label = t.met === null ? 'not measured' : `${ratioText(t)} (goal ${goal}) ${t.met ? 'met' : 'missed'}${score > clip ? ' →' : ''}`
     parts.push(`<text x="${Math.min(x(score), left + barMax) + 8}" y="${y + 23}" fill="${colour}" font-weight="600">${esc(label)}</text>`)
   })

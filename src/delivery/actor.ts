@@ -1,40 +1,78 @@
-// One actor per webhook. It keeps one endpoint's trouble to itself: a bounded number of requests in flight
-// (the window), a circuit breaker that stops calling an endpoint that keeps failing, and a pause when the
-// receiver asks for one (Retry-After). While the breaker is open or the actor paused, its deliveries go
-// back to the store, due when it reopens, so a dead endpoint holds no memory and no one else's turn.
+// One actor per webhook. It keeps one endpoint's trouble to itself: an adaptive number of requests in
+// flight (the window, see window.ts), a short hold when the receiver pushes back, a circuit breaker that
+// stops calling an endpoint that is down, and, for a webhook with a rate limit, the permits it may spend.
+// While the breaker is open its deliveries go back to the store, due when it reopens, so a dead endpoint
+// holds no memory and no one else's turn.
+//
+// Busy, flaky and down are told apart (see settle.ts for the classification of one answer):
+// - busy: 429/503 while the endpoint still answers 2xx now and then (its trouble is younger than
+//   `downAfterMs`): the window shrinks, the delivery waits a moment, nothing else;
+// - flaky: failures between successes: each failed delivery waits its retry step, the breaker stays shut;
+// - down: failures and no 2xx for `downAfterMs` (or `failureThreshold × 4` failures in a row, whatever the
+//   time): the breaker opens. Its probes come at a quarter of how long the endpoint has been down, between
+//   `cooldownMs` and `maxCooldownMs`, so a short outage is noticed seconds after it ends and a long one
+//   costs a probe every few minutes.
 import type { DeliveryWork } from '../store/deliveries.js'
+import { AdaptiveWindow, type WindowBounds } from './window.js'
 
 export type BreakerState = 'closed' | 'open' | 'half_open'
 
 export interface ActorOptions {
-  /** Requests in flight at the receiver at once. */
-  window: number
+  /** Bounds of the adaptive window (requests in flight at the receiver at once). */
+  window: WindowBounds
   /**
-   * Deliveries handed to the worker thread beyond the window, queued there to start the moment a request
-   * finishes (see lanes.ts): the receiver's window stays full while the engine's thread is busy.
+   * Deliveries handed to the worker thread beyond the window, in windows (see lanes.ts): queued there to
+   * start the moment a request finishes, so the receiver's window stays full while the engine is busy.
    */
   ahead: number
   /** Work queued in memory beyond the window; more is sent back to the store. */
   mailboxLimit: number
-  /** Consecutive failures that open the breaker. */
+  /** Consecutive failures that open the breaker (once the endpoint has been failing for downAfterMs). */
   failureThreshold: number
-  /** First open period; doubles on each failed probe up to maxCooldownMs. */
+  /** Shortest and longest time the breaker stays open before a probe. */
   cooldownMs: number
   maxCooldownMs: number
+  /** How long without a 2xx makes an endpoint down rather than busy. */
+  downAfterMs: number
+  /** The longest hold after consecutive pushbacks (it doubles from 10 ms). */
+  maxHoldMs: number
 }
+
+const FIRST_HOLD_MS = 10
+/** How long an idle actor is kept for an endpoint in trouble. */
+const FORGET_TROUBLE_MS = 86_400_000
 
 export class WebhookActor {
   readonly mailbox: DeliveryWork[] = []
   /** Handed to the worker thread and not answered yet: in flight at the receiver, or queued there. */
   inFlight = 0
-  /** Consecutive failed attempts. */
+  /** Consecutive failed attempts (pushbacks do not count). */
   failures = 0
-  /** Until when (ms) nothing is sent: breaker open, or a receiver's Retry-After. 0 = not paused. */
+  /** Consecutive pushbacks without a 2xx between. */
+  pushbacks = 0
+  /** Until when (ms) nothing is sent: breaker open. 0 = not paused. */
   pausedUntil = 0
+  /** Until when (ms) nothing new starts after pushbacks (the mailbox stays). */
+  holdUntil = 0
+  /** Since when (ms) the endpoint has answered nothing but failures and pushbacks; null after a 2xx. */
+  troubleSince: number | null = null
+  /** Deliveries per second this webhook may get (its rateLimit), null for none; and the permits in hand. */
+  rateLimit: number | null = null
+  permits = 0
+  permitsUntil = 0
+  /** When to ask the shared counters for permits again (the current window's are spent). */
+  nextPermitAt = 0
+  /** A permit request to the store is under way. */
+  pacing = false
+  readonly window: AdaptiveWindow
   private opens = 0
   private probing = false
+  /** The breaker was open or a failing streak ran long since the last 2xx: the next 2xx is a recovery. */
+  private recovering = false
 
-  constructor (readonly webhookId: string, readonly shard: number, private readonly opts: ActorOptions) {}
+  constructor (readonly webhookId: string, readonly shard: number, private readonly opts: ActorOptions) {
+    this.window = new AdaptiveWindow(opts.window)
+  }
 
   state (now: number): BreakerState {
     if (this.opens === 0) return 'closed'
@@ -45,17 +83,25 @@ export class WebhookActor {
     return now < this.pausedUntil
   }
 
+  /** True when the endpoint has been without a 2xx for downAfterMs (its 429/503 are failures, not pushback). */
+  isDown (now: number): boolean {
+    return this.troubleSince !== null && now - this.troubleSince >= this.opts.downAfterMs
+  }
+
   /** Room in the mailbox; `share` can raise the limit when few actors share the node's memory budget. */
   hasRoom (share = 0): boolean {
     return this.mailbox.length < Math.max(this.opts.mailboxLimit, share)
   }
 
-  /** How many more requests may start now. */
+  /** How many more may be handed to the worker thread now. */
   capacity (now: number): number {
-    if (this.isPaused(now)) return 0
+    if (this.isPaused(now) || now < this.holdUntil) return 0
     // Half-open: one probe at a time until a success closes the breaker.
     if (this.opens > 0) return this.probing || this.inFlight > 0 ? 0 : 1
-    return this.opts.window + this.opts.ahead - this.inFlight
+    const limit = this.window.limit
+    let room = limit + limit * this.opts.ahead - this.inFlight
+    if (this.rateLimit !== null) room = Math.min(room, now < this.permitsUntil ? this.permits : 0)
+    return room
   }
 
   /** Takes up to `n` deliveries to send now. */
@@ -63,15 +109,25 @@ export class WebhookActor {
     const count = Math.min(n, this.capacity(now), this.mailbox.length)
     if (count <= 0) return []
     if (this.opens > 0) this.probing = true
+    if (this.rateLimit !== null) this.permits -= count
     this.inFlight += count
     return this.mailbox.splice(0, count)
   }
 
-  succeeded (): void {
+  /** A 2xx. Returns true when it ends an outage (the breaker was open, or failures ran long): re-drive. */
+  succeeded (now: number, durationMs: number): boolean {
+    const inFlight = this.inFlight
     this.inFlight -= 1
+    this.window.succeeded(now, durationMs, Math.min(inFlight, this.window.limit))
+    const recovered = this.recovering || this.opens > 0
     this.failures = 0
+    this.pushbacks = 0
+    this.troubleSince = null
+    this.holdUntil = 0
     this.opens = 0
     this.probing = false
+    this.recovering = false
+    return recovered
   }
 
   /** A delivery the worker handed back unattempted: it counts neither way. */
@@ -80,28 +136,58 @@ export class WebhookActor {
     this.probing = false
   }
 
+  /**
+   * The receiver pushed back (429/503 while not down) or a request timed out / could not connect: the
+   * window shrinks; a second pushback in a row also holds new requests a moment (doubling, up to maxHoldMs).
+   * Returns how long the pushed-back delivery should wait.
+   */
+  pushedBack (now: number): number {
+    this.inFlight -= 1
+    this.probing = false
+    this.window.pushedBack(now)
+    this.troubleSince ??= now
+    this.pushbacks += 1
+    const hold = this.pushbacks < 2 ? 0 : Math.min(this.opts.maxHoldMs, FIRST_HOLD_MS * 2 ** (this.pushbacks - 2))
+    this.holdUntil = Math.max(this.holdUntil, now + hold)
+    return Math.max(hold, FIRST_HOLD_MS)
+  }
+
+  /** A sign of overload on a failed attempt (a timeout, a connection error): the window shrinks too. */
+  shrink (now: number): void {
+    this.window.pushedBack(now)
+  }
+
   /** A failed attempt. Returns true when this failure opened (or reopened) the breaker. */
   failed (now: number): boolean {
     this.inFlight -= 1
     this.failures += 1
+    this.troubleSince ??= now
     const probeFailed = this.probing
     this.probing = false
-    if (probeFailed || (this.opens === 0 && this.failures >= this.opts.failureThreshold)) {
-      const cooldown = Math.min(this.opts.maxCooldownMs, this.opts.cooldownMs * 2 ** this.opens)
+    if (this.failures >= this.opts.failureThreshold) this.recovering = true
+    const down = this.isDown(now) || this.failures >= this.opts.failureThreshold * 4
+    if (probeFailed || (this.opens === 0 && this.failures >= this.opts.failureThreshold && down)) {
+      const outage = now - (this.troubleSince ?? now)
+      const cooldown = Math.min(this.opts.maxCooldownMs, Math.max(this.opts.cooldownMs, Math.round(outage / 4)))
       this.opens += 1
+      this.recovering = true
       this.pausedUntil = Math.max(this.pausedUntil, now + cooldown)
       return true
     }
     return false
   }
 
-  /** The receiver asked for a pause (429/503 with Retry-After). */
+  /** The receiver asked for a pause (429/503 with Retry-After) while down, or it is gone. */
   pause (until: number): void {
     this.pausedUntil = Math.max(this.pausedUntil, until)
   }
 
-  /** Nothing queued, nothing in flight, no pause running: the actor can be dropped (its breaker too). */
+  /**
+   * Nothing queued, nothing in flight, no pause running, and no trouble remembered (an endpoint in trouble
+   * keeps its actor, so that its recovery re-drives what waits; for a day at most): the actor can be dropped.
+   */
   idle (now: number): boolean {
-    return this.mailbox.length === 0 && this.inFlight === 0 && !this.isPaused(now)
+    const troubled = this.troubleSince !== null && now - this.troubleSince < FORGET_TROUBLE_MS
+    return this.mailbox.length === 0 && this.inFlight === 0 && !this.isPaused(now) && !troubled && now >= this.holdUntil
   }
 }

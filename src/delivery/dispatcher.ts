@@ -127,10 +127,13 @@ export class Dispatcher {
     lane.port.postMessage({ type: 'send', groups: packTasks(tasks) } satisfies DispatcherMessage)
   }
 
-  /** The same, straight from the store's work (the engine's path: no task object per delivery). */
-  sendWork (shard: number, works: DeliveryWork[]): void {
+  /**
+   * The same, straight from the store's work (the engine's path: no task object per delivery), with each
+   * webhook's current window.
+   */
+  sendWork (shard: number, works: DeliveryWork[], windowOf?: (webhookId: string) => number): void {
     const lane = this.lane(shard)
-    lane.port.postMessage({ type: 'send', groups: packWork(works, lane.open) } satisfies DispatcherMessage)
+    lane.port.postMessage({ type: 'send', groups: packWork(works, lane.open, windowOf) } satisfies DispatcherMessage)
   }
 
   /**

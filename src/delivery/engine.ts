@@ -22,11 +22,13 @@ import type { ResolvedAddress } from '../domain/webhook-url.js'
 import type { Component } from '../service.js'
 import type { DeliveryOrigin, DeliveryOutcome, DeliveryStats, DeliveryWork, LeaseRequest, RoutedThrough, RoutingPosition } from '../store/deliveries.js'
 import type { Store } from '../store/types.js'
-import { WebhookActor, type ActorOptions } from './actor.js'
-import { clampRetryAfter, nextAttemptAt, type RetryPolicy } from './backoff.js'
+import { WebhookActor, type ActorOptions, type BreakerState } from './actor.js'
+import { clampRetryAfter, type RetryPolicy } from './backoff.js'
 import { Dispatcher, shardOf } from './dispatcher.js'
 import type { DeliveryResult } from './http-sender.js'
 import { createDeliveryMetrics, type DeliveryMetrics } from './metrics.js'
+import { classify, isOverload, settle } from './settle.js'
+import { Pacer, WakeList } from './pacer.js'
 
 export interface EngineLogger {
   info(obj: object, msg: string): void
@@ -43,8 +45,11 @@ export interface EngineOptions {
   threads: number
   timeoutMs: number
   retrySchedule: number[]
-  /** Requests in flight at once per webhook. */
+  /** Requests in flight at once per webhook, at most: the adaptive window's upper bound. */
   window: number
+  /** The adaptive window's lower bound and where a new actor starts (default 1 and min(8, window)). */
+  windowMin?: number
+  windowInitial?: number
   autoDisableMs: number
   retentionMs: number
   production: boolean
@@ -74,7 +79,7 @@ export interface EngineOptions {
   batchSize?: number
   random?: () => number
   breaker?: Partial<Omit<ActorOptions, 'window' | 'ahead'>>
-  /** Deliveries per webhook handed to its worker thread beyond the window; default 3 windows. */
+  /** Deliveries per webhook handed to its worker thread beyond the window, in windows; default 3. */
   ahead?: number
   /**
    * A first attempt held in memory longer than this (a slow receiver, a full window) has its row stored,
@@ -118,6 +123,10 @@ export class DeliveryEngine implements Component {
   /** Work by delivery id, from the moment it is leased until its outcome is queued for writing. */
   private readonly held = new Map<string, DeliveryWork>()
   private readonly ready = new Set<WebhookActor>()
+  /** Actors with work that may not send before a time (a pushback hold, a rate-limit window). */
+  private readonly later: WakeList
+  /** Rate-limited webhooks' permits, from the store's shared counters. */
+  private readonly pacer: Pacer
   /** Webhooks with more due work in the store than room in their actor: they page it in themselves. */
   private readonly saturated = new Set<string>()
   private readonly refilling = new Set<string>()
@@ -167,13 +176,16 @@ export class DeliveryEngine implements Component {
     this.firstAttemptHoldMs = opts.firstAttemptHoldMs ?? 2_000
     this.batchSize = opts.batchSize ?? 512
     this.policy = { schedule: opts.retrySchedule, ...(opts.random ? { random: opts.random } : {}) }
+    const windowMin = Math.min(opts.window, Math.max(1, opts.windowMin ?? 1))
     this.actorOptions = {
-      window: opts.window,
-      ahead: opts.ahead ?? opts.window * 3,
+      window: { min: windowMin, max: opts.window, initial: Math.max(windowMin, Math.min(opts.window, opts.windowInitial ?? 8)) },
+      ahead: opts.ahead ?? 3,
       mailboxLimit: opts.breaker?.mailboxLimit ?? Math.max(opts.window * 16, 1024),
       failureThreshold: opts.breaker?.failureThreshold ?? 5,
-      cooldownMs: opts.breaker?.cooldownMs ?? 30_000,
+      cooldownMs: opts.breaker?.cooldownMs ?? 1_000,
       maxCooldownMs: opts.breaker?.maxCooldownMs ?? 600_000,
+      downAfterMs: opts.breaker?.downAfterMs ?? 5_000,
+      maxHoldMs: opts.breaker?.maxHoldMs ?? 1_000,
     }
     this.dispatcher = new Dispatcher({
       threads: opts.threads,
@@ -195,12 +207,25 @@ export class DeliveryEngine implements Component {
         this.onResults(ids.map((deliveryId) => ({ deliveryId, outcome: 'retry', error, durationMs: 0 })))
       },
     })
+    const makeReady = (actors: WebhookActor[]) => {
+      if (!this.running) return
+      for (const a of actors) this.ready.add(a)
+      this.schedulePump()
+    }
+    this.later = new WakeList(this.clock, makeReady)
+    this.pacer = new Pacer(this.store, this.clock, (actor, at) => {
+      if (at === null) makeReady([actor])
+      else this.later.add(actor, at)
+    }, (err, actor) => {
+      if (!this.store.health.failed(err)) this.log.error({ err, webhookId: actor.webhookId }, 'asking for rate-limit permits failed')
+    })
     this.metrics = createDeliveryMetrics(opts.registry, {
       stats: () => this.stats(),
       inFlight: () => this.held.size,
       breakers: () => this.breakerCounts(),
       utilization: () => this.dispatcher.utilization(),
       threadIds: () => this.dispatcher.threadIds(),
+      windows: () => [...this.actors.values()].map((a) => a.window.limit),
     })
   }
 
@@ -235,6 +260,7 @@ export class DeliveryEngine implements Component {
     this.unsubscribe?.()
     for (const t of this.timers) clearInterval(t)
     this.timers = []
+    this.later.close()
     const now = this.clock.now()
     for (const actor of this.actors.values()) {
       for (const work of actor.mailbox.splice(0)) this.defer(work, now)
@@ -432,6 +458,8 @@ export class DeliveryEngine implements Component {
       this.held.set(w.id, w)
       this.countUnwritten(w.origin, 1)
       const actor = this.actorFor(w.webhookId)
+      // The latest claim carries the webhook's rate limit as it is now.
+      if (w.rateLimit !== undefined) actor.rateLimit = w.rateLimit
       if (w.origin !== undefined && this.saturated.has(w.webhookId)) {
         // This webhook's backlog waits in the store: a new delivery goes behind it, not ahead.
         this.held.delete(w.id)
@@ -471,9 +499,16 @@ export class DeliveryEngine implements Component {
     for (const actor of [...this.ready]) {
       const budget = this.maxRequests - this.requests
       if (budget <= 0) break
+      if (actor.rateLimit !== null && !actor.isPaused(now) && (now >= actor.permitsUntil || actor.permits <= 0)) {
+        // A rate-limited webhook spends permits from the shared counters; it is made ready again when they come.
+        this.ready.delete(actor)
+        this.pacer.ask(actor, now)
+        continue
+      }
       const taken = actor.take(now, Math.min(budget, actor.mailbox.length))
       this.ready.delete(actor)
       if (actor.mailbox.length > 0 && actor.capacity(now) > 0) this.ready.add(actor)
+      else if (actor.mailbox.length > 0 && now < actor.holdUntil) this.later.add(actor, actor.holdUntil)
       if (taken.length === 0) continue
       this.requests += taken.length
       let batch = batches.get(actor.shard)
@@ -486,7 +521,34 @@ export class DeliveryEngine implements Component {
         }
       }
     }
-    for (const [shard, batch] of batches) if (batch.length > 0) this.dispatcher.sendWork(shard, batch)
+    for (const [shard, batch] of batches) if (batch.length > 0) this.dispatcher.sendWork(shard, batch, this.windowOf)
+  }
+
+  /** Each webhook's adaptive window, as it travels with its batches to the worker threads. */
+  private readonly windowOf = (webhookId: string): number => this.actors.get(webhookId)?.window.limit ?? this.actorOptions.window.initial
+
+  /** A webhook's adaptive delivery state on this node, or null when it holds no work for it (the API shows it). */
+  deliveryState (webhookId: string): { window: number; roundTripMs: number; breaker: BreakerState } | null {
+    const a = this.actors.get(webhookId)
+    return a ? { window: a.window.limit, roundTripMs: Math.round(a.window.roundTrip), breaker: a.state(this.clock.now()) } : null
+  }
+
+  /**
+   * Re-drive: the endpoint answers 2xx again after an outage (or was enabled again): its deliveries that
+   * wait for a later retry become due now. They come in as any due work does, and go out at the window's
+   * pace. Outcomes are written first, so that the retries just decided are among them.
+   */
+  redrive (webhookId: string): void {
+    if (!this.running) return
+    this.flushOutcomes()
+      .then(() => this.store.redriveDeliveries(webhookId, this.clock.now()))
+      .then((n) => {
+        if (n === 0) return
+        this.metrics.redrives.inc(n)
+        this.log.info({ webhookId, deliveries: n }, 'endpoint answers again: its waiting deliveries are due now')
+        this.wake()
+      })
+      .catch((err) => this.log.error({ err, webhookId }, 're-driving waiting deliveries failed'))
   }
 
   private onResults (results: DeliveryResult[]): void {
@@ -498,7 +560,6 @@ export class DeliveryEngine implements Component {
       this.held.delete(r.deliveryId)
       this.requests -= 1
       const actor = this.actorFor(work.webhookId)
-      const attempts = work.attempts + 1
       if (r.outcome !== 'returned') this.metrics.requestDuration.observe(r.durationMs / 1000)
       if (r.outcome === 'returned') {
         // Handed back unattempted by its worker thread (after a failure, a pause, or when stopping): no
@@ -512,37 +573,8 @@ export class DeliveryEngine implements Component {
         } else {
           this.defer(work, actor.isPaused(now) ? actor.pausedUntil : now)
         }
-      } else if (r.outcome === 'delivered') {
-        actor.succeeded()
-        this.queueOutcome({ kind: 'succeeded', ...of(work), at: now, statusCode: r.status ?? 200, durationMs: r.durationMs })
-        this.metrics.latency.observe(Math.max(0, now - work.eventAt) / 1000)
-        this.metrics.attempts.observe(attempts)
-      } else if (r.outcome === 'gone') {
-        const wasPaused = actor.isPaused(now)
-        actor.failed(now)
-        // The receiver is gone and its webhook is being disabled: send it nothing more for a while. What
-        // waits for it goes back to the store, where the disable cancels it (the claim would, too).
-        actor.pause(now + this.actorOptions.cooldownMs)
-        this.queueOutcome({ kind: 'gone', ...of(work), at: now, statusCode: r.status ?? 410, durationMs: r.durationMs })
-        this.metrics.attempts.observe(attempts)
-        this.giveBackWhilePaused(actor, now, wasPaused)
       } else {
-        const wasPaused = actor.isPaused(now)
-        const opened = actor.failed(now)
-        if (r.retryAfterMs !== undefined) actor.pause(now + clampRetryAfter(r.retryAfterMs))
-        if (opened) this.log.warn({ webhookId: work.webhookId, until: new Date(actor.pausedUntil).toISOString() }, 'webhook circuit breaker opened')
-        const next = nextAttemptAt(this.policy, attempts, now, r.retryAfterMs)
-        const common = {
-          ...of(work), at: now, error: r.error ?? 'failed', durationMs: r.durationMs,
-          ...(r.status !== undefined ? { statusCode: r.status } : {}),
-        }
-        if (next === null) {
-          this.queueOutcome({ kind: 'failed', ...common })
-          this.metrics.attempts.observe(attempts)
-        } else {
-          this.queueOutcome({ kind: 'retry', ...common, nextAttemptAt: next })
-        }
-        this.giveBackWhilePaused(actor, now, wasPaused)
+        this.settleAttempt(actor, work, r, now)
       }
       if (actor.mailbox.length > 0) this.ready.add(actor)
       else if (actor.idle(now) && !this.saturated.has(actor.webhookId) && !requeue.has(actor)) this.actors.delete(actor.webhookId)
@@ -557,6 +589,43 @@ export class DeliveryEngine implements Component {
     // Room freed: there may be more waiting in the store.
     if (this.starved && this.held.size < this.maxInFlight / 2 && this.waiting() < this.readAhead / 2) this.wake()
     if (this.idleWaiters.length > 0 && this.inFlightRequests() === 0) for (const resolve of this.idleWaiters.splice(0)) resolve()
+  }
+
+  /** An attempt that was made: what it means (settle.ts), applied to the actor, and its outcome queued. */
+  private settleAttempt (actor: WebhookActor, work: DeliveryWork, r: DeliveryResult, now: number): void {
+    const answer = classify(r, actor.isDown(now))
+    if (answer === 'returned') return
+    if (answer === 'delivered') {
+      if (actor.succeeded(now, r.durationMs)) this.redrive(actor.webhookId)
+      this.queueOutcome(settle(r, work, answer, this.policy, now))
+      this.metrics.latency.observe(Math.max(0, now - work.eventAt) / 1000)
+      this.metrics.attempts.observe(work.attempts + 1)
+    } else if (answer === 'gone') {
+      const wasPaused = actor.isPaused(now)
+      actor.failed(now)
+      // The receiver is gone and its webhook is being disabled: send it nothing more for a while. What
+      // waits for it goes back to the store, where the disable cancels it (the claim would, too).
+      actor.pause(now + this.actorOptions.cooldownMs)
+      this.queueOutcome(settle(r, work, answer, this.policy, now))
+      this.metrics.attempts.observe(work.attempts + 1)
+      this.giveBackWhilePaused(actor, now, wasPaused)
+    } else if (answer === 'pushback') {
+      // Busy, not down: the window shrinks and this delivery waits a moment (or its Retry-After).
+      const wait = actor.pushedBack(now)
+      this.metrics.pushbacks.inc()
+      this.queueOutcome(settle(r, work, answer, this.policy, now, wait))
+    } else {
+      const wasPaused = actor.isPaused(now)
+      if (isOverload(r)) actor.shrink(now)
+      const opened = actor.failed(now)
+      // A Retry-After from an endpoint that is down pauses the whole webhook (from a busy one, only the delivery).
+      if (r.retryAfterMs !== undefined) actor.pause(now + clampRetryAfter(r.retryAfterMs))
+      if (opened) this.log.warn({ webhookId: work.webhookId, until: new Date(actor.pausedUntil).toISOString() }, 'webhook circuit breaker opened')
+      const outcome = settle(r, work, answer, this.policy, now)
+      this.queueOutcome(outcome)
+      if (outcome.kind === 'failed') this.metrics.attempts.observe(work.attempts + 1)
+      this.giveBackWhilePaused(actor, now, wasPaused)
+    }
   }
 
   /**

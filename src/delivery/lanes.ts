@@ -12,6 +12,8 @@ import type { DeliveryResult, DeliveryTask } from './http-sender.js'
 
 interface Lane {
   active: number
+  /** Requests in flight at once for this webhook: the engine's adaptive window, as last given. */
+  window: number
   queue: DeliveryTask[]
   /** Index of the next task to start in `queue` (shifting arrays per task costs more). */
   next: number
@@ -45,12 +47,15 @@ export class Lanes {
     return n
   }
 
-  add (tasks: DeliveryTask[]): void {
+  /** Queues tasks; `windows` gives some webhooks' current window (the engine adapts it), else the default. */
+  add (tasks: DeliveryTask[], windows?: ReadonlyMap<string, number>): void {
     for (const task of tasks) {
       let lane = this.lanes.get(task.webhookId)
-      if (!lane) this.lanes.set(task.webhookId, lane = { active: 0, queue: [], next: 0 })
+      if (!lane) this.lanes.set(task.webhookId, lane = { active: 0, window: this.window, queue: [], next: 0 })
+      const given = windows?.get(task.webhookId)
+      if (given !== undefined && Number.isInteger(given) && given >= 1) lane.window = given
       lane.queue.push(task)
-      if (lane.active < this.window) this.startNext(task.webhookId, lane)
+      while (lane.active < lane.window && lane.next < lane.queue.length) this.startNext(task.webhookId, lane)
     }
   }
 
@@ -96,8 +101,9 @@ export class Lanes {
       this.running -= 1
       this.onResult(result)
       if (result.outcome !== 'delivered') this.giveBack(webhookId, lane)
-      else if (lane.next < lane.queue.length) this.startNext(webhookId, lane)
-      else if (lane.active === 0 && this.lanes.get(webhookId) === lane) this.lanes.delete(webhookId)
+      else if (lane.next < lane.queue.length) {
+        while (lane.active < lane.window && lane.next < lane.queue.length) this.startNext(webhookId, lane)
+      } else if (lane.active === 0 && this.lanes.get(webhookId) === lane) this.lanes.delete(webhookId)
     }
     // The sender settles every task itself; this only keeps a bug there from losing a delivery.
     const failed = (err: unknown) => done({

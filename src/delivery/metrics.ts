@@ -8,6 +8,8 @@ export interface EngineProbe {
   utilization(): number[]
   /** The OS thread id of each delivery thread, where known. */
   threadIds?(): Array<number | undefined>
+  /** The adaptive window of every webhook actor on this node (no webhook ids: the metric has no label per webhook). */
+  windows?(): number[]
 }
 
 export function createDeliveryMetrics (registry: Registry, probe: EngineProbe) {
@@ -88,6 +90,30 @@ export function createDeliveryMetrics (registry: Registry, probe: EngineProbe) {
       collect () {
         probe.utilization().forEach((u, i) => this.set({ worker: String(i) }, u))
       },
+    }),
+    // The windows as a few statistics, never one series per webhook (their number is unbounded).
+    window: new Gauge({
+      name: 'svc_delivery_window',
+      help: 'Adaptive in-flight windows of the webhook actors on this node: smallest, median and largest (stat), and how many actors (stat="actors")',
+      labelNames: ['stat'] as const,
+      registers,
+      collect () {
+        const w = (probe.windows?.() ?? []).sort((a, b) => a - b)
+        this.set({ stat: 'actors' }, w.length)
+        this.set({ stat: 'min' }, w[0] ?? 0)
+        this.set({ stat: 'median' }, w[Math.floor(w.length / 2)] ?? 0)
+        this.set({ stat: 'max' }, w.at(-1) ?? 0)
+      },
+    }),
+    pushbacks: new Counter({
+      name: 'svc_delivery_pushbacks_total',
+      help: 'Attempts the receiver pushed back (429/503 while it still answers): the window shrank and the delivery waited a moment, no retry step',
+      registers,
+    }),
+    redrives: new Counter({
+      name: 'svc_delivery_redriven_total',
+      help: 'Waiting deliveries made due at once because their endpoint answered 2xx again after an outage, or was enabled again',
+      registers,
     }),
     // So that a profiler or the benchmarks can read each delivery thread's CPU in /proc/<pid>/task/<tid>.
     threadId: new Gauge({

@@ -10,6 +10,8 @@ export interface TaskGroup {
   webhookId: string
   url: string
   secrets: string[]
+  /** The webhook's adaptive window now (requests in flight at once); absent: the thread's default. */
+  window?: number
   ids: string[]
   events: string[]
   bodies: string[]
@@ -34,13 +36,14 @@ export function packTasks (tasks: DeliveryTask[]): TaskGroup[] {
  * The same groups straight from the store's work, with no task object per delivery in between (the
  * engine's hot path). Adds each delivery's id to `open` on the way.
  */
-export function packWork (works: DeliveryWork[], open?: Set<string>): TaskGroup[] {
+export function packWork (works: DeliveryWork[], open?: Set<string>, windowOf?: (webhookId: string) => number): TaskGroup[] {
   const groups: TaskGroup[] = []
   let group: TaskGroup | undefined
   for (let i = 0; i < works.length; i++) {
     const w = works[i]!
     if (!group || group.webhookId !== w.webhookId || group.url !== w.url || !sameList(group.secrets, w.secrets)) {
       groups.push(group = { webhookId: w.webhookId, url: w.url, secrets: w.secrets, ids: [], events: [], bodies: [] })
+      if (windowOf) group.window = windowOf(w.webhookId)
     }
     group.ids.push(w.id)
     group.events.push(w.event)
@@ -55,6 +58,13 @@ function sameList (a: string[], b: string[]): boolean {
   if (a.length !== b.length) return false
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
   return true
+}
+
+/** Each group's window, by webhook (the last one given wins). */
+export function windowsOf (groups: TaskGroup[]): Map<string, number> {
+  const windows = new Map<string, number>()
+  for (const g of groups) if (g.window !== undefined) windows.set(g.webhookId, g.window)
+  return windows
 }
 
 export function unpackTasks (groups: TaskGroup[]): DeliveryTask[] {

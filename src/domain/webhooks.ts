@@ -21,6 +21,7 @@ export interface WebhookChanges {
   url?: string | undefined
   events?: EventType[] | undefined
   status?: 'enabled' | 'disabled' | undefined
+  rateLimit?: number | null | undefined
 }
 
 export function createWebhookService ({ store, clock, urlPolicy, resolver }: WebhookServiceOptions) {
@@ -37,7 +38,7 @@ export function createWebhookService ({ store, clock, urlPolicy, resolver }: Web
   }
 
   return {
-    async create (account: AccountRecord, input: { url: string; events: EventType[] }): Promise<WebhookRecord> {
+    async create (account: AccountRecord, input: { url: string; events: EventType[]; rateLimit?: number | null | undefined }): Promise<WebhookRecord> {
       const url = await allowedUrl(input.url)
       const now = iso(clock.now())
       const record: WebhookRecord = {
@@ -49,6 +50,7 @@ export function createWebhookService ({ store, clock, urlPolicy, resolver }: Web
         previousSecret: null,
         previousSecretExpiresAt: null,
         status: 'enabled',
+        rateLimit: input.rateLimit ?? null,
         createdAt: now,
         updatedAt: now,
       }
@@ -71,8 +73,11 @@ export function createWebhookService ({ store, clock, urlPolicy, resolver }: Web
       if (changes.url !== undefined) patch.url = await allowedUrl(changes.url)
       if (changes.events !== undefined) patch.events = [...changes.events]
       if (changes.status !== undefined) patch.status = changes.status
+      if (changes.rateLimit !== undefined) patch.rateLimit = changes.rateLimit
       const updated = await store.updateWebhook(accountId, id, patch, iso(clock.now()))
       if (!updated) throw NotFound('No webhook with this id')
+      // Enabled again by its owner: whatever still waits for it is due now (re-drive), at the adapted pace.
+      if (changes.status === 'enabled') await store.redriveDeliveries(id, clock.now())
       return updated
     },
 

@@ -71,6 +71,13 @@ export interface DeliveryWork {
   payload: string
   /** Attempts made before this one. */
   attempts: number
+  /**
+   * Of those, how many were the receiver pushing back (429/503 while not down): attempts, but not steps of
+   * the retry schedule (see src/delivery/settle.ts). Absent: none.
+   */
+  pushbacks?: number
+  /** The webhook's rateLimit (deliveries per second) at claim time; null or absent for none. */
+  rateLimit?: number | null
   /** When the event happened (ms), for the event→delivery latency. */
   eventAt: number
   /**
@@ -108,8 +115,12 @@ interface OutcomeOf { id: string; webhookId: string; lease: number; origin?: Del
 
 export type DeliveryOutcome =
   | OutcomeOf & { kind: 'succeeded'; at: number; statusCode: number; durationMs: number }
-  /** An attempt failed and another is scheduled at `nextAttemptAt` (ms). */
-  | OutcomeOf & { kind: 'retry'; at: number; nextAttemptAt: number; statusCode?: number; error: string; durationMs: number }
+  /**
+   * An attempt failed and another is scheduled at `nextAttemptAt` (ms). `pushback`: the receiver pushed
+   * back (429/503 while it still answers): counted in `attempts` and in `pushbacks`, which the retry
+   * schedule subtracts.
+   */
+  | OutcomeOf & { kind: 'retry'; at: number; nextAttemptAt: number; statusCode?: number; error: string; durationMs: number; pushback?: true }
   /** The last attempt failed: no more automatic attempts. */
   | OutcomeOf & { kind: 'failed'; at: number; statusCode?: number; error: string; durationMs: number }
   /** The receiver answered 410 Gone: the delivery fails and its webhook is disabled. */
@@ -244,6 +255,12 @@ export interface DeliveryStore {
    * pending and due now; returns how many. Called repeatedly until it returns less than `limit`.
    */
   requeueFailed(accountId: string, webhookId: string, window: { since: number; until: number }, now: number, limit: number): Promise<number>
+  /**
+   * Re-drive: makes every live delivery of `webhookId` that waits for a later time (a retry, a deferral)
+   * and is not leased due at `now`; returns how many. Called when its endpoint answers 2xx again after an
+   * outage, and when it is enabled again. Failed deliveries stay failed (requeueFailed brings them back).
+   */
+  redriveDeliveries(webhookId: string, now: number): Promise<number>
   countFailed(accountId: string, webhookId: string, window: { since: number; until: number }): Promise<number>
   /** Stores a test event for one webhook (never routed to others) and its delivery, due now. */
   insertTestDelivery(event: EventRecord, webhookId: string, deliveryId: string, now: number): Promise<DeliveryRecord>

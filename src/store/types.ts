@@ -55,6 +55,8 @@ export interface WebhookRecord {
   previousSecret: string | null
   previousSecretExpiresAt: string | null
   status: WebhookStatus
+  /** Deliveries per second at most, held by every node together; null (or absent) for none. */
+  rateLimit?: number | null
   createdAt: string
   updatedAt: string
 }
@@ -63,6 +65,7 @@ export interface WebhookPatch {
   url?: string
   events?: EventType[]
   status?: WebhookStatus
+  rateLimit?: number | null
   secret?: string
   previousSecret?: string | null
   previousSecretExpiresAt?: string | null

@@ -111,6 +111,7 @@ export function deliveryContract (name: string, make: MakeStore): void {
         previousSecret: null,
         previousSecretExpiresAt: null,
         status: 'enabled',
+        rateLimit: null,
         createdAt: iso(T),
         updatedAt: iso(T),
         ...overrides,
@@ -181,7 +182,7 @@ export function deliveryContract (name: string, make: MakeStore): void {
         assert.ok(w && Number.isInteger(w.lease), 'work carries its lease token')
         assert.deepEqual(w, {
           id: deliveryId(e!.id, hook.id), webhookId: hook.id, url: hook.url, secrets: [hook.secret], event: 'email.sent',
-          payload: e!.payload, attempts: 0, eventAt: T, lease: w.lease,
+          payload: e!.payload, attempts: 0, pushbacks: 0, rateLimit: null, eventAt: T, lease: w.lease,
         } satisfies DeliveryWork)
         assert.deepEqual(await find(hook, e!), {
           id: deliveryId(e!.id, hook.id), webhookId: hook.id, eventId: e!.id, event: 'email.sent', emailId: e!.emailId,
@@ -573,6 +574,52 @@ export function deliveryContract (name: string, make: MakeStore): void {
       assert.equal(d2.nextAttemptAt, iso(T + 9000))
     })
 
+    test('a pushback retry counts as an attempt and as a pushback; claimed work carries both, and the webhook\'s rateLimit', async () => {
+      const a = await newAccount()
+      const hook = await newHook(a, { rateLimit: 50 })
+      const [e] = await addEvents(a, [T])
+      const [w] = (await store.routeEvents(lease(T))).work
+      assert.equal(w!.rateLimit, 50)
+      await store.recordOutcomes([{ ...retry(w!, T + 100, T + 200, 429), pushback: true } as DeliveryOutcome], { now: T + 110, ...HEALTHY })
+      const d = await find(hook, e!)
+      assert.equal(d.status, 'retrying')
+      assert.equal(d.attempts, 1)
+      assert.equal(d.lastStatusCode, 429)
+      const [again] = await store.claimDeliveries(lease(T + 200))
+      assert.equal(again!.attempts, 1)
+      assert.equal(again!.pushbacks, 1)
+      assert.equal(again!.rateLimit, 50)
+      await store.recordOutcomes([retry(again!, T + 300, T + 5000, 500)], { now: T + 300, ...HEALTHY })
+      const [third] = await store.claimDeliveries(lease(T + 5000))
+      assert.equal(third!.attempts, 2)
+      assert.equal(third!.pushbacks, 1, 'a plain failure is no pushback')
+    })
+
+    test('redriveDeliveries: the webhook\'s live deliveries waiting for later are due now; leased, parked, final and other webhooks\' are not touched', async () => {
+      const a = await newAccount()
+      const hook = await newHook(a)
+      const other = await newHook(a)
+      await addEvents(a, [T, T + 1, T + 2, T + 3, T + 4])
+      const work = (await store.routeEvents(lease(T))).work
+      const mine = work.filter((w) => w.webhookId === hook.id)
+      const theirs = work.filter((w) => w.webhookId === other.id)
+      const [retrying, deferredOne, failedOne, leased, parkedOne] = mine
+      await store.recordOutcomes([
+        retry(retrying!, T + 10, T + 3_600_000, 503),
+        deferred(deferredOne!, T + 600_000),
+        failed(failedOne!, T + 10),
+        parked(parkedOne!, 'node-a', T + 30 * SECOND),
+        ...theirs.map((w) => retry(w, T + 10, T + 3_600_000, 503)),
+      ], { now: T + 10, ...HEALTHY })
+      assert.equal(await store.redriveDeliveries(hook.id, T + 20), 2)
+      const due = await store.claimDeliveries(lease(T + 20, { owner: 'node-b' }))
+      assert.deepEqual(sortedIds(due), [retrying!.id, deferredOne!.id].sort(), 'only the waiting ones of that webhook, due now')
+      assert.equal((await store.findDelivery(a.id, hook.id, failedOne!.id))!.status, 'failed', 'failed stays failed (recover brings it back)')
+      assert.equal((await store.findDelivery(a.id, hook.id, leased!.id))!.nextAttemptAt, null, 'the leased one is still in flight')
+      assert.deepEqual(await store.unparkDeliveries({ owner: 'node-a', webhookId: hook.id, now: T + 20, leaseUntil: T + 60 * SECOND, limit: 10 }).then(ids), [parkedOne!.id])
+      assert.equal(await store.redriveDeliveries(hook.id, T + 30), 0, 'nothing left waiting')
+    })
+
     test('a failed outcome: status failed, attempts + 1, no next attempt, the webhook stays enabled', async () => {
       const a = await newAccount()
       const hook = await newHook(a)
@@ -889,7 +936,7 @@ export function deliveryContract (name: string, make: MakeStore): void {
       assert.deepEqual(await store.claimDeliveries(lease(T + 9)), [])
       const claimed = await store.claimDeliveries(lease(T + 10))
       assert.deepEqual(claimed.map(untokened), [{
-        id, webhookId: target.id, url: target.url, secrets: [target.secret], event: 'email.sent', payload: e.payload, attempts: 0, eventAt: T,
+        id, webhookId: target.id, url: target.url, secrets: [target.secret], event: 'email.sent', payload: e.payload, attempts: 0, pushbacks: 0, rateLimit: null, eventAt: T,
       } satisfies Omit<DeliveryWork, 'lease'>])
       assert.deepEqual(await allDeliveries(bystander), [])
     })

@@ -68,6 +68,7 @@ function makeWebhook (accountId: string, overrides: Partial<WebhookRecord> = {})
     previousSecret: null,
     previousSecretExpiresAt: null,
     status: 'enabled',
+    rateLimit: null,
     createdAt: now,
     updatedAt: now,
     ...overrides,

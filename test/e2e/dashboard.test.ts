@@ -19,7 +19,7 @@ test('the dashboard, end to end in chromium: sign up, keys, webhook, send, timel
   let failing = true
   const receiver = await startReceiver(t, {
     '/hook': (_req, _n, res) => {
-      res.statusCode = failing ? 503 : 200
+      res.statusCode = failing ? 500 : 200
       res.end(failing ? 'down for maintenance' : 'ok')
     },
   })
@@ -125,7 +125,7 @@ test('the dashboard, end to end in chromium: sign up, keys, webhook, send, timel
   assert.equal(sent.status, 202)
   const emailId: string = sent.body.data.id
 
-  // The deliveries fail (503), are retried once, and end failed.
+  // The deliveries fail (500: a 503 would be a pushback, no retry step), are retried once, and end failed.
   const hook = (await api.get('/api/webhooks')).body.data[0]
   await waitFor('a failed delivery', async () => {
     const res = await api.get(`/api/webhooks/${hook.id}/deliveries?status=failed`)
@@ -134,10 +134,10 @@ test('the dashboard, end to end in chromium: sign up, keys, webhook, send, timel
   await page.getByRole('button', { name: 'Refresh' }).click()
   const failedRow = page.locator('tr[data-status="failed"]', { hasText: 'sent' }).first()
   await failedRow.waitFor()
-  assert.equal(await failedRow.locator('td[data-label="Answer"]').innerText(), '503')
+  assert.equal(await failedRow.locator('td[data-label="Answer"]').innerText(), '500')
   assert.equal(await failedRow.locator('td[data-label="Attempts"]').innerText(), '2')
   assert.match(await failedRow.locator('td[data-label="Duration"]').innerText(), /^\d+ ms$/)
-  assert.match(await failedRow.locator('td[data-label="Error"]').innerText(), /503/)
+  assert.match(await failedRow.locator('td[data-label="Error"]').innerText(), /500/)
 
   // The log filtered by status.
   await page.getByLabel('Status', { exact: true }).selectOption('succeeded')

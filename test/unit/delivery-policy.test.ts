@@ -34,15 +34,17 @@ function work (n: number): DeliveryWork[] {
   }))
 }
 
-const OPTS = { window: 3, ahead: 0, mailboxLimit: 10, failureThreshold: 2, cooldownMs: 1000, maxCooldownMs: 4000 }
+const OPTS = {
+  window: { min: 1, max: 3, initial: 3 }, ahead: 0, mailboxLimit: 10, failureThreshold: 2, cooldownMs: 1000, maxCooldownMs: 4000, downAfterMs: 500, maxHoldMs: 1000,
+}
 
 describe('webhook actor', () => {
-  test('hands over its window and what may wait ahead of it, no more', () => {
-    const actor = new WebhookActor('wh_1', 0, { ...OPTS, ahead: 2 })
+  test('hands over its window and what may wait ahead of it (in windows), no more', () => {
+    const actor = new WebhookActor('wh_1', 0, { ...OPTS, ahead: 1 })
     actor.mailbox.push(...work(7))
-    assert.equal(actor.take(0, 10).length, 5, 'three in flight, two queued in the worker thread')
+    assert.equal(actor.take(0, 10).length, 6, 'three in flight, three queued in the worker thread')
     assert.equal(actor.take(0, 10).length, 0)
-    actor.succeeded()
+    actor.succeeded(0, 5)
     assert.equal(actor.take(0, 10).length, 1)
   })
 
@@ -55,10 +57,10 @@ describe('webhook actor', () => {
     actor.returned()
     assert.equal(actor.inFlight, 0)
     assert.equal(actor.failures, 1, 'the streak is unchanged')
-    assert.equal(actor.failed(0), true, 'one more failure still opens the breaker')
-    assert.equal(actor.take(1000, 10).length, 1, 'half-open: one probe')
+    assert.equal(actor.failed(600), true, 'one more failure still opens the breaker')
+    assert.equal(actor.take(1600, 10).length, 1, 'half-open: one probe')
     actor.returned()
-    assert.equal(actor.take(1000, 10).length, 1, 'a probe handed back unattempted is sent again')
+    assert.equal(actor.take(1600, 10).length, 1, 'a probe handed back unattempted is sent again')
   })
 
   test('never has more than its window in flight', () => {
@@ -66,44 +68,93 @@ describe('webhook actor', () => {
     actor.mailbox.push(...work(5))
     assert.equal(actor.take(0, 10).length, 3)
     assert.equal(actor.take(0, 10).length, 0)
-    actor.succeeded()
+    actor.succeeded(0, 5)
     assert.equal(actor.take(0, 10).length, 1)
   })
 
-  test('opens after consecutive failures, probes once when the cooldown ends, closes on success', () => {
+  test('a down endpoint opens the breaker; the probe comes after a quarter of the outage, within bounds; a 2xx closes it and asks for a re-drive', () => {
     const actor = new WebhookActor('wh_1', 0, OPTS)
     actor.mailbox.push(...work(8))
-    actor.take(0, 2)
+    actor.take(0, 3)
     assert.equal(actor.failed(0), false)
-    assert.equal(actor.failed(0), true, 'the second consecutive failure opens the breaker')
-    assert.equal(actor.state(500), 'open')
-    assert.equal(actor.take(500, 10).length, 0, 'nothing is sent while open')
-    assert.equal(actor.state(1000), 'half_open')
-    assert.equal(actor.take(1000, 10).length, 1, 'one probe')
-    assert.equal(actor.take(1000, 10).length, 0)
-    assert.equal(actor.failed(1000), true, 'a failed probe reopens')
-    assert.equal(actor.pausedUntil, 3000, 'for twice as long')
-    assert.equal(actor.take(3000, 10).length, 1)
-    actor.succeeded()
-    assert.equal(actor.state(3000), 'closed')
-    assert.equal(actor.take(3000, 10).length, 3, 'the full window again')
+    assert.equal(actor.failed(100), false, 'two failures within downAfterMs: not down yet')
+    assert.equal(actor.failed(600), true, 'failing for downAfterMs: the breaker opens')
+    assert.equal(actor.pausedUntil, 1600, 'for cooldownMs at least')
+    assert.equal(actor.state(1000), 'open')
+    assert.equal(actor.take(1000, 10).length, 0, 'nothing is sent while open')
+    assert.equal(actor.state(1600), 'half_open')
+    assert.equal(actor.take(1600, 10).length, 1, 'one probe')
+    assert.equal(actor.take(1600, 10).length, 0)
+    assert.equal(actor.failed(12_000), true, 'a failed probe reopens')
+    assert.equal(actor.pausedUntil, 12_000 + 3000, 'for a quarter of the 12 s outage')
+    assert.equal(actor.take(15_000, 10).length, 1)
+    assert.equal(actor.failed(40_000), true)
+    assert.equal(actor.pausedUntil, 40_000 + 4000, 'never longer than maxCooldownMs')
+    assert.equal(actor.take(44_000, 10).length, 1)
+    assert.equal(actor.succeeded(44_000, 5), true, 'the 2xx after an outage asks for a re-drive')
+    assert.equal(actor.state(44_000), 'closed')
+    assert.ok(actor.take(44_000, 10).length >= 1, 'sending again')
   })
 
-  test('a success between failures resets the streak', () => {
+  test('a flaky endpoint (failures between successes) never opens the breaker, however many failures in all', () => {
+    const actor = new WebhookActor('wh_1', 0, OPTS)
+    for (let t = 0; t < 10_000; t += 10) {
+      actor.mailbox.push(...work(2))
+      actor.take(t, 2)
+      assert.equal(actor.failed(t), false)
+      assert.equal(actor.succeeded(t, 5), false, 'one failure between successes is no outage')
+    }
+    assert.equal(actor.state(10_000), 'closed')
+  })
+
+  test('many failures in a row open it without waiting for downAfterMs (a dead endpoint fails fast)', () => {
+    const actor = new WebhookActor('wh_1', 0, { ...OPTS, window: { min: 1, max: 10, initial: 10 } })
+    actor.mailbox.push(...work(10))
+    actor.take(0, 10)
+    const opened = Array.from({ length: 8 }, () => actor.failed(1))
+    assert.deepEqual(opened.map((o, i) => o ? i + 1 : 0).filter((n) => n > 0), [8], 'at failureThreshold × 4 in a row')
+  })
+
+  test('pushbacks shrink the window, hold new requests from the second in a row, and are not failures', () => {
+    const actor = new WebhookActor('wh_1', 0, { ...OPTS, window: { min: 1, max: 16, initial: 16 } })
+    actor.mailbox.push(...work(40))
+    assert.equal(actor.take(0, 40).length, 16)
+    assert.equal(actor.pushedBack(0), 10, 'the first waits the shortest moment')
+    assert.equal(actor.window.limit, 8, 'halved')
+    assert.equal(actor.holdUntil, 0, 'no hold after one pushback')
+    actor.pushedBack(5)
+    assert.equal(actor.window.limit, 4, 'halved again a round trip later')
+    assert.equal(actor.holdUntil, 15, 'the second in a row holds new requests 10 ms')
+    assert.equal(actor.capacity(10), 0)
+    assert.equal(actor.failures, 0, 'no failure counted')
+    assert.equal(actor.state(10), 'closed')
+    for (let i = 0; i < 14; i++) actor.succeeded(20, 5)
+    assert.equal(actor.holdUntil, 0, 'a 2xx ends the hold')
+    assert.equal(actor.pushbacks, 0)
+  })
+
+  test('an endpoint with no 2xx for downAfterMs is down: its 429/503 are failures from then on', () => {
     const actor = new WebhookActor('wh_1', 0, OPTS)
     actor.mailbox.push(...work(3))
     actor.take(0, 3)
-    actor.failed(0)
-    actor.succeeded()
-    assert.equal(actor.failed(0), false)
+    actor.pushedBack(0)
+    assert.equal(actor.isDown(499), false)
+    assert.equal(actor.isDown(500), true)
+    actor.succeeded(600, 5)
+    assert.equal(actor.isDown(600), false, 'a 2xx ends the trouble')
   })
 
-  test('a receiver\'s pause holds everything until it ends', () => {
+  test('a rate-limited actor sends only the permits it holds, within their window', () => {
     const actor = new WebhookActor('wh_1', 0, OPTS)
-    actor.mailbox.push(...work(2))
-    actor.pause(5000)
-    assert.equal(actor.take(4999, 10).length, 0)
-    assert.equal(actor.take(5000, 10).length, 2)
+    actor.rateLimit = 50
+    actor.mailbox.push(...work(5))
+    assert.equal(actor.take(0, 10).length, 0, 'no permits: nothing')
+    actor.permits = 2
+    actor.permitsUntil = 60
+    assert.equal(actor.take(10, 10).length, 2)
+    assert.equal(actor.take(10, 10).length, 0, 'spent')
+    actor.permits = 2
+    assert.equal(actor.take(60, 10).length, 0, 'permits of a window that ended are void')
   })
 })
 

@@ -21,6 +21,11 @@ export interface Services {
   domains: DomainService
   /** Mail received at domains with receiving on (kept by the inbound listener, read by /api/received). */
   received: ReceivedService
+  /**
+   * The adaptive delivery state of a webhook on this process (its window, round trip and breaker), or null
+   * when this process holds no delivery work for it (or runs no delivery engine). Set by the service.
+   */
+  deliveryState: (webhookId: string) => { window: number; roundTripMs: number; breaker: 'closed' | 'open' | 'half_open' } | null
   /** Named readiness checks of the background workers: null when fine, else what is wrong. */
   readiness: Map<string, () => string | null>
 }

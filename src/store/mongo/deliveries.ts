@@ -77,6 +77,8 @@ export interface DeliveryDoc {
   eventAt: number
   status: string
   attempts: number
+  /** Of the attempts, those the receiver pushed back (see DeliveryWork.pushbacks); absent means 0. */
+  pushbacks?: number
   /** Present exactly while live: when due; while leased, the lease's expiry. */
   nextAttemptAt?: number
   /** Present only while leased. */
@@ -154,13 +156,13 @@ async function upsertedIndexes (run: () => Promise<{ upsertedIds: Record<number,
   }
 }
 
-const CLAIM_PROJECTION = { _id: 1, webhookId: 1, eventId: 1, eventType: 1, attempts: 1, eventAt: 1, nextAttemptAt: 1, lease: 1 } as const
+const CLAIM_PROJECTION = { _id: 1, webhookId: 1, eventId: 1, eventType: 1, attempts: 1, pushbacks: 1, eventAt: 1, nextAttemptAt: 1, lease: 1 } as const
 /** Rounds of read-and-lease one claim makes at most when other nodes win part of what it read. */
 const CLAIM_ROUNDS = 3
 /** Ids per renewal update. */
 const RENEW_CHUNK = 5000
 
-type ClaimDoc = Pick<DeliveryDoc, '_id' | 'webhookId' | 'eventId' | 'eventType' | 'attempts' | 'eventAt' | 'nextAttemptAt' | 'lease'>
+type ClaimDoc = Pick<DeliveryDoc, '_id' | 'webhookId' | 'eventId' | 'eventType' | 'attempts' | 'pushbacks' | 'eventAt' | 'nextAttemptAt' | 'lease'>
 
 /** A stored token: absent is 0. */
 function tokenOf (d: { lease?: number | null }): number {
@@ -182,7 +184,7 @@ const CANCELLED = { $eq: ['$status', 'cancelled'] }
 const NEXT_TOKEN = { $add: [{ $ifNull: ['$lease', 0] }, 1] }
 /** `value`, or the field removed when the delivery was cancelled meanwhile. */
 const unlessCancelled = (value: unknown): Document => ({ $cond: [CANCELLED, '$$REMOVE', value] })
-const HOOK_PROJECTION = { _id: 1, url: 1, secret: 1, previousSecret: 1, previousSecretExpiresAt: 1, status: 1, deletedAt: 1, events: 1, accountId: 1 } as const
+const HOOK_PROJECTION = { _id: 1, url: 1, secret: 1, previousSecret: 1, previousSecretExpiresAt: 1, status: 1, deletedAt: 1, events: 1, accountId: 1, rateLimit: 1 } as const
 
 export abstract class MongoDeliveries implements DeliveryStore {
   readonly deliveries: Collection<DeliveryDoc>
@@ -291,7 +293,8 @@ export abstract class MongoDeliveries implements DeliveryStore {
           },
         })
         planned.push(parked ? null : {
-          id, webhookId: h._id, url: h.url, secrets: liveSecrets(h, now), event: e.type as EventType, payload: e.payload, attempts: 0, eventAt, lease: 1,
+          id, webhookId: h._id, url: h.url, secrets: liveSecrets(h, now), event: e.type as EventType, payload: e.payload, attempts: 0, pushbacks: 0, eventAt, lease: 1,
+          rateLimit: h.rateLimit ?? null,
         })
       }
     }
@@ -372,7 +375,7 @@ export abstract class MongoDeliveries implements DeliveryStore {
         ops.push({ updateOne: { filter: read, update: { $set: { leaseOwner: owner, nextAttemptAt: leaseUntil }, $inc: { lease: 1 }, $unset: { parked: '' } } } })
         candidates.push({
           id: d._id, webhookId: d.webhookId, url: hook.url, secrets: liveSecrets(hook, now), event: d.eventType as EventType,
-          payload, attempts: d.attempts, eventAt: d.eventAt, lease: tokenOf(d) + 1,
+          payload, attempts: d.attempts, pushbacks: d.pushbacks ?? 0, eventAt: d.eventAt, lease: tokenOf(d) + 1, rateLimit: hook.rateLimit ?? null,
         })
       }
       const wanted = req.limit - won.length
@@ -440,7 +443,12 @@ export abstract class MongoDeliveries implements DeliveryStore {
           break
         case 'retry':
           update = [
-            { $set: { status: { $cond: [CANCELLED, 'cancelled', 'retrying'] }, nextAttemptAt: unlessCancelled(lit(Number(o.nextAttemptAt))), ...attempt(o.at, code(o.statusCode), String(o.error), o.durationMs) } },
+            {
+              $set: {
+                status: { $cond: [CANCELLED, 'cancelled', 'retrying'] }, nextAttemptAt: unlessCancelled(lit(Number(o.nextAttemptAt))), ...attempt(o.at, code(o.statusCode), String(o.error), o.durationMs),
+                ...(o.pushback === true ? { pushbacks: { $add: [{ $ifNull: ['$pushbacks', 0] }, 1] } } : {}),
+              },
+            },
             { $unset: ['leaseOwner', 'parked'] },
           ]
           break
@@ -561,6 +569,16 @@ export abstract class MongoDeliveries implements DeliveryStore {
     if (r.modifiedCount > 0) this.hintWork()
     const doc = await this.deliveries.findOne(filter)
     return doc ? toRecord(doc) : null
+  }
+
+  async redriveDeliveries (webhookId: string, now: number): Promise<number> {
+    const at = Number(now)
+    // Waiting for a later time and not leased (leased and parked deliveries carry a leaseOwner).
+    const r = await this.deliveries.updateMany(
+      { webhookId: String(webhookId), status: { $in: LIVE }, nextAttemptAt: { $gt: at }, leaseOwner: { $exists: false } },
+      { $set: { nextAttemptAt: at } })
+    if (r.modifiedCount > 0) this.hintWork()
+    return r.modifiedCount
   }
 
   async requeueFailed (accountId: string, webhookId: string, w: { since: number; until: number }, now: number, limit: number): Promise<number> {

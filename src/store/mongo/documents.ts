@@ -58,6 +58,8 @@ export interface WebhookDoc {
   previousSecret: string | null
   previousSecretExpiresAt: string | null
   status: string
+  /** Deliveries per second at most (rateLimit); absent or null: none. */
+  rateLimit?: number | null
   createdAt: string
   updatedAt: string
   /** Set by deleteWebhook; a webhook with deletedAt is invisible to every Store method. */
@@ -151,6 +153,7 @@ export function webhookDoc (w: WebhookRecord): WebhookDoc {
     previousSecret: nullableString(w.previousSecret),
     previousSecretExpiresAt: nullableString(w.previousSecretExpiresAt),
     status: String(w.status),
+    rateLimit: w.rateLimit === null || w.rateLimit === undefined ? null : Number(w.rateLimit),
     createdAt: String(w.createdAt),
     updatedAt: String(w.updatedAt),
     deletedAt: null,
@@ -167,6 +170,7 @@ export function toWebhook (d: WebhookDoc): WebhookRecord {
     previousSecret: d.previousSecret ?? null,
     previousSecretExpiresAt: d.previousSecretExpiresAt ?? null,
     status: d.status as WebhookStatus,
+    rateLimit: typeof d.rateLimit === 'number' ? d.rateLimit : null,
     createdAt: d.createdAt,
     updatedAt: d.updatedAt,
   }

@@ -385,6 +385,7 @@ export class MongoStore extends MongoDeliveries implements Store {
     if (patch.url !== undefined) set.url = String(patch.url)
     if (patch.events !== undefined) set.events = Array.from(patch.events, String)
     if (patch.status !== undefined) set.status = String(patch.status)
+    if (patch.rateLimit !== undefined) set.rateLimit = patch.rateLimit === null ? null : Number(patch.rateLimit)
     if (patch.secret !== undefined) set.secret = String(patch.secret)
     if (patch.previousSecret !== undefined) set.previousSecret = nullableString(patch.previousSecret)
     if (patch.previousSecretExpiresAt !== undefined) set.previousSecretExpiresAt = nullableString(patch.previousSecretExpiresAt)

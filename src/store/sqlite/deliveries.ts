@@ -68,8 +68,8 @@ export abstract class SqliteDeliveries implements DeliveryStore {
       for (const listener of this.listeners) listener()
     }
     const p = (sql: string) => db.prepare(sql)
-    const claimColumns = `d.id, d.webhook_id, d.event_type, d.attempts, d.event_at, d.lease, e.payload, w.url, w.secret,
-      w.previous_secret, w.previous_secret_expires_at, w.status AS webhook_status, w.deleted_at`
+    const claimColumns = `d.id, d.webhook_id, d.event_type, d.attempts, d.pushbacks, d.event_at, d.lease, e.payload, w.url, w.secret,
+      w.previous_secret, w.previous_secret_expires_at, w.status AS webhook_status, w.deleted_at, w.rate_limit`
     // Events up to here are routed (see migration 5).
     const CURSOR = '(SELECT routed_through FROM routing WHERE id = 1)'
     const claimFrom = `FROM deliveries d JOIN events e ON e.seq = d.event_seq JOIN webhooks w ON w.id = d.webhook_id`
@@ -87,15 +87,15 @@ export abstract class SqliteDeliveries implements DeliveryStore {
       stored: p('SELECT 1 FROM deliveries WHERE id = ?'),
       // A first attempt's row, made with its outcome (written once).
       insertWritten: p(`INSERT OR IGNORE INTO deliveries (id, account_id, webhook_id, event_seq, event_id, event_type, email_id, event_at,
-                          status, attempts, next_attempt_at, lease_owner, parked, lease, last_attempt_at, last_status_code, last_error,
+                          status, attempts, pushbacks, next_attempt_at, lease_owner, parked, lease, last_attempt_at, last_status_code, last_error,
                           last_duration_ms, created_at, updated_at)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)`),
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)`),
       unrouted: p(`SELECT seq, id, account_id, email_id, type, occurred_at, payload FROM events
                    WHERE seq > ${CURSOR} AND routed = 0 ORDER BY seq LIMIT ?`),
       anyUnrouted: p(`SELECT 1 FROM events WHERE seq > ${CURSOR} AND routed = 0 LIMIT 1`),
       anyDue: p(`SELECT 1 FROM deliveries WHERE ${LIVE} AND next_attempt_at <= ? LIMIT 1`),
       markRouted: p('UPDATE routing SET routed_through = max(routed_through, ?) WHERE id = 1'),
-      enabledHooks: p(`SELECT id, url, events, secret, previous_secret, previous_secret_expires_at FROM webhooks
+      enabledHooks: p(`SELECT id, url, events, secret, previous_secret, previous_secret_expires_at, rate_limit FROM webhooks
                        WHERE account_id = ? AND status = 'enabled' AND deleted_at IS NULL`),
       insert: p(`INSERT OR IGNORE INTO deliveries (id, account_id, webhook_id, event_seq, event_id, event_type, email_id, event_at,
                    status, attempts, next_attempt_at, lease_owner, parked, lease, created_at, updated_at)
@@ -126,7 +126,7 @@ export abstract class SqliteDeliveries implements DeliveryStore {
       succeeded: p(`UPDATE deliveries SET status = 'succeeded', attempts = attempts + 1, next_attempt_at = NULL, lease_owner = NULL, parked = 0,
                       lease = lease + 1, last_attempt_at = ?, last_status_code = ?, last_error = NULL, last_duration_ms = ?, updated_at = ?
                     WHERE ${HELD}`),
-      retry: p(`UPDATE deliveries SET status = ${UNLESS_CANCELLED(`'retrying'`)}, attempts = attempts + 1,
+      retry: p(`UPDATE deliveries SET status = ${UNLESS_CANCELLED(`'retrying'`)}, attempts = attempts + 1, pushbacks = pushbacks + ?,
                   next_attempt_at = CASE WHEN status = 'cancelled' THEN NULL ELSE ? END, lease_owner = NULL, parked = 0, lease = lease + 1,
                   last_attempt_at = ?, last_status_code = ?, last_error = ?, last_duration_ms = ?, updated_at = ?
                 WHERE ${HELD}`),
@@ -137,6 +137,8 @@ export abstract class SqliteDeliveries implements DeliveryStore {
       deferred: p(`UPDATE deliveries SET lease_owner = NULL, parked = 0, lease = lease + 1,
                      next_attempt_at = CASE WHEN status = 'cancelled' THEN NULL ELSE ? END
                    WHERE ${HELD}`),
+      // Re-drive (see redriveDeliveries): what waits for a later time is due now; leased and parked work is not touched.
+      redrive: p(`UPDATE deliveries SET next_attempt_at = ? WHERE webhook_id = ? AND ${LIVE} AND next_attempt_at > ? AND lease_owner IS NULL`),
       hookHealth: p('SELECT status, deleted_at, failing_since FROM webhooks WHERE id = ?'),
       hookFailing: p('UPDATE webhooks SET failing_since = ? WHERE id = ?'),
       hookSuccess: p('UPDATE webhooks SET last_success_at = max(coalesce(last_success_at, 0), ?) WHERE id = ?'),
@@ -198,7 +200,7 @@ export abstract class SqliteDeliveries implements DeliveryStore {
           const parked = saturated.has(h.id)
           const made = this.d.insert.run(id, e.account_id, h.id, e.seq, e.id, e.type, e.email_id, eventAt, req.leaseUntil, req.owner, parked ? 1 : 0, 1, req.now, req.now)
           if (parked || made.changes === 0) continue
-          work.push({ id, webhookId: h.id, url: h.url, secrets: h.secrets, event: e.type, payload: e.payload, attempts: 0, eventAt, lease: 1 })
+          work.push({ id, webhookId: h.id, url: h.url, secrets: h.secrets, event: e.type, payload: e.payload, attempts: 0, pushbacks: 0, eventAt, lease: 1, rateLimit: h.rate_limit ?? null })
         }
       }
       this.d.markRouted.run(events.at(-1)!.seq)
@@ -258,7 +260,7 @@ export abstract class SqliteDeliveries implements DeliveryStore {
         const id = deliveryId(e.id, h.id)
         if (e.seq <= pos.recheckThrough && this.d.stored.get(id) !== undefined) continue
         origin ??= { seq: e.seq, accountId: e.account_id, eventId: e.id, eventType: e.type, emailId: e.email_id, eventAt, router: pos.token, createdAt: req.now }
-        work.push({ id, webhookId: h.id, url: h.url, secrets: h.secrets, event: e.type, payload: e.payload, attempts: 0, eventAt, lease: 0, origin })
+        work.push({ id, webhookId: h.id, url: h.url, secrets: h.secrets, event: e.type, payload: e.payload, attempts: 0, pushbacks: 0, eventAt, lease: 0, origin, rateLimit: h.rate_limit ?? null })
       }
     }
     return { events: events.length, work, routing: { ...pos, through: events.at(-1)!.seq } }
@@ -272,6 +274,7 @@ export abstract class SqliteDeliveries implements DeliveryStore {
   private writeFirst (o: DeliveryOutcome, origin: DeliveryOrigin, cancelled: CancelReason | null, now: number): number {
     let status: DeliveryStatus
     let attempts = 1
+    let pushbacks = 0
     let next: number | null = null
     let owner: string | null = null
     let parked = 0
@@ -285,6 +288,7 @@ export abstract class SqliteDeliveries implements DeliveryStore {
         break
       case 'retry':
         status = cancelled ? 'cancelled' : 'retrying'; next = cancelled ? null : o.nextAttemptAt
+        pushbacks = o.pushback ? 1 : 0
         at = o.at; code = o.statusCode ?? null; error = o.error; duration = o.durationMs
         break
       case 'failed':
@@ -306,7 +310,7 @@ export abstract class SqliteDeliveries implements DeliveryStore {
         break
     }
     return this.d.insertWritten.run(o.id, origin.accountId, o.webhookId, origin.seq, origin.eventId, origin.eventType, origin.emailId, origin.eventAt,
-      status, attempts, next, owner, parked, at, code, error, duration, origin.createdAt, now).changes
+      status, attempts, pushbacks, next, owner, parked, at, code, error, duration, origin.createdAt, now).changes
   }
 
   claimDeliveries (req: LeaseRequest & { webhookId?: string }): Promise<DeliveryWork[]> {
@@ -335,7 +339,7 @@ export abstract class SqliteDeliveries implements DeliveryStore {
       const { lease } = this.d.lease.get(req.owner, req.leaseUntil, r.id) as Row
       work.push({
         id: r.id, webhookId: r.webhook_id, url: r.url, secrets: liveSecrets(r, req.now), event: r.event_type,
-        payload: r.payload, attempts: r.attempts, eventAt: r.event_at, lease,
+        payload: r.payload, attempts: r.attempts, pushbacks: r.pushbacks, eventAt: r.event_at, lease, rateLimit: r.rate_limit ?? null,
       })
     }
     return work
@@ -383,7 +387,7 @@ export abstract class SqliteDeliveries implements DeliveryStore {
             applied = this.d.succeeded.run(o.at, o.statusCode, o.durationMs, opts.now, o.id, o.lease).changes
             break
           case 'retry':
-            applied = this.d.retry.run(o.nextAttemptAt, o.at, o.statusCode ?? null, o.error, o.durationMs, opts.now, o.id, o.lease).changes
+            applied = this.d.retry.run(o.pushback ? 1 : 0, o.nextAttemptAt, o.at, o.statusCode ?? null, o.error, o.durationMs, opts.now, o.id, o.lease).changes
             break
           case 'failed':
             applied = this.d.failed.run(o.at, o.statusCode ?? null, o.error, o.durationMs, opts.now, o.id, o.lease).changes
@@ -449,6 +453,14 @@ export abstract class SqliteDeliveries implements DeliveryStore {
       const row = this.d.one.get(accountId, webhookId, id) as Row | undefined
       return row ? toRecord(row) : null
     })
+  }
+
+  redriveDeliveries (webhookId: string, now: number): Promise<number> {
+    return this.writes.run(() => {
+      const n = this.d.redrive.run(now, webhookId, now).changes
+      if (n > 0) this.workHint = true
+      return n
+    }, ENGINE)
   }
 
   requeueFailed (accountId: string, webhookId: string, w: { since: number; until: number }, now: number, limit: number): Promise<number> {

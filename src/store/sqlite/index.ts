@@ -63,6 +63,7 @@ function toWebhook (r: Row): WebhookRecord {
     previousSecret: strOrNull(r.previous_secret),
     previousSecretExpiresAt: strOrNull(r.previous_secret_expires_at),
     status: r.status as WebhookStatus,
+    rateLimit: typeof r.rate_limit === 'number' ? r.rate_limit : null,
     createdAt: str(r.created_at),
     updatedAt: str(r.updated_at),
   }
@@ -160,10 +161,10 @@ export class SqliteStore extends SqliteDeliveries implements Store {
       countWebhooks: p('SELECT count(*) AS n FROM webhooks WHERE account_id = ? AND deleted_at IS NULL'),
       webhooksByStatus: p('SELECT status, count(*) AS n FROM webhooks WHERE deleted_at IS NULL GROUP BY status'),
       insertWebhook: p(`INSERT INTO webhooks (id, account_id, url, events, secret, previous_secret, previous_secret_expires_at,
-                          status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+                          status, rate_limit, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
       listWebhooks: p('SELECT * FROM webhooks WHERE account_id = ? AND deleted_at IS NULL ORDER BY id DESC'),
       webhookById: p('SELECT * FROM webhooks WHERE account_id = ? AND id = ? AND deleted_at IS NULL'),
-      updateWebhook: p(`UPDATE webhooks SET url = ?, events = ?, status = ?, secret = ?, previous_secret = ?,
+      updateWebhook: p(`UPDATE webhooks SET url = ?, events = ?, status = ?, rate_limit = ?, secret = ?, previous_secret = ?,
                           previous_secret_expires_at = ?, updated_at = ? WHERE account_id = ? AND id = ? AND deleted_at IS NULL`),
       clearFailing: p('UPDATE webhooks SET failing_since = NULL WHERE id = ?'),
       deleteWebhook: p('UPDATE webhooks SET deleted_at = ?, updated_at = ? WHERE account_id = ? AND id = ? AND deleted_at IS NULL'),
@@ -295,7 +296,7 @@ export class SqliteStore extends SqliteDeliveries implements Store {
       const { n } = this.q.countWebhooks.get(w.accountId) as { n: number }
       if (n >= limit) return 'limit_reached'
       this.q.insertWebhook.run(w.id, w.accountId, w.url, JSON.stringify(w.events), w.secret, w.previousSecret,
-        w.previousSecretExpiresAt, w.status, w.createdAt, w.updatedAt)
+        w.previousSecretExpiresAt, w.status, w.rateLimit ?? null, w.createdAt, w.updatedAt)
       return 'created'
     })
   }
@@ -318,10 +319,11 @@ export class SqliteStore extends SqliteDeliveries implements Store {
       if (patch.url !== undefined) w.url = patch.url
       if (patch.events !== undefined) w.events = patch.events
       if (patch.status !== undefined) w.status = patch.status
+      if (patch.rateLimit !== undefined) w.rateLimit = patch.rateLimit
       if (patch.secret !== undefined) w.secret = patch.secret
       if (patch.previousSecret !== undefined) w.previousSecret = patch.previousSecret
       if (patch.previousSecretExpiresAt !== undefined) w.previousSecretExpiresAt = patch.previousSecretExpiresAt
-      this.q.updateWebhook.run(w.url, JSON.stringify(w.events), w.status, w.secret, w.previousSecret,
+      this.q.updateWebhook.run(w.url, JSON.stringify(w.events), w.status, w.rateLimit ?? null, w.secret, w.previousSecret,
         w.previousSecretExpiresAt, updatedAt, accountId, id)
       const cancel = cancelOnEdit(patch.status)
       if (cancel !== null) this.cancelPendingFor(id, cancel, Date.parse(updatedAt))

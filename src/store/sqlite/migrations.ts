@@ -223,7 +223,14 @@ export const migrations: string[] = [
   ) STRICT;
   INSERT INTO api_key_revocations (id, n) VALUES (1, 0);
   `,
-  /* 16 (issue 24; the integrator orders the migrations): receiving mail. A domain's receiving switch
+  /* 14: deliveries that adapt (src/delivery/settle.ts, window.ts). `pushbacks`: of a delivery's attempts,
+     those the receiver pushed back (429/503 while it still answered), which the retry schedule does not
+     count; `rate_limit`: a webhook's deliveries per second (null: none), held by every node through the
+     shared rate-limit counters (migration 6). */ `
+  ALTER TABLE deliveries ADD COLUMN pushbacks INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE webhooks ADD COLUMN rate_limit INTEGER;
+  `,
+  /* 16: receiving mail. A domain's receiving switch
      (domains_receiving finds the domains mail is taken for by name, across accounts); the received
      messages, newest first per account and per recipient, pruned by time; and their bytes (the raw
      message, part 'raw', and each attachment, part 'att_<n>') beside them, so that listing messages never

@@ -138,6 +138,7 @@ export async function detail (view, ctx) {
     clear(header).append(...[
       h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/webhooks' }, 'Webhooks'), ' / ', h('span', { class: 'mono' }, w.id)),
       pageHeader(w.url, badge(w.status), h('p', { class: 'muted page-sub' }, `Sends ${w.events.join(', ')}`)),
+      h('p', { class: 'muted small', dataset: { delivery: 'state' } }, deliveryText(w)),
       w.status === 'auto_disabled'
         ? h('p', { class: 'alert tone-warn' }, 'svc disabled this webhook after it failed without a single success for days. Fix the endpoint, then enable it.')
         : null,
@@ -146,15 +147,22 @@ export async function detail (view, ctx) {
   }
   renderHeader()
 
-  // Edit: URL and events.
+  // Edit: URL, events and the rate limit.
   const url = field({ name: 'url', label: 'Endpoint URL', type: 'url', value: w.url, autocomplete: 'off', validate: rules.url })
   const events = eventPicker(w.events)
+  const rateLimit = field({
+    name: 'rateLimit', label: 'Rate limit (deliveries per second)', type: 'number', min: '1', max: '10000', step: '1', inputmode: 'numeric',
+    value: w.rateLimit === null || w.rateLimit === undefined ? '' : String(w.rateLimit),
+    hint: 'Empty: no limit; svc finds the pace your endpoint can take by itself. A limit holds across every svc node.',
+    validate: rateLimitRule,
+  })
   const edit = form({
-    fields: [url, events],
+    fields: [url, events, rateLimit],
     submitLabel: 'Save changes',
     busyLabel: 'Saving…',
     submit: async (values) => {
-      w = (await api.patch(base, { url: values.url.trim(), events: values.events })).data
+      const limit = String(values.rateLimit).trim()
+      w = (await api.patch(base, { url: values.url.trim(), events: values.events, rateLimit: limit === '' ? null : Number(limit) })).data
       renderHeader()
       announce('Webhook saved')
     },
@@ -317,4 +325,20 @@ function deliveryLog (base, ctx) {
   })
   refreshButton.addEventListener('click', () => reload())
   return { el, reload }
+}
+
+/** A rate limit as typed: empty (none) or a whole number from 1 to 10000, as the API takes it. */
+function rateLimitRule (v) {
+  const s = String(v).trim()
+  if (s === '') return ''
+  return /^[0-9]{1,5}$/.test(s) && Number(s) >= 1 && Number(s) <= 10000 ? '' : 'A whole number from 1 to 10000, or empty for none'
+}
+
+/** The adaptive delivery state as the API gives it (on the node that answered), in a sentence. */
+function deliveryText (w) {
+  const limit = w.rateLimit ? `Rate limit ${w.rateLimit}/s. ` : 'No rate limit. '
+  const d = w.delivery
+  if (!d) return `${limit}Not delivering right now.`
+  const breaker = d.breaker === 'closed' ? '' : d.breaker === 'open' ? ' The endpoint seems down: svc probes it and sends the rest when it answers.' : ' Probing the endpoint.'
+  return `${limit}Sending up to ${d.window} at once (about ${d.roundTripMs} ms each).${breaker}`
 }

@@ -2,13 +2,16 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { WebhookRecord } from '../../../store/types.js'
 import { requireAccount } from '../../auth.js'
 import { cookieOrKey } from '../../cookie-or-key.js'
-import type { RouteContext } from '../context.js'
+import type { RouteContext, Services } from '../context.js'
 import {
   CreateWebhookRoute, DeleteWebhookRoute, GetWebhookRoute, ListWebhooksRoute, PatchWebhookRoute, RotateSecretRoute,
 } from './schema.js'
 
-function shown (w: WebhookRecord) {
-  return { id: w.id, url: w.url, events: w.events, status: w.status, createdAt: w.createdAt, updatedAt: w.updatedAt }
+function shown (w: WebhookRecord, services: Services) {
+  return {
+    id: w.id, url: w.url, events: w.events, status: w.status, rateLimit: w.rateLimit ?? null,
+    delivery: services.deliveryState(w.id), createdAt: w.createdAt, updatedAt: w.updatedAt,
+  }
 }
 
 const webhookRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
@@ -20,24 +23,24 @@ const webhookRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { ser
     const w = await hooks.create(requireAccount(request), request.body)
     return reply.code(201).send({
       success: true,
-      data: { id: w.id, url: w.url, events: w.events, secret: w.secret, status: w.status, createdAt: w.createdAt },
+      data: { id: w.id, url: w.url, events: w.events, secret: w.secret, status: w.status, rateLimit: w.rateLimit ?? null, createdAt: w.createdAt },
       message: 'Webhook created. Keep the secret: it verifies our signatures.',
     })
   })
 
   app.get('/api/webhooks', { schema: ListWebhooksRoute }, async (request) => {
     const list = await hooks.list(requireAccount(request).id)
-    return { success: true as const, data: list.map(shown), message: `${list.length} webhook(s)` }
+    return { success: true as const, data: list.map((w) => shown(w, services)), message: `${list.length} webhook(s)` }
   })
 
   app.get('/api/webhooks/:id', { schema: GetWebhookRoute }, async (request) => {
     const w = await hooks.get(requireAccount(request).id, request.params.id)
-    return { success: true as const, data: shown(w), message: 'Webhook' }
+    return { success: true as const, data: shown(w, services), message: 'Webhook' }
   })
 
   app.patch('/api/webhooks/:id', { schema: PatchWebhookRoute }, async (request) => {
     const w = await hooks.update(requireAccount(request).id, request.params.id, request.body)
-    return { success: true as const, data: shown(w), message: 'Webhook updated' }
+    return { success: true as const, data: shown(w, services), message: 'Webhook updated' }
   })
 
   app.delete('/api/webhooks/:id', { schema: DeleteWebhookRoute }, async (request) => {

@@ -5,14 +5,24 @@ import { EVENT_TYPES } from '../../../domain/events.js'
 const Url = Type.String({ minLength: 1, maxLength: 2048, description: 'https URL of the receiver (http and localhost only in development)' })
 const Events = Type.Array(EventTypeSchema, { minItems: 1, maxItems: EVENT_TYPES.length, uniqueItems: true, description: `an array of 1 to ${EVENT_TYPES.length} distinct event types` })
 const Status = Type.Union([Type.Literal('enabled'), Type.Literal('disabled'), Type.Literal('auto_disabled')])
+const RateLimit = Type.Union([Type.Integer({ minimum: 1, maximum: 10_000 }), Type.Null()], {
+  description: 'deliveries per second at most, held by every node together (a whole number from 1 to 10000), or null for none',
+})
+/** This process's view of the webhook's delivery: null when it is not delivering for it right now. */
+const Delivery = Type.Union([Type.Object({
+  window: Type.Integer({ description: 'requests in flight at once that the receiver is given now (adaptive)' }),
+  roundTripMs: Type.Integer({ description: 'smoothed time of one request, in ms' }),
+  breaker: Type.Union([Type.Literal('closed'), Type.Literal('open'), Type.Literal('half_open')]),
+}), Type.Null()], { description: 'the adaptive delivery state on the node that answers (null when it holds no work for this webhook)' })
 
-export const CreateWebhookSchema = Type.Object({ url: Url, events: Events }, { additionalProperties: false })
+export const CreateWebhookSchema = Type.Object({ url: Url, events: Events, rateLimit: Type.Optional(RateLimit) }, { additionalProperties: false })
 export type CreateWebhook = Static<typeof CreateWebhookSchema>
 
 export const PatchWebhookSchema = Type.Object({
   url: Type.Optional(Url),
   events: Type.Optional(Events),
   status: Type.Optional(Type.Union([Type.Literal('enabled'), Type.Literal('disabled')])),
+  rateLimit: Type.Optional(RateLimit),
 }, { additionalProperties: false, minProperties: 1 })
 
 export const WebhookSchema = component('Webhook', Type.Object({
@@ -20,6 +30,8 @@ export const WebhookSchema = component('Webhook', Type.Object({
   url: Type.String(),
   events: Type.Array(EventType),
   status: Status,
+  rateLimit: RateLimit,
+  delivery: Delivery,
   createdAt: Timestamp,
   updatedAt: Timestamp,
 }))
@@ -30,6 +42,7 @@ export const CreatedWebhookSchema = component('NewWebhook', Type.Object({
   events: Type.Array(EventType),
   secret: Type.String({ description: 'whsec_… signing secret. Shown on creation and rotation only.' }),
   status: Status,
+  rateLimit: RateLimit,
   createdAt: Timestamp,
 }, { description: 'A webhook as created: with its secret, shown this once' }))
 
@@ -54,7 +67,7 @@ export const GetWebhookRoute = {
 }
 export const PatchWebhookRoute = {
   operationId: 'updateWebhook',
-  tags, security, summary: 'Change url, events or status (enabled/disabled)', params: IdParams,
+  tags, security, summary: 'Change url, events, status (enabled/disabled) or rateLimit', params: IdParams,
   body: PatchWebhookSchema,
   response: { 200: Success(WebhookSchema, 'The webhook, changed'), ...errors(400, 401, 403, 404, 422) },
 }
