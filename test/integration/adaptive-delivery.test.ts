@@ -7,7 +7,8 @@ import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { eventPayload, type EventType } from '../../src/domain/events.js'
 import { newId } from '../../src/domain/ids.js'
-import { errorOf, signedUp, startServer, type Client, type TestServer } from '../helpers/server.js'
+import { startServerProcess } from '../helpers/process.js'
+import { Client as HttpClient, PASSWORD, errorOf, signedUp, startServer, tempDir, uniqueEmail, type Client, type TestServer } from '../helpers/server.js'
 import { startReceiver, type Receiver, type Script } from '../helpers/receiver.js'
 import { waitFor } from '../helpers/wait.js'
 
@@ -130,6 +131,46 @@ describe('deliveries that adapt', () => {
     t.diagnostic(`rateLimit 20: at most ${most} arrivals in one second`)
     assert.ok(most <= 22, `${most} arrivals within one second at rateLimit 20`)
     assert.ok(most >= 10, `paced, not starved (${most} in the busiest second)`)
+  })
+
+  test('rateLimit across two nodes on one store: together they hold it, and every event arrives', async (t) => {
+    const tally = new Tally()
+    const seen = new Set<string>()
+    // Every delivery's first attempt is pushed back for a second: the retries are due in the store, where
+    // both nodes claim them, so both deliver for the one webhook at the same time.
+    const receiver = await startReceiver(t, {
+      '/shared': scripted(tally, 1, (id) => {
+        if (seen.has(id)) return null
+        seen.add(id)
+        return { status: 429, headers: { 'retry-after': '1' } }
+      }),
+    })
+    const dataDir = tempDir(t)
+    const env = { DATA_DIR: dataDir, DELIVERY_THREADS: '1', RATE_LIMIT_API_PER_SECOND: '100000' }
+    const a = await startServerProcess(t, { ...env, NODE_ID: 'node-a' })
+    const b = await startServerProcess(t, { ...env, NODE_ID: 'node-b' })
+    const client = new HttpClient(a.url)
+    assert.equal((await client.post('/api/auth/signup', { email: uniqueEmail('paced'), password: PASSWORD })).status, 201)
+    const key = (await client.post('/api/keys', { name: 'sending' })).body.data.key as string
+    const hook = await client.post('/api/webhooks', { url: receiver.url('/shared'), events: ['email.sent'], rateLimit: 20 })
+    assert.equal(hook.status, 201, hook.text)
+    const sender = new HttpClient(b.url)
+    for (let i = 0; i < 80; i++) {
+      const sent = await sender.post('/api/send', { to: `someone${i}@example.com`, subject: 'paced', text: 'hi' }, { 'x-api-key': key })
+      assert.equal(sent.status, 202, sent.text)
+    }
+    await waitFor(() => `80 delivered (${tally.delivered.size})`, () => tally.delivered.size === 80, { timeoutMs: 90_000 })
+    const times = tally.arrivals.slice().sort((x, y) => x - y)
+    let most = 0
+    for (let i = 0, j = 0; i < times.length; i++) {
+      while (times[i]! - times[j]! >= 1000) j++
+      most = Math.max(most, i - j + 1)
+    }
+    const succeeded = async (url: string) => Number(/svc_deliveries_total\{outcome="succeeded"\} (\d+)/.exec((await new HttpClient(url).get('/metrics')).text)?.[1] ?? 0)
+    const byNode = [await succeeded(a.url), await succeeded(b.url)]
+    t.diagnostic(`rateLimit 20 on two nodes: at most ${most} arrivals in one second; deliveries by node ${byNode.join(' / ')}`)
+    assert.ok(most <= 22, `${most} arrivals within one second at rateLimit 20`)
+    assert.ok(byNode.every((n) => n > 0), `both nodes delivered (${byNode.join(' / ')})`)
   })
 
   test('rateLimit in the API: set, shown, changed, removed; bad values are 400 and change nothing', async (t) => {
