@@ -5,28 +5,11 @@
 // one second, what only a re-drive can explain), never how long anything took.
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { eventPayload, type EventType } from '../../src/domain/events.js'
-import { newId } from '../../src/domain/ids.js'
+import { emitEvents as emit, mostInOneSecond, webhookTo as webhook } from '../helpers/deliveries.js'
 import { startServerProcess } from '../helpers/process.js'
-import { Client as HttpClient, PASSWORD, errorOf, signedUp, startServer, tempDir, uniqueEmail, type Client, type TestServer } from '../helpers/server.js'
-import { startReceiver, type Receiver, type Script } from '../helpers/receiver.js'
+import { Client, PASSWORD, errorOf, signedUp, startServer, tempDir, uniqueEmail } from '../helpers/server.js'
+import { startReceiver, type Script } from '../helpers/receiver.js'
 import { waitFor } from '../helpers/wait.js'
-
-async function webhook (client: Client, receiver: Receiver, path: string, extra: Record<string, unknown> = {}): Promise<{ id: string; rateLimit: number | null }> {
-  const res = await client.post('/api/webhooks', { url: receiver.url(path), events: ['email.delivered'], ...extra })
-  assert.equal(res.status, 201, res.text)
-  receiver.secrets.push(res.body.data.secret)
-  return res.body.data
-}
-
-async function emit (server: TestServer, accountId: string, count: number): Promise<void> {
-  const type: EventType = 'email.delivered'
-  const events = Array.from({ length: count }, () => {
-    const base = { id: newId('evt'), emailId: newId('em'), type, recipient: 'someone@example.test', occurredAt: new Date().toISOString() }
-    return { ...base, accountId, payload: eventPayload(base) }
-  })
-  await server.store.insertEvents(events)
-}
 
 /** Counts per path: requests, refusals, and the distinct deliveries answered 2xx. */
 class Tally {
@@ -122,12 +105,7 @@ describe('deliveries that adapt', () => {
     assert.equal(hook.rateLimit, 20)
     await emit(server, account.id, 80)
     await waitFor(() => `80 delivered (${tally.delivered.size})`, () => tally.delivered.size === 80, { timeoutMs: 60_000 })
-    const times = tally.arrivals.slice().sort((a, b) => a - b)
-    let most = 0
-    for (let i = 0, j = 0; i < times.length; i++) {
-      while (times[i]! - times[j]! >= 1000) j++
-      most = Math.max(most, i - j + 1)
-    }
+    const most = mostInOneSecond(tally.arrivals)
     t.diagnostic(`rateLimit 20: at most ${most} arrivals in one second`)
     assert.ok(most <= 22, `${most} arrivals within one second at rateLimit 20`)
     assert.ok(most >= 10, `paced, not starved (${most} in the busiest second)`)
@@ -149,24 +127,19 @@ describe('deliveries that adapt', () => {
     const env = { DATA_DIR: dataDir, DELIVERY_THREADS: '1', RATE_LIMIT_API_PER_SECOND: '100000' }
     const a = await startServerProcess(t, { ...env, NODE_ID: 'node-a' })
     const b = await startServerProcess(t, { ...env, NODE_ID: 'node-b' })
-    const client = new HttpClient(a.url)
+    const client = new Client(a.url)
     assert.equal((await client.post('/api/auth/signup', { email: uniqueEmail('paced'), password: PASSWORD })).status, 201)
     const key = (await client.post('/api/keys', { name: 'sending' })).body.data.key as string
     const hook = await client.post('/api/webhooks', { url: receiver.url('/shared'), events: ['email.sent'], rateLimit: 20 })
     assert.equal(hook.status, 201, hook.text)
-    const sender = new HttpClient(b.url)
+    const sender = new Client(b.url)
     for (let i = 0; i < 80; i++) {
       const sent = await sender.post('/api/send', { to: `someone${i}@example.com`, subject: 'paced', text: 'hi' }, { 'x-api-key': key })
       assert.equal(sent.status, 202, sent.text)
     }
     await waitFor(() => `80 delivered (${tally.delivered.size})`, () => tally.delivered.size === 80, { timeoutMs: 90_000 })
-    const times = tally.arrivals.slice().sort((x, y) => x - y)
-    let most = 0
-    for (let i = 0, j = 0; i < times.length; i++) {
-      while (times[i]! - times[j]! >= 1000) j++
-      most = Math.max(most, i - j + 1)
-    }
-    const succeeded = async (url: string) => Number(/svc_deliveries_total\{outcome="succeeded"\} (\d+)/.exec((await new HttpClient(url).get('/metrics')).text)?.[1] ?? 0)
+    const most = mostInOneSecond(tally.arrivals)
+    const succeeded = async (url: string) => Number(/svc_deliveries_total\{outcome="succeeded"\} (\d+)/.exec((await new Client(url).get('/metrics')).text)?.[1] ?? 0)
     const byNode = [await succeeded(a.url), await succeeded(b.url)]
     t.diagnostic(`rateLimit 20 on two nodes: at most ${most} arrivals in one second; deliveries by node ${byNode.join(' / ')}`)
     assert.ok(most <= 22, `${most} arrivals within one second at rateLimit 20`)
