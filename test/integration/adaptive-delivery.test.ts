@@ -61,6 +61,11 @@ describe('deliveries that adapt', () => {
     const share = tally.refused / tally.requests
     t.diagnostic(`4-at-once: ${tally.requests} attempts, ${tally.refused} refused (${(share * 100).toFixed(1)} %)`)
     assert.ok(share <= 0.1, `refused ${(share * 100).toFixed(1)} % of ${tally.requests} attempts`)
+    // Metrics show the windows as a few statistics, never one series per webhook.
+    const metrics = (await server.client().get('/metrics')).text
+    assert.match(metrics, /svc_delivery_window\{stat="max"\} \d+/)
+    assert.match(metrics, /svc_delivery_pushbacks_total \d+/)
+    assert.ok(!metrics.includes(hook.id), 'no webhook id in /metrics')
     // The window it found shows in the webhook's answer while the engine still knows it.
     const state = (await account.client.get(`/api/webhooks/${hook.id}`)).body.data.delivery
     if (state !== null) assert.ok(state.window >= 1 && state.window <= 8, `window ${JSON.stringify(state)}`)
