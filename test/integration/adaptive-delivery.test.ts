@@ -201,4 +201,22 @@ describe('deliveries that adapt', () => {
       return res.body.data.length === 65
     })
   })
+
+  test('PATCH status enabled re-drives: an operator saying "it is back" makes the waiting retries due now', async (t) => {
+    const tally = new Tally()
+    let healthy = false
+    const receiver = await startReceiver(t, { '/kick': scripted(tally, 1, () => (healthy ? null : { status: 500 })) })
+    const server = await startServer(t, { env: { DELIVERY_RETRY_SCHEDULE: '1h', DELIVERY_THREADS: '1' } })
+    const account = await signedUp(server)
+    const hook = await webhook(account.client, receiver, '/kick')
+    await emit(server, account.id, 3)
+    await waitFor('three deliveries waiting an hour', async () => {
+      const res = await account.client.get(`/api/webhooks/${hook.id}/deliveries?status=retrying&limit=10`)
+      return res.body.data.filter((d: any) => d.nextAttemptAt !== null && Date.parse(d.nextAttemptAt) - Date.now() > 30 * 60_000).length === 3
+    })
+    healthy = true
+    const kicked = await account.client.patch(`/api/webhooks/${hook.id}`, { status: 'enabled' })
+    assert.equal(kicked.status, 200)
+    await waitFor(() => `the three delivered (${tally.delivered.size})`, () => tally.delivered.size === 3)
+  })
 })
