@@ -56,13 +56,13 @@ export function sharedLimiter (counter: RateLimitCounter, clock: Clock, scope: s
 
 /**
  * A webhook's rateLimit (deliveries per second) as slices of the shared counters: `permits` in each window
- * of `windowMs`, windows aligned on the epoch like every limit here. Small slices (about 20 a second) keep
+ * of `windowMs`, windows aligned on the epoch like every limit here. Small slices (about 50 a second) keep
  * arrivals even: any one second overlaps at most 1000/windowMs + 1 windows, so it sees at most
- * rate + permits, about 5 % over the limit, and never a second's worth in one burst.
+ * rate + permits, about 2 % over the limit (one more at low limits), and never a second's worth in one burst.
  */
 export function webhookPace (ratePerSecond: number): { permits: number; windowMs: number } {
   const rate = Math.max(1, Math.floor(ratePerSecond))
-  const permits = Math.max(1, Math.ceil(rate / 20))
+  const permits = Math.max(1, Math.ceil(rate / 50))
   return { permits, windowMs: Math.max(1, Math.round((1000 * permits) / rate)) }
 }
 

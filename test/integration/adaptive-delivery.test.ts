@@ -5,27 +5,11 @@
 // one second, what only a re-drive can explain), never how long anything took.
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { eventPayload, type EventType } from '../../src/domain/events.js'
-import { newId } from '../../src/domain/ids.js'
-import { errorOf, signedUp, startServer, type Client, type TestServer } from '../helpers/server.js'
-import { startReceiver, type Receiver, type Script } from '../helpers/receiver.js'
+import { emitEvents as emit, mostInOneSecond, webhookTo as webhook } from '../helpers/deliveries.js'
+import { startServerProcess } from '../helpers/process.js'
+import { Client, PASSWORD, errorOf, signedUp, startServer, tempDir, uniqueEmail } from '../helpers/server.js'
+import { startReceiver, type Script } from '../helpers/receiver.js'
 import { waitFor } from '../helpers/wait.js'
-
-async function webhook (client: Client, receiver: Receiver, path: string, extra: Record<string, unknown> = {}): Promise<{ id: string; rateLimit: number | null }> {
-  const res = await client.post('/api/webhooks', { url: receiver.url(path), events: ['email.delivered'], ...extra })
-  assert.equal(res.status, 201, res.text)
-  receiver.secrets.push(res.body.data.secret)
-  return res.body.data
-}
-
-async function emit (server: TestServer, accountId: string, count: number): Promise<void> {
-  const type: EventType = 'email.delivered'
-  const events = Array.from({ length: count }, () => {
-    const base = { id: newId('evt'), emailId: newId('em'), type, recipient: 'someone@example.test', occurredAt: new Date().toISOString() }
-    return { ...base, accountId, payload: eventPayload(base) }
-  })
-  await server.store.insertEvents(events)
-}
 
 /** Counts per path: requests, refusals, and the distinct deliveries answered 2xx. */
 class Tally {
@@ -77,6 +61,11 @@ describe('deliveries that adapt', () => {
     const share = tally.refused / tally.requests
     t.diagnostic(`4-at-once: ${tally.requests} attempts, ${tally.refused} refused (${(share * 100).toFixed(1)} %)`)
     assert.ok(share <= 0.1, `refused ${(share * 100).toFixed(1)} % of ${tally.requests} attempts`)
+    // Metrics show the windows as a few statistics, never one series per webhook.
+    const metrics = (await server.client().get('/metrics')).text
+    assert.match(metrics, /svc_delivery_window\{stat="max"\} \d+/)
+    assert.match(metrics, /svc_delivery_pushbacks_total \d+/)
+    assert.ok(!metrics.includes(hook.id), 'no webhook id in /metrics')
     // The window it found shows in the webhook's answer while the engine still knows it.
     const state = (await account.client.get(`/api/webhooks/${hook.id}`)).body.data.delivery
     if (state !== null) assert.ok(state.window >= 1 && state.window <= 8, `window ${JSON.stringify(state)}`)
@@ -121,15 +110,45 @@ describe('deliveries that adapt', () => {
     assert.equal(hook.rateLimit, 20)
     await emit(server, account.id, 80)
     await waitFor(() => `80 delivered (${tally.delivered.size})`, () => tally.delivered.size === 80, { timeoutMs: 60_000 })
-    const times = tally.arrivals.slice().sort((a, b) => a - b)
-    let most = 0
-    for (let i = 0, j = 0; i < times.length; i++) {
-      while (times[i]! - times[j]! >= 1000) j++
-      most = Math.max(most, i - j + 1)
-    }
+    const most = mostInOneSecond(tally.arrivals)
     t.diagnostic(`rateLimit 20: at most ${most} arrivals in one second`)
     assert.ok(most <= 22, `${most} arrivals within one second at rateLimit 20`)
     assert.ok(most >= 10, `paced, not starved (${most} in the busiest second)`)
+  })
+
+  test('rateLimit across two nodes on one store: together they hold it, and every event arrives', async (t) => {
+    const tally = new Tally()
+    const seen = new Set<string>()
+    // Every delivery's first attempt is pushed back for a second: the retries are due in the store, where
+    // both nodes claim them, so both deliver for the one webhook at the same time.
+    const receiver = await startReceiver(t, {
+      '/shared': scripted(tally, 1, (id) => {
+        if (seen.has(id)) return null
+        seen.add(id)
+        return { status: 429, headers: { 'retry-after': '1' } }
+      }),
+    })
+    const dataDir = tempDir(t)
+    const env = { DATA_DIR: dataDir, DELIVERY_THREADS: '1', RATE_LIMIT_API_PER_SECOND: '100000' }
+    const a = await startServerProcess(t, { ...env, NODE_ID: 'node-a' })
+    const b = await startServerProcess(t, { ...env, NODE_ID: 'node-b' })
+    const client = new Client(a.url)
+    assert.equal((await client.post('/api/auth/signup', { email: uniqueEmail('paced'), password: PASSWORD })).status, 201)
+    const key = (await client.post('/api/keys', { name: 'sending' })).body.data.key as string
+    const hook = await client.post('/api/webhooks', { url: receiver.url('/shared'), events: ['email.sent'], rateLimit: 20 })
+    assert.equal(hook.status, 201, hook.text)
+    const sender = new Client(b.url)
+    for (let i = 0; i < 80; i++) {
+      const sent = await sender.post('/api/send', { to: `someone${i}@example.com`, subject: 'paced', text: 'hi' }, { 'x-api-key': key })
+      assert.equal(sent.status, 202, sent.text)
+    }
+    await waitFor(() => `80 delivered (${tally.delivered.size})`, () => tally.delivered.size === 80, { timeoutMs: 90_000 })
+    const most = mostInOneSecond(tally.arrivals)
+    const succeeded = async (url: string) => Number(/svc_deliveries_total\{outcome="succeeded"\} (\d+)/.exec((await new Client(url).get('/metrics')).text)?.[1] ?? 0)
+    const byNode = [await succeeded(a.url), await succeeded(b.url)]
+    t.diagnostic(`rateLimit 20 on two nodes: at most ${most} arrivals in one second; deliveries by node ${byNode.join(' / ')}`)
+    assert.ok(most <= 22, `${most} arrivals within one second at rateLimit 20`)
+    assert.ok(byNode.every((n) => n > 0), `both nodes delivered (${byNode.join(' / ')})`)
   })
 
   test('rateLimit in the API: set, shown, changed, removed; bad values are 400 and change nothing', async (t) => {
@@ -181,5 +200,23 @@ describe('deliveries that adapt', () => {
       const res = await account.client.get(`/api/webhooks/${hook.id}/deliveries?status=succeeded&limit=100`)
       return res.body.data.length === 65
     })
+  })
+
+  test('PATCH status enabled re-drives: an operator saying "it is back" makes the waiting retries due now', async (t) => {
+    const tally = new Tally()
+    let healthy = false
+    const receiver = await startReceiver(t, { '/kick': scripted(tally, 1, () => (healthy ? null : { status: 500 })) })
+    const server = await startServer(t, { env: { DELIVERY_RETRY_SCHEDULE: '1h', DELIVERY_THREADS: '1' } })
+    const account = await signedUp(server)
+    const hook = await webhook(account.client, receiver, '/kick')
+    await emit(server, account.id, 3)
+    await waitFor('three deliveries waiting an hour', async () => {
+      const res = await account.client.get(`/api/webhooks/${hook.id}/deliveries?status=retrying&limit=10`)
+      return res.body.data.filter((d: any) => d.nextAttemptAt !== null && Date.parse(d.nextAttemptAt) - Date.now() > 30 * 60_000).length === 3
+    })
+    healthy = true
+    const kicked = await account.client.patch(`/api/webhooks/${hook.id}`, { status: 'enabled' })
+    assert.equal(kicked.status, 200)
+    await waitFor(() => `the three delivered (${tally.delivered.size})`, () => tally.delivered.size === 3)
   })
 })

@@ -4,26 +4,9 @@
 // already POSTed whose answers arrive afterwards. Each of those must still show its attempt and its 410.
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { eventPayload, type EventType } from '../../src/domain/events.js'
-import { newId } from '../../src/domain/ids.js'
-import { signedUp, startServer, type TestServer, type Client } from '../helpers/server.js'
-import { eventually, startReceiver, type Receiver, type Script } from '../helpers/receiver.js'
-
-async function webhook (client: Client, receiver: Receiver, path: string): Promise<{ id: string }> {
-  const res = await client.post('/api/webhooks', { url: receiver.url(path), events: ['email.delivered'] })
-  assert.equal(res.status, 201, res.text)
-  receiver.secrets.push(res.body.data.secret)
-  return res.body.data
-}
-
-async function emit (server: TestServer, accountId: string, count: number): Promise<void> {
-  const type: EventType = 'email.delivered'
-  const events = Array.from({ length: count }, () => {
-    const base = { id: newId('evt'), emailId: newId('em'), type, recipient: 'someone@example.test', occurredAt: new Date().toISOString() }
-    return { ...base, accountId, payload: eventPayload(base) }
-  })
-  await server.store.insertEvents(events)
-}
+import { signedUp, startServer, type Client } from '../helpers/server.js'
+import { emitEvents as emit, webhookTo as webhook } from '../helpers/deliveries.js'
+import { eventually, startReceiver, type Script } from '../helpers/receiver.js'
 
 /** The whole delivery log of a webhook, through the API, every page. */
 async function fullLog (client: Client, webhookId: string): Promise<any[]> {

@@ -52,11 +52,11 @@ class FakeCounter implements PermitCounter {
 }
 
 describe('pacing', () => {
-  test('webhookPace: about 20 windows a second, and any second holds at most about 5 % over the limit', () => {
+  test('webhookPace: about 50 windows a second, and any second holds at most a few percent over the limit', () => {
     for (const rate of [1, 7, 20, 50, 333, 1000, 10_000]) {
       const { permits, windowMs } = webhookPace(rate)
       const windowsPerSecond = Math.ceil(1000 / windowMs) + 1
-      assert.ok(permits * windowsPerSecond <= Math.max(rate * 1.1, rate + 2), `rate ${rate}: ${permits} per ${windowMs} ms`)
+      assert.ok(permits * windowsPerSecond <= Math.max(rate * 1.05, rate + 2), `rate ${rate}: ${permits} per ${windowMs} ms`)
       assert.ok(permits * (1000 / windowMs) >= rate * 0.95, `rate ${rate}: not slower than asked (${permits} per ${windowMs} ms)`)
     }
   })
