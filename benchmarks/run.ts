@@ -24,6 +24,7 @@ import { api } from './scenarios/api.js'
 import { latency } from './scenarios/latency.js'
 import { scale } from './scenarios/scale.js'
 import { slow } from './scenarios/slow.js'
+import { smtp, SMTP_CONNECTIONS } from './scenarios/smtp.js'
 import { throughput } from './scenarios/throughput.js'
 
 /** Which code was measured: the commit, and the files under src/, workers/ and config/ that differ from it. */
@@ -86,6 +87,7 @@ async function main (): Promise<void> {
   const slowFig = wanted('slow') ? await attempt('slow', slow) : undefined
   const scaleFig = wanted('scale') ? await attempt('scale', scale) : undefined
   const advFig = wanted('adversarial') ? await attempt('adversarial', adversarial) : undefined
+  const smtpFig = wanted('smtp') ? await attempt('smtp', smtp) : undefined
 
   const scaleName = `${fmt(SIZES.scaleAccounts * 10)} webhooks, ${fmt(SIZES.scaleAccounts * 10 * SIZES.scaleEventsPerAccount)} pending`
   const t = (key: string, name: string, value: number, op: Target['op'], target: number, unit: string, detail: string): Target =>
@@ -101,6 +103,10 @@ async function main (): Promise<void> {
     t('latency_p99', 'p99 event → delivery at ½ max rate', p99, '<', 50, 'ms', `at ${fmt(tp.engine / 2)} deliveries/s`),
     t('scale_rss', `peak RSS, ${scaleName}`, scaleFig?.peakRssMiB ?? NaN, '<', 512, 'MiB', 'VmHWM of the svc process'),
     t('scale_rate', `throughput, ${scaleName} ÷ 1 webhook`, (scaleFig?.rate ?? NaN) / tp.engine, '>=', 0.5, '×', `${fmt(scaleFig?.rate ?? NaN)}/s vs ${fmt(tp.engine)}/s`),
+    t('smtp_plain_vs_peer', `mail over SMTP ÷ nodemailer pooled (${SMTP_CONNECTIONS} conn.)`, (smtpFig?.plain.svc ?? NaN) / (smtpFig?.plain.peer ?? NaN), '>=', 1, '×',
+      `${fmt(smtpFig?.plain.svc ?? NaN)}/s vs ${fmt(smtpFig?.plain.peer ?? NaN)}/s`),
+    t('smtp_signed_vs_peer', 'mail over SMTP, DKIM + VERP ÷ nodemailer signing', (smtpFig?.signed.svc ?? NaN) / (smtpFig?.signed.peer ?? NaN), '>=', 0.7, '×',
+      `${fmt(smtpFig?.signed.svc ?? NaN)}/s vs ${fmt(smtpFig?.signed.peer ?? NaN)}/s`),
     t('slow_isolation', '99 fast beside a 5 s one ÷ alone', (slowFig?.beside ?? NaN) / (slowFig?.alone ?? NaN), '>=', 0.9, '×', `${fmt(slowFig?.beside ?? NaN)}/s vs ${fmt(slowFig?.alone ?? NaN)}/s`),
   ]
 

@@ -173,7 +173,7 @@ export async function createService (config: Config, given: ServiceDeps): Promis
   const mailer = roles.mailer
     ? new Mailer({
       store: deps.store,
-      transport: deps.transport ?? (config.smtpUrl !== undefined ? createSmtpTransport(config.smtpUrl, { registry: app.registry }) : sandbox(config, app)),
+      transport: deps.transport ?? (config.smtpUrl !== undefined ? createSmtpTransport(config.smtpUrl, { registry: app.registry, maxConnections: config.smtpPoolSize }) : sandbox(config, app)),
       closeTransport: deps.transport === undefined,
       emails: {
         onAccepted: (listener) => {
@@ -190,6 +190,8 @@ export async function createService (config: Config, given: ServiceDeps): Promis
       publicUrl: config.publicUrl,
       secret: config.secret!,
       owner: config.nodeId,
+      // Enough emails in flight to keep every relay connection busy while others are built and recorded.
+      concurrency: Math.max(32, 4 * config.smtpPoolSize),
       composer: createComposer({ publicUrl: config.publicUrl, secret: config.secret!, registry: app.registry }),
       outbound: createOutbound({ domains: app.services.domains, verpKey: verpKey(config.secret!), bounceDomain: config.mail.bounceDomain }),
       ...deps.mailer,

@@ -1,14 +1,13 @@
+import net from 'node:net'
 import nodemailer, { type SendMailOptions } from 'nodemailer'
 import type SMTPPool from 'nodemailer/lib/smtp-pool/index.js'
 import type SMTPTransport from 'nodemailer/lib/smtp-transport/index.js'
 import { Counter, type Registry } from 'prom-client'
-import { createRenderer } from './render-pool.js'
+import { mimeTemplate } from './mime.js'
+import { stageTimer } from './stages.js'
 import {
   bareAddress,
-  customHeaders,
-  DKIM_SIGNED_HEADERS,
   envelopeRecipients,
-  formatMessageId,
   simulatorOutcome,
   type MailTransport,
   type OutgoingMessage,
@@ -18,22 +17,18 @@ import {
 export interface SmtpTransportOptions {
   /** Keep connections open and reuse them. Default true. */
   pool?: boolean
-  /** Simultaneous connections when pooled. Default 5. */
+  /** Simultaneous connections when pooled (SMTP_POOL_SIZE). Default DEFAULT_SMTP_POOL_SIZE. */
   maxConnections?: number
   /** TCP connect and greeting timeout. Default 10 000 ms. */
   connectionTimeoutMs?: number
   /** Inactivity on an open connection before giving up. Default 60 000 ms. */
   socketTimeoutMs?: number
-  /** Where `svc_mail_rendered_total{thread}` is registered; no metric without it. */
+  /** Where `svc_mail_rendered_total` and the stage timings are registered; no metric without it. */
   registry?: Registry
-  /**
-   * Messages whose body (html + text, in characters) is smaller than this are rendered in the calling
-   * thread, in each SMTP transaction. Default 0: every message is rendered in the worker thread. Even a
-   * 1 KiB message costs milliseconds of CPU to render and sign (nodemailer's MIME pipeline, then an RSA
-   * signature), against well under one to hand it over: see benchmarks/README.md.
-   */
-  renderInThreadFromChars?: number
 }
+
+/** Connections to the relay at once, unless SMTP_POOL_SIZE says otherwise. */
+export const DEFAULT_SMTP_POOL_SIZE = 10
 
 export interface SmtpUrlParts {
   host: string
@@ -78,6 +73,8 @@ export function parseSmtpUrl(url: string): SmtpUrlParts {
   }
   return parts
 }
+
+type GetSocket = (options: unknown, callback: (err: Error | null, socketOptions?: { connection: net.Socket }) => void) => void
 
 /** The part of a nodemailer transporter used here; its own types differ per transport kind. */
 interface Relay {
@@ -132,13 +129,33 @@ export function createSmtpTransport(url: string, opts: SmtpTransportOptions = {}
     ? nodemailer.createTransport({
         ...base,
         pool: true,
-        maxConnections: opts.maxConnections ?? 5,
+        maxConnections: opts.maxConnections ?? DEFAULT_SMTP_POOL_SIZE,
         // When a pooled connection drops mid-message nodemailer re-queues the message,
         // by default forever. One retry covers a connection the server idled out just
         // before we used it; anything else is the caller's to retry with backoff.
         maxRequeues: 1,
       } as SMTPPool.Options & { maxRequeues: number })
     : nodemailer.createTransport(base)
+  // Every connection with Nagle's algorithm off. nodemailer writes a message's body and its final "."
+  // separately; with Nagle on, the second small write waits for the relay's ACK of the first, which the
+  // relay delays (40 ms on Linux) since it has nothing to say before the "." arrives: every transaction
+  // then took about 45 ms on loopback, whatever the CPU (benchmarks/README.md, mail over SMTP).
+  ;(transporter as unknown as { getSocket: GetSocket }).getSocket = (options, callback) => {
+    const socket = net.connect({ port: parts.port, host: parts.host })
+    socket.setNoDelay(true)
+    const timer = setTimeout(() => socket.destroy(new Error('Connection timeout')), connectionTimeout)
+    const done = (err: Error | null) => {
+      clearTimeout(timer)
+      socket.off('error', done)
+      socket.off('connect', ok)
+      if (err !== null) callback(err)
+      else callback(null, { connection: socket })
+    }
+    const ok = () => done(null)
+    socket.once('connect', ok)
+    socket.once('error', done)
+    void options
+  }
   // Without a listener an 'error' event from the transporter would crash the process;
   // every failure that matters already reaches the sendMail callback.
   transporter.on('error', () => {})
@@ -149,49 +166,51 @@ export function createSmtpTransport(url: string, opts: SmtpTransportOptions = {}
   const rendered = opts.registry
     ? new Counter({
         name: 'svc_mail_rendered_total',
-        help: 'SMTP messages rendered (MIME and DKIM signature), by thread: worker (once per message) or main (below renderInThreadFromChars, once per SMTP transaction)',
-        labelNames: ['thread'] as const,
+        help: 'SMTP messages rendered (MIME template, then one copy per recipient, each DKIM-signed when the sender has a key): what was made',
+        labelNames: ['what'] as const,
         registers: [opts.registry],
       })
     : undefined
-  // Messages are rendered in a worker thread, started at the first one and stopped when idle.
-  const renderer = createRenderer()
-  const renderHereBelow = opts.renderInThreadFromChars ?? 0
+  const stages = stageTimer(opts.registry)
 
   /**
-   * With VERP (msg.returnPath) each recipient gets its own transaction, since the envelope sender names
-   * the recipient; the transactions share the pool's connections. A message is rendered once, in the
-   * worker thread, and its bytes go out as they are in every transaction (one whose body is below
-   * renderInThreadFromChars is rendered by nodemailer here, in each transaction).
-   * Throws MessageBuildError when the worker cannot render a message.
+   * The message is built once (its MIME template, ./mime.ts); each recipient with a copy of their own
+   * (msg.copy: their unsubscribe link and tracking) or an envelope sender of their own (VERP) gets their
+   * own transaction, with their copy's bytes; otherwise one transaction carries every recipient. The
+   * transactions share the pool's connections. Throws MessageBuildError when the message cannot be built.
    */
   async function relay(msg: OutgoingMessage, recipients: string[]): Promise<RecipientResult[]> {
-    const mail = mailOptions(msg)
-    const size = (msg.html?.length ?? 0) + (msg.text?.length ?? 0)
-    let content: (envelope: { from: string; to: string[] }) => SendMailOptions
-    if (size < renderHereBelow) {
-      content = (envelope) => {
-        rendered?.inc({ thread: 'main' })
-        return { ...mail, envelope }
-      }
-    } else {
-      const raw = await renderer.render(mail)
-      rendered?.inc({ thread: 'worker' })
-      // No dkim option beside raw: nodemailer sends the bytes as they are, signed once, in the worker.
-      content = (envelope) => ({ envelope, raw })
-    }
+    const t0 = performance.now()
+    const template = await mimeTemplate(msg)
+    rendered?.inc({ what: 'template' })
     const returnPath = msg.returnPath
-    if (returnPath === undefined) return relayOnce(content({ from: bareAddress(msg.from), to: recipients }), recipients)
-    const each = await Promise.all(recipients.map((r) => relayOnce(content({ from: returnPath(r), to: [r] }), [r])))
+    const copy = msg.copy
+    if (returnPath === undefined && copy === undefined) {
+      const raw = await template.render(undefined)
+      rendered?.inc({ what: 'copy' })
+      stages.since('render', t0)
+      return relayOnce({ envelope: { from: bareAddress(msg.from), to: recipients }, raw }, recipients)
+    }
+    // Every copy is made (and signed) before any is sent: a message that cannot be built sends nothing.
+    const shared = copy === undefined ? await template.render(undefined) : undefined
+    const raws = shared !== undefined ? recipients.map(() => shared) : await Promise.all(recipients.map((r) => template.render(copy!(r))))
+    rendered?.inc({ what: 'copy' }, shared !== undefined ? 1 : recipients.length)
+    stages.since('render', t0)
+    const each = await Promise.all(recipients.map((r, i) => relayOnce({
+      envelope: { from: returnPath !== undefined ? returnPath(r) : bareAddress(msg.from), to: [r] }, raw: raws[i]!,
+    }, [r])))
     return each.flat()
   }
 
   async function relayOnce(mail: SendMailOptions, recipients: string[]): Promise<RecipientResult[]> {
     let info: RelayInfo
+    const t0 = performance.now()
     try {
       info = (await transporter.sendMail(mail)) as RelayInfo
     } catch (e) {
       return failureResults(e as SmtpError, recipients, scrub)
+    } finally {
+      stages.since('smtp', t0)
     }
 
     const accepted = new Set(info.accepted.map(addressOf))
@@ -236,31 +255,8 @@ export function createSmtpTransport(url: string, opts: SmtpTransportOptions = {}
       if (closed) return
       closed = true
       transporter.close()
-      await renderer.close()
     },
   }
-}
-
-/**
- * What nodemailer is asked to build for a message, the same for either thread. The envelope is left out:
- * it is given per transaction, and keeps simulator addresses (and Bcc) off the wire while the headers
- * still show what the author wrote.
- */
-function mailOptions(msg: OutgoingMessage): SendMailOptions {
-  const mail: SendMailOptions = {
-    messageId: formatMessageId(msg),
-    from: msg.from,
-    to: msg.to,
-    cc: msg.cc,
-    subject: msg.subject,
-    headers: customHeaders(msg.headers),
-  }
-  if (msg.replyTo !== undefined && msg.replyTo.length > 0) mail.replyTo = msg.replyTo
-  if (msg.html !== undefined) mail.html = msg.html
-  if (msg.text !== undefined) mail.text = msg.text
-  // relaxed/relaxed (nodemailer's canonicalisation), over the headers that matter to receivers.
-  if (msg.dkim !== undefined) mail.dkim = { ...msg.dkim, headerFieldNames: DKIM_SIGNED_HEADERS }
-  return mail
 }
 
 /** The whole message failed: map the one error to every recipient it concerns. */
