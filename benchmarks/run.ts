@@ -5,7 +5,7 @@
 //
 // Every load generator, peer and sink is a process of its own; svc runs as `node dist/src/server.js` and is
 // measured from outside: its throughput by what the sink verified, its memory by /proc/<pid>/status.
-// Options: --quick; --only=<scenario,…> (ceiling naive engine queue api latency slow scale adversarial; writes a
+// Options: --quick; --only=<scenario,…> (ceiling naive engine queue api latency slow scale adversarial smtp pipeline; writes a
 // "-partial" record); --sink-workers=N (a cluster sink; one process is enough, see benchmarks/README.md);
 // --cpu-prof (svc runs under Node's --cpu-prof; each thread's busiest functions are printed).
 import { execFileSync } from 'node:child_process'
@@ -25,6 +25,7 @@ import { latency } from './scenarios/latency.js'
 import { scale } from './scenarios/scale.js'
 import { slow } from './scenarios/slow.js'
 import { smtp, SMTP_CONNECTIONS } from './scenarios/smtp.js'
+import { pipeline } from './scenarios/pipeline.js'
 import { throughput } from './scenarios/throughput.js'
 
 /** Which code was measured: the commit, and the files under src/, workers/ and config/ that differ from it. */
@@ -78,7 +79,7 @@ async function main (): Promise<void> {
     }
   }
   const tp = await attempt('throughput', () => throughput({
-    ceiling: wanted('ceiling'), naive: wanted('naive'), queue: wanted('queue'),
+    ceiling: wanted('ceiling') || wanted('pipeline'), naive: wanted('naive') || wanted('pipeline'), queue: wanted('queue'),
     // The latency and scale targets are relative to the engine figure: measured whenever they are.
     engine: wanted('engine') || wanted('latency') || wanted('scale'),
   })) ?? { ceiling: NaN, naive: NaN, engine: NaN, queue: NaN }
@@ -88,6 +89,7 @@ async function main (): Promise<void> {
   const scaleFig = wanted('scale') ? await attempt('scale', scale) : undefined
   const advFig = wanted('adversarial') ? await attempt('adversarial', adversarial) : undefined
   const smtpFig = wanted('smtp') ? await attempt('smtp', smtp) : undefined
+  const pipeFig = wanted('pipeline') ? await attempt('pipeline', pipeline) : undefined
 
   const scaleName = `${fmt(SIZES.scaleAccounts * 10)} webhooks, ${fmt(SIZES.scaleAccounts * 10 * SIZES.scaleEventsPerAccount)} pending`
   const t = (key: string, name: string, value: number, op: Target['op'], target: number, unit: string, detail: string): Target =>
@@ -107,6 +109,10 @@ async function main (): Promise<void> {
       `${fmt(smtpFig?.plain.svc ?? NaN)}/s vs ${fmt(smtpFig?.plain.peer ?? NaN)}/s`),
     t('smtp_signed_vs_peer', 'mail over SMTP, DKIM + VERP ÷ nodemailer signing', (smtpFig?.signed.svc ?? NaN) / (smtpFig?.signed.peer ?? NaN), '>=', 0.7, '×',
       `${fmt(smtpFig?.signed.svc ?? NaN)}/s vs ${fmt(smtpFig?.signed.peer ?? NaN)}/s`),
+    t('pipeline_vs_ceiling', 'pipeline: send → sandbox → email.sent ÷ ceiling', (pipeFig?.rate ?? NaN) / tp.ceiling, '>=', 0.5, '×',
+      `${fmt(pipeFig?.rate ?? NaN)}/s vs ${fmt(tp.ceiling)}/s (without the sandbox's files ${fmt(pipeFig?.rateNoSandboxFiles ?? NaN)}/s)`),
+    t('pipeline_vs_naive', 'pipeline ÷ naive peer', (pipeFig?.rate ?? NaN) / tp.naive, '>=', 5, '×', `${fmt(pipeFig?.rate ?? NaN)}/s vs ${fmt(tp.naive)}/s`),
+    t('pipeline_p99', 'pipeline p99 send → email.sent at ½ rate', pipeFig?.p99 ?? NaN, '<', 50, 'ms', `at ${fmt((pipeFig?.rate ?? NaN) / 2)} sends/s`),
     t('slow_isolation', '99 fast beside a 5 s one ÷ alone', (slowFig?.beside ?? NaN) / (slowFig?.alone ?? NaN), '>=', 0.9, '×', `${fmt(slowFig?.beside ?? NaN)}/s vs ${fmt(slowFig?.alone ?? NaN)}/s`),
   ]
 
@@ -121,6 +127,9 @@ async function main (): Promise<void> {
     ['svc POST /api/send, auth + durable write', apiFig ? `${fmt(apiFig.svc.rps)} req/s (p50 ${fmt(apiFig.svc.p50, 1)} ms, p99 ${fmt(apiFig.svc.p99, 1)} ms)` : 'n/a'],
     ['… API role alone (mailer + engine in another process)', apiFig ? `${fmt(apiFig.apiOnly.rps)} req/s (p50 ${fmt(apiFig.apiOnly.p50, 1)} ms, p99 ${fmt(apiFig.apiOnly.p99, 1)} ms)` : 'n/a'],
     ['… all in one, rate limits in the store', apiFig ? `${fmt(apiFig.sharedLimits.rps)} req/s (p50 ${fmt(apiFig.sharedLimits.p50, 1)} ms, p99 ${fmt(apiFig.sharedLimits.p99, 1)} ms)` : 'n/a'],
+    ['svc mail over SMTP, plain / DKIM + VERP (emails/s at the relay)', smtpFig ? `${per(smtpFig.plain.svc)} / ${per(smtpFig.signed.svc)}` : 'n/a'],
+    [`nodemailer pooled (${SMTP_CONNECTIONS} conn.), plain / DKIM + VERP`, smtpFig ? `${per(smtpFig.plain.peer)} / ${per(smtpFig.signed.peer)}` : 'n/a'],
+    ['svc pipeline send → sandbox → email.sent, files / no files', pipeFig ? `${per(pipeFig.rate)} / ${per(pipeFig.rateNoSandboxFiles)} (p99 at ½ rate ${fmt(pipeFig.p99, 1)} ms)` : 'n/a'],
     ['svc event → delivery at ½ max rate (via /api/send)', Number.isFinite(p99) ? `p99 ${fmt(p99, 1)} ms` : 'n/a'],
     ['svc 99 fast webhooks: alone / beside a 5 s one', slowFig ? `${per(slowFig.alone)} / ${per(slowFig.beside)}` : 'n/a'],
     ['svc account B beside A\'s 1 MiB adversarial sends (worst shape)', advFig

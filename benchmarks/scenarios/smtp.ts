@@ -5,6 +5,7 @@
 // the same messages to the same relay, as a ten-line script would. Two variants: plain (no sender domain),
 // and a verified domain (DKIM signature, and a VERP envelope sender per recipient), the peer signing with
 // nodemailer's own dkim option. svc's /metrics gives the time of each stage (svc_mail_stage_seconds).
+import type { ChildProcess } from 'node:child_process'
 import { generateKeyPairSync } from 'node:crypto'
 import { iso } from '../../src/domain/clock.js'
 import { sealKey } from '../../src/domain/domains.js'
@@ -50,15 +51,13 @@ function bodies (count: number, from: string | undefined): string[] {
 
 export const SMTP_CONNECTIONS = 5
 
-async function svcRun (relay: ReturnType<typeof Object>, port: number, count: number, signed: boolean, rep: number): Promise<Sample & { stages: string }> {
+async function svcRun (relay: ChildProcess, port: number, count: number, signed: boolean, rep: number): Promise<Sample & { stages: string }> {
   const dir = tempDataDir()
   const seeder = new Seeder(dir, 'http://127.0.0.1:9')
   const account = await seeder.account()
   const key = await seeder.apiKey(account)
-  let privateKey: string | undefined
   if (signed) {
     const pair = generateKeyPairSync('rsa', { modulusLength: 2048, publicKeyEncoding: { type: 'spki', format: 'der' }, privateKeyEncoding: { type: 'pkcs8', format: 'pem' } })
-    privateKey = pair.privateKey
     const id = newId('dom')
     const now = iso(Date.now())
     await seeder.store.insertDomain({
@@ -69,9 +68,9 @@ async function svcRun (relay: ReturnType<typeof Object>, port: number, count: nu
   }
   await seeder.close()
   const label = signed ? 'smtp-dkim-verp' : 'smtp-plain'
-  const svc = await startSvc(dir, { SMTP_URL: `smtp://127.0.0.1:${port}`, SMTP_POOL_SIZE: String(SMTP_CONNECTIONS), SANDBOX_KEEP: '200' }, label)
+  const svc = await startSvc(dir, { SMTP_URL: `smtp://127.0.0.1:${port}`, SMTP_POOL_SIZE: String(SMTP_CONNECTIONS) }, label)
   try {
-    await ask(relay as never, { type: 'reset' })
+    await ask(relay, { type: 'reset' })
     const before = await stageTotals(svc.origin)
     const watch = new CpuWatch({ svc: svc.pid })
     const started = Date.now()
@@ -93,7 +92,7 @@ async function svcRun (relay: ReturnType<typeof Object>, port: number, count: nu
     let lastCount = -1
     let lastChange = Date.now()
     for (;;) {
-      s = await ask<RelayStats>(relay as never, { type: 'stats' })
+      s = await ask<RelayStats>(relay, { type: 'stats' })
       if (s.messages >= count) break
       if (s.messages !== lastCount) { lastCount = s.messages; lastChange = Date.now() }
       if (Date.now() - lastChange > SIZES.stallMs) {
@@ -116,7 +115,6 @@ async function svcRun (relay: ReturnType<typeof Object>, port: number, count: nu
     log(`    svc ${label} ${rep + 1}: ${fmt(rate)} emails/s (${fmt(s.messages)}/${fmt(count)} at the relay${signed ? `, ${fmt(s.signed)} DKIM-signed` : ''}, ${fmt(s.recipients)} recipients; ` +
       `202s in ${fmt(accepted)} ms; statuses ${JSON.stringify(statuses)})`)
     log(`      stages (mean per observation): ${stages}`)
-    void privateKey
     return { value: rate, foreign, stages }
   } finally {
     await stopSvc(svc)
@@ -125,12 +123,12 @@ async function svcRun (relay: ReturnType<typeof Object>, port: number, count: nu
   }
 }
 
-async function peerRun (peer: ReturnType<typeof Object>, relay: ReturnType<typeof Object>, port: number, count: number, dkim: { domainName: string; keySelector: string; privateKey: string } | undefined, rep: number): Promise<Sample> {
-  await ask(relay as never, { type: 'reset' })
-  const watch = new CpuWatch({ peer: (peer as { pid: number }).pid })
-  const r = await ask<Msg>(peer as never, { type: 'send', port, count, connections: SMTP_CONNECTIONS, from: dkim ? `Bench <news@${DOMAIN}>` : 'svc <no-reply@localhost>', dkim, verp: dkim !== undefined }, 300_000)
+async function peerRun (peer: ChildProcess, relay: ChildProcess, port: number, count: number, dkim: { domainName: string; keySelector: string; privateKey: string } | undefined, rep: number): Promise<Sample> {
+  await ask(relay, { type: 'reset' })
+  const watch = new CpuWatch({ peer: peer.pid })
+  const r = await ask<Msg>(peer, { type: 'send', port, count, connections: SMTP_CONNECTIONS, from: dkim ? `Bench <news@${DOMAIN}>` : 'svc <no-reply@localhost>', dkim, verp: dkim !== undefined }, 300_000)
   const report = watch.stop()
-  const s = await ask<RelayStats>(relay as never, { type: 'stats' })
+  const s = await ask<RelayStats>(relay, { type: 'stats' })
   const rate = s.messages / Number(r.seconds)
   const label = dkim ? 'smtp-peer-dkim-verp' : 'smtp-peer-plain'
   const foreign = recordCpu(label, report)
