@@ -31,7 +31,10 @@ export interface SandboxOptions {
   dir?: string
   /** How many messages to keep in `dir`, the newest (by id, which sorts by time); default 200. */
   keepFiles?: number
-  /** How long after a send its files are written, at most; default 250 ms. */
+  /**
+   * Files are written once sends pause for this long (default 250 ms), and under a steady stream of sends
+   * at most every 20 times that (5 s), so that at volume the writes stay a few per second.
+   */
   writeDelayMs?: number
   /** Hears once where the files go (at the first message), and once when writing them fails. */
   logger?: { info(msg: string): void; warn(msg: string): void }
@@ -64,6 +67,8 @@ function fileWriter (dir: string, keepFiles: number, delayMs: number, logger: Sa
   let pendingChars = 0
   let timer: NodeJS.Timeout | undefined
   let writing: Promise<void> = Promise.resolve()
+  let firstPendingAt = 0
+  let lastAddAt = 0
 
   const ready = async (): Promise<string[]> => {
     if (names !== undefined) return names
@@ -134,7 +139,17 @@ function fileWriter (dir: string, keepFiles: number, delayMs: number, logger: Sa
       pendingChars += sizeOf(msg)
       // Only the newest keepFiles can end up in the directory; the rest need not be held.
       while (pending.length > keepFiles || (pendingChars > MAX_PENDING_CHARS && pending.length > 1)) pendingChars -= sizeOf(pending.shift()!)
-      timer ??= setTimeout(() => { void flush() }, delayMs)
+      lastAddAt = Date.now()
+      if (timer === undefined) {
+        firstPendingAt = lastAddAt
+        const tick = () => {
+          const now = Date.now()
+          // Still sending: wait for a pause, but not past 20 delays since the first pending message.
+          if (now - lastAddAt < delayMs && now - firstPendingAt < 20 * delayMs) timer = setTimeout(tick, delayMs)
+          else void flush()
+        }
+        timer = setTimeout(tick, delayMs)
+      }
     },
     flush,
   }
