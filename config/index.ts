@@ -119,7 +119,7 @@ export interface Config {
   /** MongoDB's write concern `w` (writes are always journaled): 'majority' or a number of members. */
   mongodbWriteConcern: 'majority' | number
   smtpUrl: string | undefined
-  /** SMTP_POOL_SIZE: connections to the relay at once; the mailer keeps four emails in flight per connection (at least 32). */
+  /** SMTP_POOL_SIZE: connections to the relay at once; the mailer keeps eight emails in flight per connection (at least 32). */
   smtpPoolSize: number
   /** The From of emails that do not name their own sender. */
   mailFrom: string

@@ -190,8 +190,9 @@ export async function createService (config: Config, given: ServiceDeps): Promis
       publicUrl: config.publicUrl,
       secret: config.secret!,
       owner: config.nodeId,
-      // Enough emails in flight to keep every relay connection busy while others are built and recorded.
-      concurrency: Math.max(32, 4 * config.smtpPoolSize),
+      // Enough emails in flight that every relay connection has the next message waiting while others are
+      // claimed, built and recorded (each email spends most of its attempt outside the SMTP transaction).
+      concurrency: Math.max(32, 8 * config.smtpPoolSize),
       composer: createComposer({ publicUrl: config.publicUrl, secret: config.secret!, registry: app.registry }),
       outbound: createOutbound({ domains: app.services.domains, verpKey: verpKey(config.secret!), bounceDomain: config.mail.bounceDomain }),
       ...deps.mailer,

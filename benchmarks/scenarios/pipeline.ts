@@ -45,7 +45,8 @@ async function rateRun (count: number, sandboxKeep: string, rep: number): Promis
     const posts = batches(count)
     let next = 0
     const statuses: Record<string, number> = {}
-    await Promise.all(Array.from({ length: 8 }, async () => {
+    // 32 requests in flight (3,200 emails), as a sender's batch job would push.
+    await Promise.all(Array.from({ length: 32 }, async () => {
       while (next < posts.length) {
         const body = posts[next++]!
         const res = await fetch(`${svc.origin}/api/send/batch`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key }, body })

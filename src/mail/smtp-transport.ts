@@ -77,6 +77,27 @@ export function parseSmtpUrl(url: string): SmtpUrlParts {
   return parts
 }
 
+/**
+ * With Nagle off, each write is a packet and a system call; nodemailer writes the commands of a pipelined
+ * transaction (MAIL FROM, RCPT TO, DATA) and a message's last chunk and its "." one by one. The writes of
+ * one turn of the event loop go out together instead (cork, then uncork on the next tick): no delay, fewer calls.
+ */
+function coalesceWrites (socket: net.Socket): void {
+  const write = socket.write.bind(socket) as (...args: unknown[]) => boolean
+  let corked = false
+  socket.write = ((...args: unknown[]) => {
+    if (!corked) {
+      corked = true
+      socket.cork()
+      process.nextTick(() => {
+        corked = false
+        socket.uncork()
+      })
+    }
+    return write(...args)
+  }) as typeof socket.write
+}
+
 type GetSocket = (options: unknown, callback: (err: Error | null, socketOptions?: { connection: net.Socket }) => void) => void
 
 /** The part of a nodemailer transporter used here; its own types differ per transport kind. */
@@ -183,6 +204,7 @@ export function createSmtpTransport(url: string, opts: SmtpTransportOptions = {}
   ;(transporter.transporter as unknown as { getSocket: GetSocket }).getSocket = (options, callback) => {
     const socket = net.connect({ port: parts.port, host: parts.host })
     socket.setNoDelay(true)
+    coalesceWrites(socket)
     const timer = setTimeout(() => socket.destroy(new Error('Connection timeout')), connectionTimeout)
     const done = (err: Error | null) => {
       clearTimeout(timer)
