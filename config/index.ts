@@ -23,6 +23,8 @@ export const EnvSchema = Type.Object({
     default: 'majority', pattern: '^(majority|[1-9][0-9]?)$', description: 'majority, or a number of replica set members from 1 to 99',
   }),
   SMTP_URL: Type.Optional(Type.String({ pattern: '^smtps?://', description: 'an smtp:// or smtps:// URL' })),
+  // Connections to the relay at once (each carries one transaction at a time).
+  SMTP_POOL_SIZE: positive(10, 'a whole number of connections from 1 to 200', 200),
   // No CR or LF: the value becomes the From header of every email that does not name its own sender.
   MAIL_FROM: Type.String({
     default: 'svc <no-reply@localhost>', pattern: '^[^\\u0000-\\u001F\\u007F]*@[^\\u0000-\\u001F\\u007F]*$',
@@ -126,6 +128,8 @@ export interface Config {
   /** MongoDB's write concern `w` (writes are always journaled): 'majority' or a number of members. */
   mongodbWriteConcern: 'majority' | number
   smtpUrl: string | undefined
+  /** SMTP_POOL_SIZE: connections to the relay at once; the mailer keeps eight emails in flight per connection (at least 32). */
+  smtpPoolSize: number
   /** The From of emails that do not name their own sender. */
   mailFrom: string
   /** Without SMTP_URL: how many emails are written to DATA_DIR/sandbox (.eml and .html) for a look; 0: none. */
@@ -279,6 +283,7 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
     mongodbUri: e.MONGODB_URI,
     mongodbWriteConcern: e.MONGODB_WRITE_CONCERN === 'majority' ? 'majority' : Number(e.MONGODB_WRITE_CONCERN),
     smtpUrl: e.SMTP_URL,
+    smtpPoolSize: e.SMTP_POOL_SIZE,
     mailFrom: e.MAIL_FROM,
     sandboxKeep: e.SANDBOX_KEEP ?? (production ? 0 : 200),
     publicUrl,

@@ -179,7 +179,7 @@ export async function createService (config: Config, given: ServiceDeps): Promis
   const mailer = roles.mailer
     ? new Mailer({
       store: deps.store,
-      transport: deps.transport ?? (config.smtpUrl !== undefined ? createSmtpTransport(config.smtpUrl, { registry: app.registry }) : sandbox(config, app)),
+      transport: deps.transport ?? (config.smtpUrl !== undefined ? createSmtpTransport(config.smtpUrl, { registry: app.registry, maxConnections: config.smtpPoolSize }) : sandbox(config, app)),
       closeTransport: deps.transport === undefined,
       emails: {
         onAccepted: (listener) => {
@@ -196,6 +196,9 @@ export async function createService (config: Config, given: ServiceDeps): Promis
       publicUrl: config.publicUrl,
       secret: config.secret!,
       owner: config.nodeId,
+      // Enough emails in flight that every relay connection has the next message waiting while others are
+      // claimed, built and recorded (each email spends most of its attempt outside the SMTP transaction).
+      concurrency: Math.max(32, 8 * config.smtpPoolSize),
       composer: createComposer({ publicUrl: config.publicUrl, secret: config.secret!, registry: app.registry }),
       outbound: createOutbound({ domains: app.services.domains, verpKey: verpKey(config.secret!), bounceDomain: config.mail.bounceDomain }),
       ...deps.mailer,

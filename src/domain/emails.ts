@@ -213,7 +213,10 @@ function engagementEvent (type: EventType, emailId: string, recipient: string, a
   return { ...base, payload: eventPayload(base, data) }
 }
 
-/** The recipient that tracking links name: the first `to`, else the first recipient there is. */
+/**
+ * The email's first recipient (the first `to`, else the first there is): whose copy an attempt with no
+ * pending recipient would be made for. Every recipient's own copy names them (src/mail/compose.ts).
+ */
 export function trackingRecipient (email: Pick<EmailRecord, 'recipients'>): string {
   return email.recipients[0]!.address
 }

@@ -5,7 +5,7 @@
 import { fileURLToPath } from 'node:url'
 import { Counter, type Registry } from 'prom-client'
 import type { EmailRecord } from '../store/emails.js'
-import { MessageBuildError, composeMessage } from './compose.js'
+import { MessageBuildError, composeMessage, personalize } from './compose.js'
 import { oneThread } from './one-thread.js'
 import type { OutgoingMessage } from './transport.js'
 import type { ComposeAnswer, ComposeWorkerData } from '../../workers/compose.js'
@@ -44,7 +44,7 @@ export function createComposer (opts: ComposeWorkerData & { registry?: Registry;
       where?.inc({ thread: 'worker' })
       const answer = await thread.run(email)
       if (!answer.ok) throw new MessageBuildError(answer.reason)
-      return answer.msg
+      return personalize(answer.draft, workerData)
     },
     close: () => thread.close(),
   }

@@ -1,11 +1,13 @@
 // The message of one attempt, made from a stored email: the recipients still pending, our Message-ID,
-// the List-Unsubscribe headers, and the tracked links and pixel in the html. A pure function of its
-// inputs, so it runs in the mailer's thread or, for large bodies, in a worker thread (./compose-pool.ts).
+// and for each recipient their own List-Unsubscribe header and tracked links and pixel in the html. The
+// html is scanned once (draftMessage: a pure function of its inputs, so it runs in the mailer's thread or,
+// for large bodies, in a worker thread, ./compose-pool.ts); each recipient's copy is filled from it when
+// the transport asks (personalize).
 import { bareOf } from '../domain/addresses.js'
 import { MAX_BUILD_BODY_CHARS, TRACKING_TTL_MS, trackingRecipient } from '../domain/emails.js'
 import type { EmailRecord } from '../store/emails.js'
-import { instrumentHtml, unsubscribeHeaders, type TrackingLinkOptions } from './tracking.js'
-import type { OutgoingMessage } from './transport.js'
+import { fillHtml, htmlTemplate, unsubscribeHeaders, type HtmlTemplate, type TrackingLinkOptions } from './tracking.js'
+import type { OutgoingMessage, RecipientCopy } from './transport.js'
 
 /** The message of an email cannot be built; the message says what failed and never quotes the content. */
 export class MessageBuildError extends Error {
@@ -32,24 +34,32 @@ function buildStep<T> (what: string, step: () => T): T {
 }
 
 /**
- * The message for one attempt: only the recipients still pending (a retry does not resend to those who
- * have it), our Message-ID, the List-Unsubscribe headers, and the tracking pixel and links in the html.
- * Throws MessageBuildError when the email's content makes that impossible.
+ * An attempt's message before it is made per recipient: plain data, so that it crosses threads. `msg` has
+ * no html and no List-Unsubscribe yet; `template` is its html with the tracked places found.
  */
-export function composeMessage (email: EmailRecord, opts: { publicUrl: string; secret: string }): OutgoingMessage {
+export interface MessageDraft {
+  msg: OutgoingMessage
+  template: HtmlTemplate | null
+  /** The pending recipients (bare addresses), in order: the first one's copy is also `msg`'s own. */
+  recipients: string[]
+  emailId: string
+  /** Unix seconds after which the tracking and unsubscribe tokens are refused. */
+  expiresAt: number
+}
+
+/**
+ * The draft of one attempt: only the recipients still pending (a retry does not resend to those who have
+ * it), our Message-ID, and the html's tracked places. Throws MessageBuildError when the email's content
+ * makes that impossible.
+ */
+export function draftMessage (email: EmailRecord, opts: { publicUrl: string }): MessageDraft {
   for (const part of ['html', 'text'] as const) {
     const body = email[part]
     if (body !== null && body.length > MAX_BUILD_BODY_CHARS) throw new MessageBuildError(`the ${part} is longer than ${MAX_BUILD_BODY_CHARS} characters`)
   }
-  const pending = new Set(email.recipients.filter((r) => r.state === 'pending').map((r) => r.address))
+  const pendingList = email.recipients.filter((r) => r.state === 'pending').map((r) => r.address)
+  const pending = new Set(pendingList)
   const only = (list: string[]) => list.filter((formatted) => pending.has(bareOf(formatted)))
-  const link: TrackingLinkOptions = {
-    publicUrl: opts.publicUrl,
-    secret: opts.secret,
-    emailId: email.id,
-    recipient: trackingRecipient(email),
-    expiresAt: Math.floor((Date.parse(email.createdAt) + TRACKING_TTL_MS) / 1000),
-  }
   const msg: OutgoingMessage = {
     messageId: email.id,
     from: email.from,
@@ -57,12 +67,39 @@ export function composeMessage (email: EmailRecord, opts: { publicUrl: string; s
     cc: only(email.cc),
     bcc: only(email.bcc),
     subject: email.subject,
-    headers: { ...email.headers, ...buildStep('making the List-Unsubscribe link', () => unsubscribeHeaders(link)) },
+    headers: { ...email.headers },
   }
   if (email.replyTo.length > 0) msg.replyTo = email.replyTo
   const html = email.html
-  if (html !== null) msg.html = buildStep('the tracking rewrite of the html', () => instrumentHtml(html, link))
+  const template = html === null ? null : buildStep('the tracking rewrite of the html', () => htmlTemplate(html, opts))
   if (email.text !== null) msg.text = email.text
+  return {
+    msg, template, recipients: pendingList.length > 0 ? pendingList : [trackingRecipient(email)], emailId: email.id,
+    expiresAt: Math.floor((Date.parse(email.createdAt) + TRACKING_TTL_MS) / 1000),
+  }
+}
+
+/**
+ * The message with each recipient's own copy (OutgoingMessage.copy): their List-Unsubscribe link, and the
+ * tracked links and pixel of their html, all naming them. The message's own html and headers are the
+ * first pending recipient's copy. Throws MessageBuildError when a copy cannot be made.
+ */
+export function personalize (draft: MessageDraft, opts: { publicUrl: string; secret: string }): OutgoingMessage {
+  const copy = (recipient: string): RecipientCopy => {
+    const link: TrackingLinkOptions = { publicUrl: opts.publicUrl, secret: opts.secret, emailId: draft.emailId, recipient, expiresAt: draft.expiresAt }
+    const out: RecipientCopy = { headers: buildStep('making the List-Unsubscribe link', () => unsubscribeHeaders(link)) }
+    const template = draft.template
+    if (template !== null) out.html = buildStep('the tracking rewrite of the html', () => fillHtml(template, link))
+    return out
+  }
+  const first = copy(draft.recipients[0]!)
+  const msg: OutgoingMessage = { ...draft.msg, headers: { ...draft.msg.headers, ...first.headers } }
+  if (first.html !== undefined) msg.html = first.html
+  msg.copy = (recipient) => recipient === draft.recipients[0] ? first : copy(recipient)
   return msg
 }
 
+/** draftMessage, then personalize: the message of one attempt, built in this thread. */
+export function composeMessage (email: EmailRecord, opts: { publicUrl: string; secret: string }): OutgoingMessage {
+  return personalize(draftMessage(email, opts), opts)
+}

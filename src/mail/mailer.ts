@@ -13,6 +13,7 @@ import type { EmailAttempt, EmailLease, EmailRecord } from '../store/emails.js'
 import type { Store } from '../store/types.js'
 import { MessageBuildError, buildFailureReason, composeMessage } from './compose.js'
 import type { Composer } from './compose-pool.js'
+import { stageTimer, type StageTimer } from './stages.js'
 import { instrumentHtml } from './tracking.js'
 import type { MailTransport, OutgoingMessage } from './transport.js'
 
@@ -75,6 +76,7 @@ export class Mailer implements Component {
   private readonly policy: { retryDelaysMs: number[]; random: () => number }
   private readonly outcomes: Counter<'outcome'> | undefined
   private readonly accepted: Counter | undefined
+  private readonly stages: StageTimer
 
   private running = false
 
@@ -121,6 +123,7 @@ export class Mailer implements Component {
     this.accepted = options.registry
       ? new Counter({ name: 'svc_emails_accepted_total', help: 'Emails accepted (202) by this node', registers: [options.registry] })
       : undefined
+    this.stages = stageTimer(options.registry)
   }
 
   async start (): Promise<void> {
@@ -181,7 +184,9 @@ export class Mailer implements Component {
         const now = this.o.clock.now()
         if (this.nextDue !== undefined && this.nextDue <= now) this.nextDue = undefined
         try {
+          const t0 = performance.now()
           const claimed = await this.o.store.claimDueEmails({ owner: this.owner, now: iso(now), leaseUntil: iso(now + this.leaseMs), limit: free })
+          if (claimed.length > 0) this.stages.since('claim', t0)
           for (const email of claimed) {
             this.held.set(email.id, email.leaseToken)
             this.track(this.attempt(email).finally(() => this.forget(email)))
@@ -218,15 +223,23 @@ export class Mailer implements Component {
     let msg: OutgoingMessage | undefined
     let plan: Omit<EmailAttempt, 'owner' | 'leaseToken'> | undefined
     if (pending.length > 0) {
+      const t0 = performance.now()
       try {
         msg = this.o.composer ? await this.o.composer.compose(email) : composeMessage(email, this.o)
       } catch (err) {
         plan = this.buildFailed(email, err)
       }
+      this.stages.since('compose', t0)
     }
     if (msg !== undefined) {
       try {
-        results = await this.o.transport.send(this.o.outbound ? await this.o.outbound(email, msg) : msg)
+        let out = msg
+        if (this.o.outbound) {
+          const t1 = performance.now()
+          out = await this.o.outbound(email, msg)
+          this.stages.since('outbound', t1)
+        }
+        results = await this.o.transport.send(out)
       } catch (err) {
         if (err instanceof MessageBuildError) {
           // The transport could not render it (over SMTP, in its worker thread).
@@ -243,7 +256,9 @@ export class Mailer implements Component {
     const record = { ...plan, owner: this.owner, leaseToken: email.leaseToken }
     let recorded: boolean
     try {
+      const t2 = performance.now()
       recorded = await pRetry(() => this.o.store.recordEmailAttempt(record), RECORD_RETRY)
+      this.stages.since('record', t2)
     } catch (err) {
       // A store fault (disk full…) is logged once by the store's health, not for every email.
       if (!this.o.store.health.failed(err)) this.o.logger.error({ err, emailId: email.id }, 'mailer: could not record an attempt; the email is sent again when its lease expires')

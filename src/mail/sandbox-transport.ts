@@ -14,20 +14,28 @@ import {
 export interface SandboxTransport extends MailTransport {
   /** The most recent messages handed to send(), oldest first, at most `keep` of them. */
   sent(): OutgoingMessage[]
+  /** Writes the messages not yet in `dir` now (they are written in the background anyway, shortly after). */
+  flush(): Promise<void>
 }
 
 export interface SandboxOptions {
   /** How many messages to keep for inspection; 0 keeps none. Default 100. */
   keep?: number
   /**
-   * A directory where each message is also written, so that a developer can open it: `<id>.eml` (the
-   * whole message, as a relay would have received it) and, when it has HTML, `<id>.html` (that part, to
-   * open in a browser: its tracked links and pixel reach svc, and a banner on top links its unsubscribe
-   * page). Unset: nothing is written.
+   * A directory where the newest messages are also written, so that a developer can open them: `<id>.eml`
+   * (the whole message, as a relay would have received it, for its first recipient) and, when it has
+   * HTML, `<id>.html` (that part, to open in a browser: its tracked links and pixel reach svc, and a banner
+   * on top links its unsubscribe page). Written in the background, a moment after the send, never on
+   * the send's path. Unset: nothing is written.
    */
   dir?: string
   /** How many messages to keep in `dir`, the newest (by id, which sorts by time); default 200. */
   keepFiles?: number
+  /**
+   * Files are written once sends pause for this long (default 250 ms), and under a steady stream of sends
+   * at most every 20 times that (5 s), so that at volume the writes stay a few per second.
+   */
+  writeDelayMs?: number
   /** Hears once where the files go (at the first message), and once when writing them fails. */
   logger?: { info(msg: string): void; warn(msg: string): void }
 }
@@ -35,45 +43,78 @@ export interface SandboxOptions {
 const escapeHtml = (s: string): string =>
   s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
 
-/** The .eml and .html copies of the messages, the oldest removed beyond `keepFiles`. */
-function fileWriter (dir: string, keepFiles: number, logger: SandboxOptions['logger']) {
-  let names: Promise<string[]> | undefined
+/** What a message costs to hold until it is written (its bodies, in characters). */
+const sizeOf = (m: OutgoingMessage) => (m.html?.length ?? 0) + (m.text?.length ?? 0)
+/** Messages waiting to be written are held up to this many characters; the oldest beyond it are not written. */
+const MAX_PENDING_CHARS = 32 * 1024 * 1024
+
+/** The message as plain data: what a developer looks at (the first recipient's copy), without the functions. */
+function plain (msg: OutgoingMessage): OutgoingMessage {
+  const { copy: _copy, returnPath: _returnPath, ...rest } = msg
+  return rest
+}
+
+/**
+ * The .eml and .html copies of the newest messages, the oldest removed beyond `keepFiles`. A send only
+ * puts its message in a list in memory; a timer writes the newest `keepFiles` of that list and removes
+ * what falls out, so at volume the file system sees at most `keepFiles` messages per write round however
+ * many were sent, and nothing of it is on the send's path.
+ */
+function fileWriter (dir: string, keepFiles: number, delayMs: number, logger: SandboxOptions['logger']) {
+  let names: string[] | undefined
   let failed = false
-  // Once, shared by the sends in flight; tried again at the next send if it failed.
-  const ready = (): Promise<string[]> => names ??= (async () => {
+  let pending: OutgoingMessage[] = []
+  let pendingChars = 0
+  let timer: NodeJS.Timeout | undefined
+  let writing: Promise<void> = Promise.resolve()
+  let firstPendingAt = 0
+  let lastAddAt = 0
+
+  const ready = async (): Promise<string[]> => {
+    if (names !== undefined) return names
     await mkdir(dir, { recursive: true, mode: 0o700 })
     // What earlier runs left counts against the bound too.
     const found = (await readdir(dir)).filter((f) => f.endsWith('.eml')).map((f) => f.slice(0, -4)).sort()
     logger?.info(`sandbox: every email is written to ${path.resolve(dir)} as <id>.eml (and <id>.html), the last ${keepFiles} kept; no email leaves this machine`)
+    names = found
     return found
-  })().catch((err: unknown) => { names = undefined; throw err })
+  }
 
-  return async (msg: OutgoingMessage): Promise<void> => {
+  const writeOne = async (msg: OutgoingMessage, name: string): Promise<void> => {
+    const mail: ConstructorParameters<typeof MailComposer>[0] = {
+      messageId: formatMessageId(msg), from: msg.from, to: msg.to, cc: msg.cc, subject: msg.subject,
+      headers: customHeaders(msg.headers),
+    }
+    if (msg.replyTo !== undefined && msg.replyTo.length > 0) mail.replyTo = msg.replyTo
+    if (msg.html !== undefined) mail.html = msg.html
+    if (msg.text !== undefined) mail.text = msg.text
+    const eml = await new MailComposer(mail).compile().build()
+    await writeFile(path.join(dir, `${name}.eml`), eml, { mode: 0o600 })
+    if (msg.html !== undefined) {
+      const unsubscribe = /^<([^<>]*)>/.exec(msg.headers['List-Unsubscribe'] ?? '')?.[1]
+      const banner = '<div style="font:14px sans-serif;background:#fffbe6;border-bottom:1px solid #e6d87a;padding:8px">' +
+        `svc sandbox copy of ${escapeHtml(name)} (not part of the email)` +
+        (unsubscribe ? ` · <a href="${escapeHtml(unsubscribe)}">its unsubscribe link</a> (List-Unsubscribe)` : '') + '</div>\n'
+      await writeFile(path.join(dir, `${name}.html`), banner + msg.html, { mode: 0o600 })
+    }
+  }
+
+  const writeRound = async (): Promise<void> => {
+    const batch = pending
+    pending = []
+    pendingChars = 0
+    if (batch.length === 0) return
     try {
       const list = await ready()
-      // Ids are ours (em_…), but a file name is no place to trust that.
-      const name = msg.messageId.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 100)
-      const mail: ConstructorParameters<typeof MailComposer>[0] = {
-        messageId: formatMessageId(msg), from: msg.from, to: msg.to, cc: msg.cc, subject: msg.subject,
-        headers: customHeaders(msg.headers),
+      // Ids are ours (em_…), but a file name is no place to trust that. Sends finish in any order; the ids
+      // sort by time, so the newest are the last after sorting.
+      const named = batch.map((msg) => ({ msg, name: msg.messageId.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 100) }))
+        .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)).slice(-keepFiles)
+      for (const { msg, name } of named) {
+        await writeOne(msg, name)
+        if (!list.includes(name)) list.push(name)
       }
-      if (msg.replyTo !== undefined && msg.replyTo.length > 0) mail.replyTo = msg.replyTo
-      if (msg.html !== undefined) mail.html = msg.html
-      if (msg.text !== undefined) mail.text = msg.text
-      const eml = await new MailComposer(mail).compile().build()
-      await writeFile(path.join(dir, `${name}.eml`), eml, { mode: 0o600 })
-      if (msg.html !== undefined) {
-        const unsubscribe = /^<([^<>]*)>/.exec(msg.headers['List-Unsubscribe'] ?? '')?.[1]
-        const banner = '<div style="font:14px sans-serif;background:#fffbe6;border-bottom:1px solid #e6d87a;padding:8px">' +
-          `svc sandbox copy of ${escapeHtml(name)} (not part of the email)` +
-          (unsubscribe ? ` · <a href="${escapeHtml(unsubscribe)}">its unsubscribe link</a> (List-Unsubscribe)` : '') + '</div>\n'
-        await writeFile(path.join(dir, `${name}.html`), banner + msg.html, { mode: 0o600 })
-      }
-      // Sends in flight finish in any order; the ids sort by time, so the oldest is always first.
-      if (!list.includes(name)) {
-        list.push(name)
-        list.sort()
-      }
+      list.sort()
       while (list.length > keepFiles) {
         const old = list.shift()!
         await Promise.all([`${old}.eml`, `${old}.html`].map((f) => unlink(path.join(dir, f)).catch(() => {})))
@@ -84,6 +125,34 @@ function fileWriter (dir: string, keepFiles: number, logger: SandboxOptions['log
       failed = true
     }
   }
+
+  const flush = (): Promise<void> => {
+    clearTimeout(timer)
+    timer = undefined
+    writing = writing.then(writeRound)
+    return writing
+  }
+
+  return {
+    add (msg: OutgoingMessage): void {
+      pending.push(msg)
+      pendingChars += sizeOf(msg)
+      // Only the newest keepFiles can end up in the directory; the rest need not be held.
+      while (pending.length > keepFiles || (pendingChars > MAX_PENDING_CHARS && pending.length > 1)) pendingChars -= sizeOf(pending.shift()!)
+      lastAddAt = Date.now()
+      if (timer === undefined) {
+        firstPendingAt = lastAddAt
+        const tick = () => {
+          const now = Date.now()
+          // Still sending: wait for a pause, but not past 20 delays since the first pending message.
+          if (now - lastAddAt < delayMs && now - firstPendingAt < 20 * delayMs) timer = setTimeout(tick, delayMs)
+          else void flush()
+        }
+        timer = setTimeout(tick, delayMs)
+      }
+    },
+    flush,
+  }
 }
 
 export const SANDBOX_RESPONSE = 'sandbox: not sent'
@@ -93,7 +162,7 @@ export function createSandboxTransport(opts: SandboxOptions = {}): SandboxTransp
   if (!Number.isInteger(keep) || keep < 0) throw new RangeError('keep must be a non-negative integer')
   const keepFiles = opts.keepFiles ?? 200
   if (!Number.isInteger(keepFiles) || keepFiles < 1) throw new RangeError('keepFiles must be a positive integer')
-  const write = opts.dir !== undefined ? fileWriter(opts.dir, keepFiles, opts.logger) : undefined
+  const files = opts.dir !== undefined ? fileWriter(opts.dir, keepFiles, opts.writeDelayMs ?? 250, opts.logger) : undefined
   const kept: OutgoingMessage[] = []
   let closed = false
 
@@ -101,12 +170,15 @@ export function createSandboxTransport(opts: SandboxOptions = {}): SandboxTransp
     name: 'sandbox',
     async send(msg) {
       if (closed) throw new Error('sandbox transport is closed')
-      if (keep > 0) {
-        // A copy, so later changes by the caller do not rewrite what was "sent".
-        kept.push(structuredClone(msg))
-        if (kept.length > keep) kept.splice(0, kept.length - keep)
+      if (keep > 0 || files !== undefined) {
+        const copy = plain(msg)
+        if (keep > 0) {
+          // A copy, so later changes by the caller do not rewrite what was "sent".
+          kept.push(structuredClone(copy))
+          if (kept.length > keep) kept.splice(0, kept.length - keep)
+        }
+        files?.add(copy)
       }
-      if (write) await write(msg)
       return envelopeRecipients(msg).map(
         (recipient): RecipientResult =>
           simulatorOutcome(recipient) ?? { recipient, outcome: 'delivered', response: SANDBOX_RESPONSE },
@@ -115,9 +187,11 @@ export function createSandboxTransport(opts: SandboxOptions = {}): SandboxTransp
     sent() {
       return kept.map((m) => structuredClone(m))
     },
+    flush: () => files?.flush() ?? Promise.resolve(),
     async close() {
       closed = true
       kept.length = 0
+      await files?.flush()
     },
   }
 }

@@ -1,12 +1,14 @@
-import nodemailer, { type SendMailOptions } from 'nodemailer'
+import net from 'node:net'
+import { Readable } from 'node:stream'
+import { domainToASCII } from 'node:url'
+import nodemailer from 'nodemailer'
 import type SMTPPool from 'nodemailer/lib/smtp-pool/index.js'
 import type SMTPTransport from 'nodemailer/lib/smtp-transport/index.js'
 import { Counter, type Registry } from 'prom-client'
-import { createRenderer } from './render-pool.js'
+import { mimeTemplate } from './mime.js'
+import { stageTimer } from './stages.js'
 import {
   bareAddress,
-  customHeaders,
-  DKIM_SIGNED_HEADERS,
   envelopeRecipients,
   formatMessageId,
   simulatorOutcome,
@@ -18,22 +20,18 @@ import {
 export interface SmtpTransportOptions {
   /** Keep connections open and reuse them. Default true. */
   pool?: boolean
-  /** Simultaneous connections when pooled. Default 5. */
+  /** Simultaneous connections when pooled (SMTP_POOL_SIZE). Default DEFAULT_SMTP_POOL_SIZE. */
   maxConnections?: number
   /** TCP connect and greeting timeout. Default 10 000 ms. */
   connectionTimeoutMs?: number
   /** Inactivity on an open connection before giving up. Default 60 000 ms. */
   socketTimeoutMs?: number
-  /** Where `svc_mail_rendered_total{thread}` is registered; no metric without it. */
+  /** Where `svc_mail_rendered_total` and the stage timings are registered; no metric without it. */
   registry?: Registry
-  /**
-   * Messages whose body (html + text, in characters) is smaller than this are rendered in the calling
-   * thread, in each SMTP transaction. Default 0: every message is rendered in the worker thread. Even a
-   * 1 KiB message costs milliseconds of CPU to render and sign (nodemailer's MIME pipeline, then an RSA
-   * signature), against well under one to hand it over: see benchmarks/README.md.
-   */
-  renderInThreadFromChars?: number
 }
+
+/** Connections to the relay at once, unless SMTP_POOL_SIZE says otherwise. */
+export const DEFAULT_SMTP_POOL_SIZE = 10
 
 export interface SmtpUrlParts {
   host: string
@@ -79,11 +77,71 @@ export function parseSmtpUrl(url: string): SmtpUrlParts {
   return parts
 }
 
+/**
+ * With Nagle off, each write is a packet and a system call; nodemailer writes the commands of a pipelined
+ * transaction (MAIL FROM, RCPT TO, DATA) and a message's last chunk and its "." one by one. The writes of
+ * one turn of the event loop go out together instead (cork, then uncork on the next tick): no delay, fewer calls.
+ */
+function coalesceWrites (socket: net.Socket): void {
+  const write = socket.write.bind(socket) as (...args: unknown[]) => boolean
+  let corked = false
+  socket.write = ((...args: unknown[]) => {
+    if (!corked) {
+      corked = true
+      socket.cork()
+      process.nextTick(() => {
+        corked = false
+        socket.uncork()
+      })
+    }
+    return write(...args)
+  }) as typeof socket.write
+}
+
+type GetSocket = (options: unknown, callback: (err: Error | null, socketOptions?: { connection: net.Socket }) => void) => void
+
 /** The part of a nodemailer transporter used here; its own types differ per transport kind. */
 interface Relay {
-  sendMail(mail: SendMailOptions): Promise<unknown>
   close(): void
   on(event: 'error', listener: (err: Error) => void): unknown
+  /** The SMTP transport (pooled or not) under nodemailer's Mail object: what sendMail hands the message to. */
+  transporter: { send(mail: ReadyMessage, callback: (err: Error | null, info?: unknown) => void): unknown }
+}
+
+/**
+ * A message already rendered, in the shape nodemailer's SMTP transports take from Mail.sendMail: the
+ * envelope, the Message-ID for their logs, and the bytes. Handing it over directly skips sendMail's
+ * second MailComposer pass over bytes that are already built (about a third of the CPU per message).
+ */
+interface ReadyMessage {
+  data: Record<string, never>
+  message: {
+    getEnvelope(): { from: string; to: string[] }
+    messageId(): string
+    getHeader(name: string): string | undefined
+    createReadStream(): Readable
+  }
+}
+
+/** An envelope address with its domain in ASCII (IDNA), as the SMTP commands need it. */
+function envelopeAddress (address: string): string {
+  const at = address.lastIndexOf('@')
+  if (at < 0) return address
+  const domain = address.slice(at + 1)
+  return `${address.slice(0, at)}@${domainToASCII(domain) || domain}`
+}
+
+function readyMessage (envelope: { from: string; to: string[] }, raw: Buffer, messageId: string): ReadyMessage {
+  const env = { from: envelopeAddress(envelope.from), to: envelope.to.map(envelopeAddress) }
+  return {
+    data: {},
+    message: {
+      getEnvelope: () => ({ from: env.from, to: [...env.to] }),
+      messageId: () => messageId,
+      getHeader: (name) => (name.toLowerCase() === 'message-id' ? messageId : undefined),
+      createReadStream: () => Readable.from([raw], { objectMode: false }),
+    },
+  }
 }
 
 /** What sendMail resolves with over SMTP, rejectedErrors included (partly refused RCPTs). */
@@ -128,17 +186,38 @@ export function createSmtpTransport(url: string, opts: SmtpTransportOptions = {}
 
   // The transporter lives only in this closure: the returned object holds no options,
   // so logging or serialising the transport cannot reveal the credentials.
-  const transporter: Relay = pooled
+  const transporter = (pooled
     ? nodemailer.createTransport({
         ...base,
         pool: true,
-        maxConnections: opts.maxConnections ?? 5,
+        maxConnections: opts.maxConnections ?? DEFAULT_SMTP_POOL_SIZE,
         // When a pooled connection drops mid-message nodemailer re-queues the message,
         // by default forever. One retry covers a connection the server idled out just
         // before we used it; anything else is the caller's to retry with backoff.
         maxRequeues: 1,
       } as SMTPPool.Options & { maxRequeues: number })
-    : nodemailer.createTransport(base)
+    : nodemailer.createTransport(base)) as unknown as Relay
+  // Every connection with Nagle's algorithm off. nodemailer writes a message's body and its final "."
+  // separately; with Nagle on, the second small write waits for the relay's ACK of the first, which the
+  // relay delays (40 ms on Linux) since it has nothing to say before the "." arrives: every transaction
+  // then took about 45 ms on loopback, whatever the CPU (benchmarks/README.md, mail over SMTP).
+  ;(transporter.transporter as unknown as { getSocket: GetSocket }).getSocket = (options, callback) => {
+    const socket = net.connect({ port: parts.port, host: parts.host })
+    socket.setNoDelay(true)
+    coalesceWrites(socket)
+    const timer = setTimeout(() => socket.destroy(new Error('Connection timeout')), connectionTimeout)
+    const done = (err: Error | null) => {
+      clearTimeout(timer)
+      socket.off('error', done)
+      socket.off('connect', ok)
+      if (err !== null) callback(err)
+      else callback(null, { connection: socket })
+    }
+    const ok = () => done(null)
+    socket.once('connect', ok)
+    socket.once('error', done)
+    void options
+  }
   // Without a listener an 'error' event from the transporter would crash the process;
   // every failure that matters already reaches the sendMail callback.
   transporter.on('error', () => {})
@@ -149,49 +228,53 @@ export function createSmtpTransport(url: string, opts: SmtpTransportOptions = {}
   const rendered = opts.registry
     ? new Counter({
         name: 'svc_mail_rendered_total',
-        help: 'SMTP messages rendered (MIME and DKIM signature), by thread: worker (once per message) or main (below renderInThreadFromChars, once per SMTP transaction)',
-        labelNames: ['thread'] as const,
+        help: 'SMTP messages rendered (MIME template, then one copy per recipient, each DKIM-signed when the sender has a key): what was made',
+        labelNames: ['what'] as const,
         registers: [opts.registry],
       })
     : undefined
-  // Messages are rendered in a worker thread, started at the first one and stopped when idle.
-  const renderer = createRenderer()
-  const renderHereBelow = opts.renderInThreadFromChars ?? 0
+  const stages = stageTimer(opts.registry)
 
   /**
-   * With VERP (msg.returnPath) each recipient gets its own transaction, since the envelope sender names
-   * the recipient; the transactions share the pool's connections. A message is rendered once, in the
-   * worker thread, and its bytes go out as they are in every transaction (one whose body is below
-   * renderInThreadFromChars is rendered by nodemailer here, in each transaction).
-   * Throws MessageBuildError when the worker cannot render a message.
+   * The message is built once (its MIME template, ./mime.ts); each recipient with a copy of their own
+   * (msg.copy: their unsubscribe link and tracking) or an envelope sender of their own (VERP) gets their
+   * own transaction, with their copy's bytes; otherwise one transaction carries every recipient. The
+   * transactions share the pool's connections. Throws MessageBuildError when the message cannot be built.
    */
   async function relay(msg: OutgoingMessage, recipients: string[]): Promise<RecipientResult[]> {
-    const mail = mailOptions(msg)
-    const size = (msg.html?.length ?? 0) + (msg.text?.length ?? 0)
-    let content: (envelope: { from: string; to: string[] }) => SendMailOptions
-    if (size < renderHereBelow) {
-      content = (envelope) => {
-        rendered?.inc({ thread: 'main' })
-        return { ...mail, envelope }
-      }
-    } else {
-      const raw = await renderer.render(mail)
-      rendered?.inc({ thread: 'worker' })
-      // No dkim option beside raw: nodemailer sends the bytes as they are, signed once, in the worker.
-      content = (envelope) => ({ envelope, raw })
-    }
+    const t0 = performance.now()
+    const messageId = formatMessageId(msg)
+    const template = await mimeTemplate(msg)
+    rendered?.inc({ what: 'template' })
     const returnPath = msg.returnPath
-    if (returnPath === undefined) return relayOnce(content({ from: bareAddress(msg.from), to: recipients }), recipients)
-    const each = await Promise.all(recipients.map((r) => relayOnce(content({ from: returnPath(r), to: [r] }), [r])))
+    const copy = msg.copy
+    if (returnPath === undefined && copy === undefined) {
+      const raw = await template.render(undefined)
+      rendered?.inc({ what: 'copy' })
+      stages.since('render', t0)
+      return relayOnce(readyMessage({ from: bareAddress(msg.from), to: recipients }, raw, messageId), recipients)
+    }
+    // Every copy is made (and signed) before any is sent: a message that cannot be built sends nothing.
+    const shared = copy === undefined ? await template.render(undefined) : undefined
+    const raws = shared !== undefined ? recipients.map(() => shared) : await Promise.all(recipients.map((r) => template.render(copy!(r))))
+    rendered?.inc({ what: 'copy' }, shared !== undefined ? 1 : recipients.length)
+    stages.since('render', t0)
+    const each = await Promise.all(recipients.map((r, i) => relayOnce(
+      readyMessage({ from: returnPath !== undefined ? returnPath(r) : bareAddress(msg.from), to: [r] }, raws[i]!, messageId), [r])))
     return each.flat()
   }
 
-  async function relayOnce(mail: SendMailOptions, recipients: string[]): Promise<RecipientResult[]> {
+  async function relayOnce(mail: ReadyMessage, recipients: string[]): Promise<RecipientResult[]> {
     let info: RelayInfo
+    const t0 = performance.now()
     try {
-      info = (await transporter.sendMail(mail)) as RelayInfo
+      info = await new Promise<RelayInfo>((resolve, reject) => {
+        transporter.transporter.send(mail, (err, result) => { if (err) reject(err); else resolve(result as RelayInfo) })
+      })
     } catch (e) {
       return failureResults(e as SmtpError, recipients, scrub)
+    } finally {
+      stages.since('smtp', t0)
     }
 
     const accepted = new Set(info.accepted.map(addressOf))
@@ -236,31 +319,8 @@ export function createSmtpTransport(url: string, opts: SmtpTransportOptions = {}
       if (closed) return
       closed = true
       transporter.close()
-      await renderer.close()
     },
   }
-}
-
-/**
- * What nodemailer is asked to build for a message, the same for either thread. The envelope is left out:
- * it is given per transaction, and keeps simulator addresses (and Bcc) off the wire while the headers
- * still show what the author wrote.
- */
-function mailOptions(msg: OutgoingMessage): SendMailOptions {
-  const mail: SendMailOptions = {
-    messageId: formatMessageId(msg),
-    from: msg.from,
-    to: msg.to,
-    cc: msg.cc,
-    subject: msg.subject,
-    headers: customHeaders(msg.headers),
-  }
-  if (msg.replyTo !== undefined && msg.replyTo.length > 0) mail.replyTo = msg.replyTo
-  if (msg.html !== undefined) mail.html = msg.html
-  if (msg.text !== undefined) mail.text = msg.text
-  // relaxed/relaxed (nodemailer's canonicalisation), over the headers that matter to receivers.
-  if (msg.dkim !== undefined) mail.dkim = { ...msg.dkim, headerFieldNames: DKIM_SIGNED_HEADERS }
-  return mail
 }
 
 /** The whole message failed: map the one error to every recipient it concerns. */

@@ -277,60 +277,82 @@ export interface InstrumentOptions extends TrackingLinkOptions {
   trackClicks?: boolean
 }
 
-/** Replace source[from, to) with text; `from === to` inserts. */
-interface Splice {
-  from: number
-  to: number
-  text: string
+/**
+ * An html body with its tracked places found once, for many recipients: the html cut at every link to
+ * track and at the open pixel's place. `parts` has one more entry than `slots`; a recipient's html is
+ * parts[0] + slot 0 filled for them + parts[1] + …, so the html is scanned once per email, however many
+ * recipients get their own copy.
+ */
+export interface HtmlTemplate {
+  parts: string[]
+  slots: Array<{ kind: 'click'; url: string } | { kind: 'open' }>
 }
 
 /**
- * The html with its http(s) links rewritten to tracked ones and the open pixel before the last
- * `</body>` (or at the end). Everything else stays byte for byte as written: the html is tokenized
- * (htmlparser2's tokenizer, one linear pass, no tree) only to find where the href values and the
- * `</body>` are, and the new text is spliced into the original.
+ * Finds where the html's http(s) links and the open pixel (before the last `</body>`, or at the end) go.
+ * Everything else stays byte for byte as written: the html is tokenized (htmlparser2's tokenizer, one
+ * linear pass, no tree) only to find where the href values and the `</body>` are.
  */
-export function instrumentHtml(html: string, opts: InstrumentOptions): string {
+export function htmlTemplate(html: string, opts: Pick<InstrumentOptions, 'publicUrl' | 'trackOpens' | 'trackClicks'>): HtmlTemplate {
   const base = baseUrl(opts.publicUrl)
-  const claims = { emailId: opts.emailId, recipient: opts.recipient, exp: opts.expiresAt }
   const trackClicks = opts.trackClicks !== false
   const trackOpens = opts.trackOpens !== false
-  if (!trackClicks && !trackOpens) return html
+  if (!trackClicks && !trackOpens) return { parts: [html], slots: [] }
 
   // Our own links (the unsubscribe link above all) must reach us untouched: a click event for an
   // unsubscribe would be noise, and wrapping a tracking link in another would break it once the outer
   // token expires.
   const ownPrefix = `${base}/t/`.toLowerCase()
-  const splices: Splice[] = []
-  let rewritten = 0
+  const cuts: Array<{ from: number; to: number; slot: HtmlTemplate['slots'][number] }> = []
   const scan = scanHtml(html, (href, from, to) => {
-    if (!trackClicks || rewritten >= MAX_TRACKED_LINKS) return
+    if (!trackClicks || cuts.length >= MAX_TRACKED_LINKS) return
     const url = linkTarget(href)
     if (url === null || url.length > MAX_TRACKED_URL_LENGTH || url.toLowerCase().startsWith(ownPrefix)) return
-    const token = createTrackingToken(opts.secret, { kind: 'click', url, ...claims })
-    splices.push({ from, to, text: `"${escapeAttr(`${base}/t/c/${token}`)}"` })
-    rewritten++
+    cuts.push({ from, to, slot: { kind: 'click', url } })
   })
-
   if (trackOpens) {
-    const token = createTrackingToken(opts.secret, { kind: 'open', ...claims })
-    const pixel = `<img src="${escapeAttr(`${base}/t/o/${token}`)}" width="1" height="1" alt="" style="display:none">`
     const at = scan.lastBodyClose < 0 ? html.length : scan.lastBodyClose
-    // Never inside an href (a `</body>` is outside any tag), so its place among the splices is by position.
-    let i = splices.length
-    while (i > 0 && splices[i - 1]!.from > at) i--
-    splices.splice(i, 0, { from: at, to: at, text: pixel })
+    // Never inside an href (a `</body>` is outside any tag), so its place among the cuts is by position.
+    let i = cuts.length
+    while (i > 0 && cuts[i - 1]!.from > at) i--
+    cuts.splice(i, 0, { from: at, to: at, slot: { kind: 'open' } })
   }
-
-  if (splices.length === 0) return html
-  const out: string[] = []
+  const parts: string[] = []
   let copied = 0
-  for (const s of splices) {
-    out.push(html.slice(copied, s.from), s.text)
-    copied = s.to
+  for (const c of cuts) {
+    parts.push(html.slice(copied, c.from))
+    copied = c.to
   }
-  out.push(html.slice(copied))
+  parts.push(html.slice(copied))
+  return { parts, slots: cuts.map((c) => c.slot) }
+}
+
+/** One recipient's html: the template's slots filled with tracked links and a pixel that name them. */
+export function fillHtml(template: HtmlTemplate, opts: TrackingLinkOptions): string {
+  if (template.slots.length === 0) return template.parts[0]!
+  const base = baseUrl(opts.publicUrl)
+  const claims = { emailId: opts.emailId, recipient: opts.recipient, exp: opts.expiresAt }
+  const out: string[] = [template.parts[0]!]
+  for (let i = 0; i < template.slots.length; i++) {
+    const slot = template.slots[i]!
+    if (slot.kind === 'click') {
+      const token = createTrackingToken(opts.secret, { kind: 'click', url: slot.url, ...claims })
+      out.push(`"${escapeAttr(`${base}/t/c/${token}`)}"`)
+    } else {
+      const token = createTrackingToken(opts.secret, { kind: 'open', ...claims })
+      out.push(`<img src="${escapeAttr(`${base}/t/o/${token}`)}" width="1" height="1" alt="" style="display:none">`)
+    }
+    out.push(template.parts[i + 1]!)
+  }
   return out.join('')
+}
+
+/**
+ * The html with its http(s) links rewritten to tracked ones and the open pixel before the last
+ * `</body>` (or at the end), for one recipient (htmlTemplate, then fillHtml).
+ */
+export function instrumentHtml(html: string, opts: InstrumentOptions): string {
+  return fillHtml(htmlTemplate(html, opts), opts)
 }
 
 // ---- HTML scanning -----------------------------------------------------------------------

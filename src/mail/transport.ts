@@ -17,6 +17,19 @@ export interface OutgoingMessage {
   dkim?: { domainName: string; keySelector: string; privateKey: string }
   /** The envelope sender (Return-Path) for each recipient, a VERP address; the From address when absent. */
   returnPath?: (recipient: string) => string
+  /**
+   * Each recipient's own copy: the html whose tracked links and pixel name that recipient, and the headers
+   * that do (List-Unsubscribe), replacing `html` and those headers for them. Absent: every recipient gets
+   * the message as it is. Throws MessageBuildError when the copy cannot be made.
+   */
+  copy?: (recipient: string) => RecipientCopy
+}
+
+/** What differs in one recipient's copy of a message (see OutgoingMessage.copy). */
+export interface RecipientCopy {
+  html?: string
+  /** The headers of this copy that differ from the message's, e.g. List-Unsubscribe. */
+  headers: Record<string, string>
 }
 
 /**

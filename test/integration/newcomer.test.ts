@@ -71,6 +71,8 @@ describe('the sandbox transport in development', () => {
     const id: string = sent.body.data.id
     await s.settled(id)
     const dir = path.join(server.dataDir, 'sandbox')
+    // Written off the send's path, a moment after it.
+    await waitFor('the sandbox files', () => { try { return readdirSync(dir).length === 2 } catch { return false } })
     assert.deepEqual(readdirSync(dir).sort(), [`${id}.eml`, `${id}.html`])
     const eml = readFileSync(path.join(dir, `${id}.eml`), 'utf8')
     assert.match(eml, /^Subject: Try me$/m)

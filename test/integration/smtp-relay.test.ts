@@ -39,19 +39,24 @@ describe('the SMTP relay', () => {
       'email.sent alice@example.net', 'email.sent hidden@example.net', 'email.delivered alice@example.net', 'email.delivered hidden@example.net',
     ])
 
-    assert.equal(sink.received.length, 1)
-    const got = sink.received[0]!
-    assert.equal(got.mailFrom, 'mail@example.com')
-    assert.deepEqual(got.rcptTo, ['alice@example.net', 'hidden@example.net'])
-    assert.equal(header(got.raw, 'Message-ID'), `<${email.id}@example.com>`)
+    // One transaction per recipient: each copy carries its own unsubscribe link and tracking.
+    assert.equal(sink.received.length, 2)
+    const got = receivedBy(sink, 'alice@example.net')[0]!
+    const hidden = receivedBy(sink, 'hidden@example.net')[0]!
+    for (const m of [got, hidden]) {
+      assert.equal(m.mailFrom, 'mail@example.com')
+      assert.equal(m.rcptTo.length, 1)
+      assert.equal(header(m.raw, 'Message-ID'), `<${email.id}@example.com>`)
+      assert.equal(header(m.raw, 'To'), 'Alice <alice@example.net>')
+      assert.equal(header(m.raw, 'Bcc'), undefined)
+      assert.doesNotMatch(m.raw.split('\r\n\r\n')[0]!, /hidden@example\.net/)
+    }
     assert.equal(header(got.raw, 'From'), 'Example <mail@example.com>')
-    assert.equal(header(got.raw, 'To'), 'Alice <alice@example.net>')
     assert.equal(header(got.raw, 'Subject'), 'Your order')
     assert.equal(header(got.raw, 'X-Campaign'), 'spring-2026')
     assert.match(header(got.raw, 'List-Unsubscribe') ?? '', /^<http:\/\/127\.0\.0\.1:3000\/t\/u\/[\w-]+>$/)
     assert.equal(header(got.raw, 'List-Unsubscribe-Post'), 'List-Unsubscribe=One-Click')
-    assert.equal(header(got.raw, 'Bcc'), undefined)
-    assert.doesNotMatch(got.raw.split('\r\n\r\n')[0]!, /hidden@example\.net/)
+    assert.notEqual(header(hidden.raw, 'List-Unsubscribe'), header(got.raw, 'List-Unsubscribe'), 'each copy has its own link')
   })
 
   test('header injection never reaches the relay: refused at the API, and display names stay inside their header', async (t) => {
@@ -100,11 +105,11 @@ describe('the SMTP relay', () => {
 
   test('421 on every attempt: bounced once the schedule is spent, without suppressing the address', async (t) => {
     const { server, sink, s } = await setup(t, [20, 20])
-    const res = await s.send({ to: ['shutdown@example.net', 'alice@example.net'], subject: 'Hi', text: 'x' })
+    const res = await s.send({ to: ['shutdown@example.net', 'shutdown2@example.net'], subject: 'Hi', text: 'x' })
     const email = await s.settled(res.body.data.id)
     assert.equal(email.status, 'bounced')
-    assert.deepEqual(timeline(email), ['email.sent shutdown@example.net', 'email.sent alice@example.net',
-      'email.bounced shutdown@example.net', 'email.bounced alice@example.net'])
+    assert.deepEqual(timeline(email), ['email.sent shutdown@example.net', 'email.sent shutdown2@example.net',
+      'email.bounced shutdown@example.net', 'email.bounced shutdown2@example.net'])
     const bounced = (await server.store.listEmailEvents(s.accountId, email.id)).filter((e) => e.type === 'email.bounced')
     assert.match(JSON.parse(bounced[0]!.payload).data.reason, /^gave up after 3 attempts; last answer: /)
     assert.deepEqual(await suppressed(s), [], 'a relay that kept failing says nothing about the address')

@@ -469,7 +469,7 @@ async function dkimResult (raw: string, resolver: (name: string, type: string) =
 
 async function rendered (registry: Registry): Promise<Record<string, number>> {
   const metric = await registry.getSingleMetric('svc_mail_rendered_total')?.get()
-  return Object.fromEntries((metric?.values ?? []).map((v) => [String(v.labels.thread), v.value]))
+  return Object.fromEntries((metric?.values ?? []).map((v) => [String(v.labels.what), v.value]))
 }
 
 function headerNames (raw: string): string[] {
@@ -484,7 +484,7 @@ function largeBodies (): { html: string; text: string } {
   return { html, text }
 }
 
-describe('SMTP transport: a message is rendered once, in a worker thread', () => {
+describe('SMTP transport: a message is built once, and made per recipient from it', () => {
   let sink: Sink
   let registry: Registry
   let transport: ReturnType<typeof createSmtpTransport>
@@ -499,16 +499,14 @@ describe('SMTP transport: a message is rendered once, in a worker thread', () =>
   before(async () => {
     sink = await startSink()
     registry = new Registry()
-    // Small bodies on the main thread here, so that both paths can be compared; by default every message
-    // goes to the worker (the last test).
-    transport = createSmtpTransport(`smtp://127.0.0.1:${sink.port}`, { connectionTimeoutMs: 5_000, registry, renderInThreadFromChars: COMPOSE_IN_THREAD_CHARS })
+    transport = createSmtpTransport(`smtp://127.0.0.1:${sink.port}`, { connectionTimeoutMs: 5_000, registry })
   })
   after(async () => {
     await transport.close()
     await sink.close()
   })
 
-  test('a 400 KiB message arrives whole, signed once with a DKIM signature that verifies, with the headers of the main thread\'s messages', async () => {
+  test('a 400 KiB message arrives whole, signed once with a DKIM signature that verifies, with the headers of a small one', async () => {
     const before = sink.received.length
     const counted = await rendered(registry)
     const results = await transport.send(message({
@@ -538,20 +536,17 @@ describe('SMTP transport: a message is rendered once, in a worker thread', () =>
     assert.equal(header(got.raw, 'Reply-To'), 'support@example.com')
     assert.equal(header(got.raw, 'X-Campaign'), 'spring-2026')
 
-    // The same message with a small body, rendered on the main thread: the same header fields, in the same order.
     const small = sink.received.length
     await transport.send(message({
       messageId: 'em_small1', from: 'Shop <shop@example.com>', to: ['Alice <alice@example.net>'], cc: ['carol@example.net'],
       replyTo: ['support@example.com'], subject: 'Your order \u2713', html: '<p>caf\u00e9</p>', text: 'caf\u00e9', headers: unsubscribe, dkim,
     }))
     assert.deepEqual(headerNames(sink.received[small]!.raw), headerNames(got.raw))
-
     const now = await rendered(registry)
-    assert.equal((now.worker ?? 0) - (counted.worker ?? 0), 1)
-    assert.equal((now.main ?? 0) - (counted.main ?? 0), 1)
+    assert.equal((now.template ?? 0) - (counted.template ?? 0), 2)
   })
 
-  test('with VERP, each of 3 recipients gets its own MAIL FROM and the same bytes, rendered once', async () => {
+  test('with VERP and no copies, each of 3 recipients gets its own MAIL FROM and the same bytes, made once', async () => {
     const before = sink.received.length
     const counted = await rendered(registry)
     const recipients = ['alice@example.net', 'bob@example.net', 'carol@example.net']
@@ -569,40 +564,47 @@ describe('SMTP transport: a message is rendered once, in a worker thread', () =>
     assert.equal(got[1]!.raw, got[0]!.raw, 'the same bytes in every transaction')
     assert.equal(got[2]!.raw, got[0]!.raw, 'the same bytes in every transaction')
     assert.deepEqual(await dkimResult(got[0]!.raw, resolver), { result: 'pass', signingDomain: 'example.com' })
-    assert.equal(headerNames(got[0]!.raw).filter((n) => n === 'dkim-signature').length, 1)
     const now = await rendered(registry)
-    assert.equal((now.worker ?? 0) - (counted.worker ?? 0), 1, 'rendered once for three transactions')
-    assert.equal((now.main ?? 0) - (counted.main ?? 0), 0)
+    assert.equal((now.copy ?? 0) - (counted.copy ?? 0), 1, 'made once for three transactions')
   })
 
-  test('below renderInThreadFromChars a small message is rendered on the main thread, once per VERP transaction, and verifies', async () => {
+  test('with copies, each recipient gets their own List-Unsubscribe and html, each signed, the rest the same', async () => {
     const before = sink.received.length
-    const counted = await rendered(registry)
-    const recipients = ['alice@example.net', 'bob@example.net']
+    const recipients = ['alice@example.net', 'bob@example.net', 'carol@example.net']
+    const copyOf = (r: string) => ({
+      html: `<p>Hello ${r} \u2713</p><a href="https://svc.example.com/t/c/${r}">link</a>`,
+      headers: { 'List-Unsubscribe': `<https://svc.example.com/t/u/${r}>` },
+    })
     const results = await transport.send(message({
-      messageId: 'em_small2', from: 'shop@example.com', to: recipients, html: '<p>Thanks</p>', text: 'Thanks', dkim,
-      returnPath: (r) => `b+${r.split('@')[0]}@bounces.example.com`,
+      messageId: 'em_copies1', from: 'Shop <shop@example.com>', to: recipients.slice(0, 2), bcc: recipients.slice(2), html: 'unused', text: 'Thanks \u2713',
+      headers: { ...unsubscribe }, dkim, copy: copyOf,
     }))
-    assert.deepEqual(results.map((r) => r.outcome), ['delivered', 'delivered'])
+    assert.deepEqual(results.map((r) => r.outcome), ['delivered', 'delivered', 'delivered'])
     const got = sink.received.slice(before)
-    assert.equal(got.length, 2)
+    assert.equal(got.length, 3)
     for (const m of got) {
+      assert.equal(m.rcptTo.length, 1)
+      const r = m.rcptTo[0]!
+      assert.equal(header(m.raw, 'List-Unsubscribe'), `<https://svc.example.com/t/u/${r}>`)
+      const parsed = await simpleParser(m.raw)
+      assert.equal(parsed.html, copyOf(r).html)
+      assert.equal(parsed.text, 'Thanks \u2713')
+      assert.equal(header(m.raw, 'X-Campaign'), 'spring-2026')
+      assert.doesNotMatch(m.raw, /^bcc:/im, 'Bcc is never a header')
       assert.deepEqual(await dkimResult(m.raw, resolver), { result: 'pass', signingDomain: 'example.com' })
-      assert.equal(headerNames(m.raw).filter((n) => n === 'dkim-signature').length, 1)
     }
-    const now = await rendered(registry)
-    assert.equal((now.main ?? 0) - (counted.main ?? 0), 2)
-    assert.equal((now.worker ?? 0) - (counted.worker ?? 0), 0)
-    // The verifier can fail: one changed byte of the body and the signature no longer holds.
-    assert.notEqual((await dkimResult(got[0]!.raw.replace('Thanks', 'Thankz'), resolver)).result, 'pass')
+    // The verifier can fail: one changed byte of the unsubscribe link and the signature no longer holds.
+    const tampered = got[0]!.raw.replace(/t\/u\/([a-z])/, (_m, c: string) => `t/u/${c === 'a' ? 'b' : 'a'}`)
+    assert.notEqual(tampered, got[0]!.raw)
+    assert.notEqual((await dkimResult(tampered, resolver)).result, 'pass')
   })
 
-  test('a body that names a file is refused in the worker as a build failure, quoting nothing, and the next message goes out', async () => {
+  test('a body that names a file is refused as a build failure, quoting nothing, and the next message goes out', async () => {
     const before = sink.received.length
-    // Bodies come from API requests: nodemailer must not read a path it is handed, in the worker as here.
+    // Bodies come from API requests: a path must never be read.
     await assert.rejects(
       transport.send(message({ html: { path: '/etc/passwd' } as never, text })),
-      (err: Error) => err instanceof MessageBuildError && err.message === 'rendering the MIME message failed (Error)',
+      (err: Error) => err instanceof MessageBuildError && err.message === 'rendering the MIME message failed (a body is not text)',
     )
     assert.equal(sink.received.length, before, 'nothing was sent')
     const next = await transport.send(message({ messageId: 'em_after1', html, text, dkim }))
@@ -610,39 +612,16 @@ describe('SMTP transport: a message is rendered once, in a worker thread', () =>
     assert.doesNotMatch(sink.received[before]!.raw, /root:/)
   })
 
-  test('a message that kills the worker thread is a build failure, not a crash; the thread is replaced', async () => {
+  test('a signing domain that cannot be signed for is a build failure, not a crash', async () => {
     const before = sink.received.length
-    // nodemailer throws outside any callback when punycode cannot encode the signing domain.
     const hostile = { ...dkim, domainName: `${'a'.repeat(3000)}\u{10FFFF}.example.com` }
     await assert.rejects(
       transport.send(message({ html, text, dkim: hostile })),
-      (err: Error) => err instanceof MessageBuildError && err.message === 'rendering the MIME message stopped its thread (RangeError)',
+      (err: Error) => err instanceof MessageBuildError && err.message === 'signing the message failed (the DKIM domain or selector is not plain ASCII)',
     )
     assert.equal(sink.received.length, before)
     const next = await transport.send(message({ messageId: 'em_after2', html, text, dkim }))
     assert.equal(next[0]?.outcome, 'delivered')
     assert.equal((await dkimResult(sink.received[before]!.raw, resolver)).result, 'pass')
-  })
-
-  test('by default even a small message is rendered in the worker, once for all its VERP transactions, and verifies', async () => {
-    const own = new Registry()
-    const t = createSmtpTransport(`smtp://127.0.0.1:${sink.port}`, { connectionTimeoutMs: 5_000, registry: own })
-    try {
-      const before = sink.received.length
-      const recipients = ['alice@example.net', 'bob@example.net']
-      const results = await t.send(message({
-        messageId: 'em_small3', from: 'shop@example.com', to: recipients, html: '<p>Thanks</p>', text: 'Thanks', dkim,
-        returnPath: (r) => `b+${r.split('@')[0]}@bounces.example.com`,
-      }))
-      assert.deepEqual(results.map((r) => r.outcome), ['delivered', 'delivered'])
-      const got = sink.received.slice(before)
-      assert.deepEqual(got.map((m) => m.mailFrom).sort(), ['b+alice@bounces.example.com', 'b+bob@bounces.example.com'])
-      assert.equal(got[1]!.raw, got[0]!.raw, 'the same bytes in both transactions')
-      assert.deepEqual(await dkimResult(got[0]!.raw, resolver), { result: 'pass', signingDomain: 'example.com' })
-      assert.equal(headerNames(got[0]!.raw).filter((n) => n === 'dkim-signature').length, 1)
-      assert.deepEqual(await rendered(own), { worker: 1 })
-    } finally {
-      await t.close()
-    }
   })
 })

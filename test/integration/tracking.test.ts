@@ -215,7 +215,7 @@ describe('unsubscribe', () => {
     assert.equal(form.status, 415)
   })
 
-  test('with several recipients, the links speak for the first to address (and only it is unsubscribed)', async (t) => {
+  test('with several recipients, the kept copy (the first recipient\'s) speaks for the first only; each recipient has their own (mail-per-recipient.test.ts)', async (t) => {
     const { server, transport, s } = await setup(t)
     const links = await sendWithLinks(s, transport, ['first@example.com', 'second@example.com'])
     await server.client().get(links.pixel)

@@ -89,6 +89,8 @@ describe('sandbox transport writing to a directory', () => {
       headers: { 'List-Unsubscribe': '<http://127.0.0.1:3000/t/u/a.b>', 'X-Campaign': 'spring' },
     }))
     await tr.send(message({ messageId: 'em_2' }))
+    // Written off the send's path, a moment later (or when asked).
+    await tr.flush()
     assert.deepEqual(readdirSync(dir).sort(), ['em_1.eml', 'em_1.html', 'em_2.eml'])
     const eml = readFileSync(path.join(dir, 'em_1.eml'), 'utf8')
     assert.match(eml, /^Message-ID: <em_1@mail\.example\.com>$/m)
@@ -110,8 +112,28 @@ describe('sandbox transport writing to a directory', () => {
     const tr = createSandboxTransport({ dir, keepFiles: 3 })
     // Concurrent sends, as the mailer makes them.
     await Promise.all([1, 2, 3, 4, 5].map((i) => tr.send(message({ messageId: `em_${i}`, html: `<p>${i}</p>` }))))
+    await tr.flush()
     assert.deepEqual(readdirSync(dir).sort(), ['em_3.eml', 'em_3.html', 'em_4.eml', 'em_4.html', 'em_5.eml', 'em_5.html', 'notes.txt'])
     assert.throws(() => createSandboxTransport({ dir, keepFiles: 0 }), /keepFiles/)
+  })
+
+  test('at volume, a send touches no file: only the newest N of a round are written, in the background', async (t) => {
+    const dir = scratch(t)
+    const tr = createSandboxTransport({ dir, keepFiles: 3, writeDelayMs: 60_000 })
+    for (let i = 10; i < 60; i++) await tr.send(message({ messageId: `em_${i}`, html: `<p>${i}</p>` }))
+    assert.deepEqual(readdirSync(dir), [], 'nothing written by the sends themselves')
+    await tr.close()
+    assert.deepEqual(readdirSync(dir).sort(), ['em_57.eml', 'em_57.html', 'em_58.eml', 'em_58.html', 'em_59.eml', 'em_59.html'])
+  })
+
+  test('the kept messages and files carry no functions: a message with per-recipient copies is kept as its first copy', async (t) => {
+    const dir = scratch(t)
+    const tr = createSandboxTransport({ dir, keep: 5 })
+    await tr.send(message({ messageId: 'em_c1', html: '<p>first</p>', copy: () => ({ headers: {} }), returnPath: (r) => r }))
+    assert.equal(tr.sent()[0]?.html, '<p>first</p>')
+    assert.equal(tr.sent()[0]?.copy, undefined)
+    await tr.flush()
+    assert.ok(readFileSync(path.join(dir, 'em_c1.html'), 'utf8').endsWith('<p>first</p>'))
   })
 
   test('a directory it cannot write to fails no send; it says so once', async (t) => {
@@ -122,6 +144,7 @@ describe('sandbox transport writing to a directory', () => {
     for (let i = 0; i < 3; i++) {
       const [r] = await tr.send(message({ messageId: `em_${i}` }))
       assert.equal(r?.outcome, 'delivered')
+      await tr.flush()
     }
     assert.equal(log.lines.length, 1)
     assert.match(log.lines[0]!, /^warn sandbox: could not write the email to /)

@@ -5,6 +5,8 @@ import {
   MAX_TRACKED_LINKS,
   MAX_TRACKED_URL_LENGTH,
   createTrackingToken,
+  fillHtml,
+  htmlTemplate,
   instrumentHtml,
   unsubscribeHeaders,
   verifyTrackingToken,
@@ -405,6 +407,33 @@ describe('instrumentHtml: hostile megabytes', () => {
     const out = await instrumentInWorker(cc.repeat(count), { ...opts, trackOpens: false })
     const rewritten = '<!--[if mso]><a href="T:c">x</a><![endif]-->'
     sameDocument(normalise(out), rewritten.repeat(MAX_TRACKED_LINKS) + cc.repeat(count - MAX_TRACKED_LINKS), 'document')
+  })
+})
+
+describe('htmlTemplate and fillHtml: scanned once, filled per recipient', () => {
+  const html = '<html><body><p><a href="https://shop.example.com/a">A</a> and <a href="https://shop.example.com/b?x=1&amp;y=2">B</a></p></body></html>'
+
+  test('each recipient\'s html is what instrumentHtml makes for them: the same links, tokens that name them', () => {
+    const template = htmlTemplate(html, { publicUrl: PUBLIC_URL })
+    assert.deepEqual(template.slots.map((s) => s.kind), ['click', 'click', 'open'])
+    assert.equal(template.parts.length, template.slots.length + 1)
+    for (const recipient of ['alice@example.net', 'bob@example.net']) {
+      const filled = fillHtml(template, { ...opts, recipient })
+      assert.deepEqual(clickTargets(filled), ['https://shop.example.com/a', 'https://shop.example.com/b?x=1&y=2'])
+      // Outside the tracked places, the html is byte for byte as written.
+      const stripped = filled.replace(/"https:\/\/mail\.example\.com\/t\/c\/[^"]+"/g, 'L').replace(/<img [^>]+>/, '')
+      assert.equal(stripped, html.replace(/"https:\/\/shop\.example\.com\/[^"]+"/g, 'L'))
+      for (const m of filled.matchAll(/\/t\/[co]\/([A-Za-z0-9_-]+)/g)) {
+        assert.equal(verifyTrackingToken(SECRET, m[1]!, m[0].startsWith('/t/c/') ? 'click' : 'open', NOW)?.recipient, recipient)
+      }
+      assert.equal(instrumentHtml(html, { ...opts, recipient }).replace(/\/t\/[co]\/[A-Za-z0-9_-]+/g, 'T'), filled.replace(/\/t\/[co]\/[A-Za-z0-9_-]+/g, 'T'))
+    }
+  })
+
+  test('nothing to track: one part, no slots, the html as it is', () => {
+    const template = htmlTemplate(html, { publicUrl: PUBLIC_URL, trackClicks: false, trackOpens: false })
+    assert.deepEqual(template, { parts: [html], slots: [] })
+    assert.equal(fillHtml(template, opts), html)
   })
 })
 

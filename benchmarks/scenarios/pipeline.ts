@@ -1,0 +1,115 @@
+// The whole pipeline as a developer runs it: N emails through POST /api/send/batch (100 a request, one
+// recipient each) → svc's mailer (the sandbox transport, development defaults: the newest 200 written to
+// DATA_DIR/sandbox) → one email.sent webhook per email, verified at the sink. The rate is webhooks verified
+// per second from the first POST to the last arrival; it is set beside the ceiling and the naive peer of
+// the same run. Run twice: with the sandbox's files (SANDBOX_KEEP=200, the default) and without
+// (SANDBOX_KEEP=0), so the sandbox's cost shows. Then the p99 of send → webhook at half the rate, open loop.
+import { costOf, CpuWatch, log, notes, pick, recordCost, recordCpu, reportLogged, results, sendBodies, sinkConfig, sinkOrigin, sinkProcs, sinkStats, SIZES, startSvc, stopSvc, waitForSink, type Sample } from '../lib/context.js'
+import { ask, startProc, stopChild, type Msg } from '../lib/procs.js'
+import { fmt } from '../lib/report.js'
+import { summarize } from '../lib/stats.js'
+import { removeDir, Seeder, tempDataDir } from '../lib/svc.js'
+
+export interface PipelineFigures { rate: number; rateNoSandboxFiles: number; p99: number }
+
+async function seeded (): Promise<{ dir: string; key: string; secrets: string[] }> {
+  const dir = tempDataDir()
+  const seeder = new Seeder(dir, sinkOrigin)
+  const account = await seeder.account()
+  await seeder.webhook(account, { events: ['email.sent'] })
+  const key = await seeder.apiKey(account)
+  await seeder.close()
+  return { dir, key, secrets: seeder.secrets }
+}
+
+function batches (count: number): string[] {
+  const out: string[] = []
+  for (let start = 0; start < count; start += 100) {
+    out.push(JSON.stringify(Array.from({ length: Math.min(100, count - start) }, (_, j) => ({
+      to: `someone${start + j}@example.com`, subject: `Benchmark message ${start + j}`,
+      html: `<p>Hello from the svc benchmark, message ${start + j}.</p><p><a href="https://example.com/docs">Read the docs</a></p>`,
+    }))))
+  }
+  return out
+}
+
+async function rateRun (count: number, sandboxKeep: string, rep: number): Promise<Sample> {
+  const { dir, key, secrets } = await seeded()
+  const label = `pipeline-keep${sandboxKeep}`
+  await sinkConfig(secrets)
+  const svc = await startSvc(dir, { SANDBOX_KEEP: sandboxKeep }, label)
+  try {
+    const before = (await sinkStats()).fast.count
+    const watch = new CpuWatch({ svc: svc.pid, ...sinkProcs() })
+    const started = Date.now()
+    const posts = batches(count)
+    let next = 0
+    const statuses: Record<string, number> = {}
+    // 32 requests in flight (3,200 emails), as a sender's batch job would push.
+    await Promise.all(Array.from({ length: 32 }, async () => {
+      while (next < posts.length) {
+        const body = posts[next++]!
+        const res = await fetch(`${svc.origin}/api/send/batch`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key }, body })
+        await res.arrayBuffer()
+        statuses[res.status] = (statuses[res.status] ?? 0) + 1
+      }
+    }))
+    const stats = await waitForSink(before + count, { capMs: 300_000, abort: () => svc.unexpectedExit() })
+    const report = watch.stop()
+    const got = stats.fast.count - before
+    const rate = got / ((stats.fast.last - started) / 1000)
+    const foreign = recordCpu(label, report)
+    recordCost({ what: `pipeline: send → sandbox → email.sent webhook (SANDBOX_KEEP=${sandboxKeep})`, per: 'email', count: got, procs: costOf(report, got, { name: 'svc', pid: svc.pid, deliveryTids: [] }) })
+    log(`    ${label} ${rep + 1}: ${fmt(rate)} emails/s end to end (${fmt(got)}/${fmt(count)} email.sent verified${stats.complete ? '' : ' INCOMPLETE'}, ${stats.bad} bad, ${stats.duplicates} duplicates; statuses ${JSON.stringify(statuses)})`)
+    return { value: stats.complete ? rate : NaN, foreign }
+  } finally {
+    await stopSvc(svc)
+    reportLogged(label, svc)
+    removeDir(dir)
+  }
+}
+
+async function p99Run (rate: number): Promise<number> {
+  const load = await startProc('load')
+  const { dir, key, secrets } = await seeded()
+  await sinkConfig(secrets, { latency: true })
+  const svc = await startSvc(dir, { SANDBOX_KEEP: '200' }, 'pipeline-latency')
+  try {
+    const request = { type: 'open', origin: svc.origin, path: '/api/send', headers: { 'content-type': 'application/json', 'x-api-key': key }, bodies: sendBodies(1), connections: 64 }
+    const warmupMs = SIZES.latencyWarmupMs
+    const durationMs = Math.min(SIZES.latencyMs, 10_000)
+    await ask<Msg>(load, { ...request, rate: rate / 4, durationMs: 2000, warmupMs: 0 }, 120_000)
+    const sent = await ask<Msg>(load, { ...request, rate, durationMs, warmupMs }, 120_000)
+    const accepted = Number((sent.statuses as Record<string, number>)['202'] ?? 0)
+    await waitForSink(accepted, { capMs: 60_000, abort: () => svc.unexpectedExit() })
+    const all = await sinkStats(true)
+    const from = Number(sent.startedAt) + warmupMs
+    const lat = summarize(all.latencies.filter((_, i) => all.arrivals[i]! >= from && all.arrivals[i]! < from + durationMs))
+    log(`    p99 at ${fmt(rate)} sends/s (half the rate, open loop, ${durationMs / 1000} s after ${warmupMs / 1000} s): send → email.sent webhook p50 ${fmt(lat.p50, 1)} ms, p99 ${fmt(lat.p99, 1)} ms, max ${fmt(lat.max, 1)} ms (${fmt(lat.n)} samples)`)
+    return lat.p99
+  } finally {
+    await stopSvc(svc)
+    reportLogged('pipeline-latency', svc)
+    await stopChild(load, 2000)
+    removeDir(dir)
+  }
+}
+
+export async function pipeline (): Promise<PipelineFigures> {
+  const count = SIZES.pipelineEmails
+  log(`- pipeline: ${fmt(count)} emails via POST /api/send/batch → mailer (sandbox, development defaults) → email.sent webhooks; ` +
+    `with the sandbox's files (SANDBOX_KEEP=200) and without (0); ${SIZES.reps} repeats; then p99 at half the rate`)
+  const withFiles: Sample[] = []
+  const without: Sample[] = []
+  for (let rep = 0; rep < SIZES.reps; rep++) {
+    withFiles.push(await rateRun(count, '200', rep))
+    without.push(await rateRun(count, '0', rep))
+  }
+  const rate = pick('pipeline (SANDBOX_KEEP=200)', withFiles)
+  const rateNoSandboxFiles = pick('pipeline (SANDBOX_KEEP=0)', without)
+  let p99 = NaN
+  if (Number.isFinite(rate)) p99 = await p99Run(rate / 2)
+  else notes.push('pipeline: no rate, so no p99 at half of it')
+  results.pipeline = { rate, rateNoSandboxFiles, p99, emails: count, withFiles, without }
+  return { rate, rateNoSandboxFiles, p99 }
+}

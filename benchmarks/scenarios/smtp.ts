@@ -1,0 +1,168 @@
+// Mail over SMTP, measured the way a sender sends: N emails through POST /api/send/batch (100 a request, one
+// recipient each, a small html part with one link), svc's SMTP_URL at a discarding smtp-server in its own
+// process on loopback; the figure is emails received by the relay per second, from the first POST to the
+// last message in. Beside it, the peer: nodemailer's pooled transport (the same connection count) sending
+// the same messages to the same relay, as a ten-line script would. Two variants: plain (no sender domain),
+// and a verified domain (DKIM signature, and a VERP envelope sender per recipient), the peer signing with
+// nodemailer's own dkim option. svc's /metrics gives the time of each stage (svc_mail_stage_seconds).
+import type { ChildProcess } from 'node:child_process'
+import { generateKeyPairSync } from 'node:crypto'
+import { iso } from '../../src/domain/clock.js'
+import { sealKey } from '../../src/domain/domains.js'
+import { newId } from '../../src/domain/ids.js'
+import { limitsOf } from '../../src/domain/plans.js'
+import { costOf, CpuWatch, log, notes, pick, recordCost, recordCpu, reportLogged, results, SIZES, startSvc, stopSvc, type Sample } from '../lib/context.js'
+import { ask, sleep, startProc, stopChild, type Msg } from '../lib/procs.js'
+import { fmt } from '../lib/report.js'
+import { removeDir, Seeder, SVC_SECRET, tempDataDir } from '../lib/svc.js'
+
+export interface SmtpFigures { plain: { svc: number; peer: number }; signed: { svc: number; peer: number } }
+
+const DOMAIN = 'bench.example.com'
+interface RelayStats extends Msg { messages: number; recipients: number; signed: number; first: number; last: number }
+
+/** The per-stage sums and counts of svc_mail_stage_seconds, read from /metrics. */
+async function stageTotals (origin: string): Promise<Record<string, { sum: number; count: number }>> {
+  const text = await (await fetch(`${origin}/metrics`)).text()
+  const out: Record<string, { sum: number; count: number }> = {}
+  for (const m of text.matchAll(/^svc_mail_stage_seconds_(sum|count)\{stage="([a-z]+)"\} ([0-9.e+-]+)$/gm)) {
+    const s = out[m[2]!] ??= { sum: 0, count: 0 }
+    s[m[1] as 'sum' | 'count'] = Number(m[3])
+  }
+  return out
+}
+
+function bodies (count: number, from: string | undefined): string[] {
+  const out: string[] = []
+  for (let start = 0; start < count; start += 100) {
+    const batch = []
+    for (let i = start; i < Math.min(count, start + 100); i++) {
+      batch.push({
+        ...(from !== undefined ? { from } : {}),
+        to: `someone${i}@example.com`,
+        subject: `Benchmark message ${i}`,
+        html: `<p>Hello from the svc benchmark, message ${i}.</p><p><a href="https://example.com/docs">Read the docs</a></p>`,
+      })
+    }
+    out.push(JSON.stringify(batch))
+  }
+  return out
+}
+
+export const SMTP_CONNECTIONS = 5
+
+async function svcRun (relay: ChildProcess, port: number, count: number, signed: boolean, rep: number): Promise<Sample & { stages: string }> {
+  const dir = tempDataDir()
+  const seeder = new Seeder(dir, 'http://127.0.0.1:9')
+  const account = await seeder.account()
+  const key = await seeder.apiKey(account)
+  if (signed) {
+    const pair = generateKeyPairSync('rsa', { modulusLength: 2048, publicKeyEncoding: { type: 'spki', format: 'der' }, privateKeyEncoding: { type: 'pkcs8', format: 'pem' } })
+    const id = newId('dom')
+    const now = iso(Date.now())
+    await seeder.store.insertDomain({
+      id, accountId: account, name: DOMAIN, selector: 'bench', publicKey: pair.publicKey.toString('base64'), privateKey: sealKey(SVC_SECRET, id, pair.privateKey),
+      status: 'verified', records: { dkim: 'verified', return_path: 'verified', spf: 'verified', dmarc: 'verified' },
+      createdAt: now, updatedAt: now, lastCheckedAt: now, verifiedAt: now,
+    }, limitsOf('pro').domains)
+  }
+  await seeder.close()
+  const label = signed ? 'smtp-dkim-verp' : 'smtp-plain'
+  const svc = await startSvc(dir, { SMTP_URL: `smtp://127.0.0.1:${port}`, SMTP_POOL_SIZE: String(SMTP_CONNECTIONS) }, label)
+  try {
+    await ask(relay, { type: 'reset' })
+    const before = await stageTotals(svc.origin)
+    const watch = new CpuWatch({ svc: svc.pid })
+    const started = Date.now()
+    const t0 = performance.now()
+    const posts = bodies(count, signed ? `Bench <news@${DOMAIN}>` : undefined)
+    // Four requests in flight, as a sender's batch job would.
+    let next = 0
+    const statuses: Record<string, number> = {}
+    await Promise.all(Array.from({ length: 4 }, async () => {
+      while (next < posts.length) {
+        const body = posts[next++]!
+        const res = await fetch(`${svc.origin}/api/send/batch`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key }, body })
+        await res.arrayBuffer()
+        statuses[res.status] = (statuses[res.status] ?? 0) + 1
+      }
+    }))
+    const accepted = performance.now() - t0
+    let s: RelayStats
+    let lastCount = -1
+    let lastChange = Date.now()
+    for (;;) {
+      s = await ask<RelayStats>(relay, { type: 'stats' })
+      if (s.messages >= count) break
+      if (s.messages !== lastCount) { lastCount = s.messages; lastChange = Date.now() }
+      if (Date.now() - lastChange > SIZES.stallMs) {
+        log(`    ! ${label}: no progress for ${SIZES.stallMs / 1000} s at ${fmt(s.messages)} of ${fmt(count)}`)
+        break
+      }
+      await sleep(20)
+    }
+    const report = watch.stop()
+    const after = await stageTotals(svc.origin)
+    const seconds = (s.last - started) / 1000
+    const rate = s.messages / seconds
+    const foreign = recordCpu(label, report)
+    recordCost({ what: `smtp: ${signed ? 'DKIM + VERP' : 'plain'} (svc)`, per: 'email', count: s.messages, procs: costOf(report, s.messages, { name: 'svc', pid: svc.pid, deliveryTids: [] }) })
+    const stages = Object.entries(after).map(([stage, a]) => {
+      const b = before[stage] ?? { sum: 0, count: 0 }
+      const n = a.count - b.count
+      return n > 0 ? `${stage} ${fmt((a.sum - b.sum) * 1000 / n, 2)} ms × ${fmt(n)}` : ''
+    }).filter(Boolean).join(', ')
+    log(`    svc ${label} ${rep + 1}: ${fmt(rate)} emails/s (${fmt(s.messages)}/${fmt(count)} at the relay${signed ? `, ${fmt(s.signed)} DKIM-signed` : ''}, ${fmt(s.recipients)} recipients; ` +
+      `202s in ${fmt(accepted)} ms; statuses ${JSON.stringify(statuses)})`)
+    log(`      stages (mean per observation): ${stages}`)
+    return { value: rate, foreign, stages }
+  } finally {
+    await stopSvc(svc)
+    reportLogged(label, svc)
+    removeDir(dir)
+  }
+}
+
+async function peerRun (peer: ChildProcess, relay: ChildProcess, port: number, count: number, dkim: { domainName: string; keySelector: string; privateKey: string } | undefined, rep: number): Promise<Sample> {
+  await ask(relay, { type: 'reset' })
+  const watch = new CpuWatch({ peer: peer.pid })
+  const r = await ask<Msg>(peer, { type: 'send', port, count, connections: SMTP_CONNECTIONS, from: dkim ? `Bench <news@${DOMAIN}>` : 'svc <no-reply@localhost>', dkim, verp: dkim !== undefined }, 300_000)
+  const report = watch.stop()
+  const s = await ask<RelayStats>(relay, { type: 'stats' })
+  const rate = s.messages / Number(r.seconds)
+  const label = dkim ? 'smtp-peer-dkim-verp' : 'smtp-peer-plain'
+  const foreign = recordCpu(label, report)
+  recordCost({ what: `smtp: ${dkim ? 'DKIM + VERP' : 'plain'} (nodemailer peer)`, per: 'email', count: s.messages, procs: costOf(report, s.messages) })
+  log(`    peer ${label} ${rep + 1}: ${fmt(rate)} emails/s (${fmt(s.messages)}/${fmt(count)} at the relay, ${Number(r.failed)} failed)`)
+  return { value: rate, foreign }
+}
+
+export async function smtp (): Promise<SmtpFigures> {
+  const count = SIZES.smtpEmails
+  log(`- mail over SMTP: ${fmt(count)} emails via POST /api/send/batch (100 a request) → a discarding smtp-server process; ` +
+    `beside nodemailer's pooled transport (${SMTP_CONNECTIONS} connections), plain and DKIM + VERP; ${SIZES.reps} repeats`)
+  const relay = await startProc('relay')
+  const peer = await startProc('smtp-peer')
+  const port = Number((await ask<Msg>(relay, { type: 'info' })).port)
+  const pair = generateKeyPairSync('rsa', { modulusLength: 2048, publicKeyEncoding: { type: 'spki', format: 'der' }, privateKeyEncoding: { type: 'pkcs8', format: 'pem' } })
+  const dkim = { domainName: DOMAIN, keySelector: 'bench', privateKey: pair.privateKey }
+  const runs: Record<string, Sample[]> = { svcPlain: [], peerPlain: [], svcSigned: [], peerSigned: [] }
+  try {
+    for (let rep = 0; rep < SIZES.reps; rep++) {
+      runs.peerPlain!.push(await peerRun(peer, relay, port, count, undefined, rep))
+      runs.svcPlain!.push(await svcRun(relay, port, count, false, rep))
+      runs.peerSigned!.push(await peerRun(peer, relay, port, count, dkim, rep))
+      runs.svcSigned!.push(await svcRun(relay, port, count, true, rep))
+    }
+  } finally {
+    await stopChild(relay, 2000)
+    await stopChild(peer, 2000)
+  }
+  const fig: SmtpFigures = {
+    plain: { svc: pick('smtp plain (svc)', runs.svcPlain!), peer: pick('smtp plain (peer)', runs.peerPlain!) },
+    signed: { svc: pick('smtp DKIM + VERP (svc)', runs.svcSigned!), peer: pick('smtp DKIM + VERP (peer)', runs.peerSigned!) },
+  }
+  results.smtp = { ...fig, emails: count, connections: SMTP_CONNECTIONS, runs }
+  if (!Number.isFinite(fig.plain.svc)) notes.push('smtp: svc was not measured')
+  return fig
+}
