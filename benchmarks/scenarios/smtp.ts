@@ -62,7 +62,7 @@ async function svcRun (relay: ChildProcess, port: number, count: number, signed:
     const now = iso(Date.now())
     await seeder.store.insertDomain({
       id, accountId: account, name: DOMAIN, selector: 'bench', publicKey: pair.publicKey.toString('base64'), privateKey: sealKey(SVC_SECRET, id, pair.privateKey),
-      status: 'verified', records: { dkim: 'verified', return_path: 'verified', spf: 'verified', dmarc: 'verified' },
+      status: 'verified', records: { dkim: 'verified', return_path: 'verified', spf: 'verified', dmarc: 'verified', receiving: 'pending' }, receiving: false,
       createdAt: now, updatedAt: now, lastCheckedAt: now, verifiedAt: now,
     }, limitsOf('pro').domains)
   }
