@@ -22,10 +22,12 @@ import { createDomainService, spfMechanism } from './domain/domains.js'
 import domainRoutes from './http/routes/domains/index.js'
 import { RateLimited, ValidationError } from './errors.js'
 import { registerDashboard } from './http/dashboard.js'
+import { registerAccountLimits } from './http/account-limits.js'
 import { registerErrorHandling } from './http/errors.js'
 import { clientErrorHandler, frameworkErrorHandler } from './http/framework-errors.js'
 import { parseJsonBody } from './http/json.js'
 import { loggedPath } from './http/logging.js'
+import { fastifyTrustProxy } from './http/trust-proxy.js'
 import { newRequestId } from './http/request-id.js'
 import { BODY_LIMITS, addSharedSchemas, withStandardErrors } from './http/schemas.js'
 import { registerHttpMetrics } from './http/metrics.js'
@@ -76,6 +78,7 @@ export function createServices (config: Config, deps: AppDeps): Services {
   const webhooks = createWebhookService({
     store,
     clock,
+    secret: config.secret,
     urlPolicy: { production: config.production, allowedCidrs: parseCidrList(config.webhookAllowedCidrs) },
     resolver: deps.resolver ?? dns.hosts,
   })
@@ -93,10 +96,13 @@ export function createServices (config: Config, deps: AppDeps): Services {
   })
   return {
     store,
-    accounts: createAccountService({ store, secret: config.secret, clock, sessionTtlMs: config.sessionTtlMs }),
+    clock,
+    accounts: createAccountService({
+      store, secret: config.secret, clock, sessionTtlMs: config.sessionTtlMs, sessionMaxMs: config.sessionMaxMs, signupOpen: config.signupOpen,
+    }),
     apiKeys: createApiKeyService({ store, secret: config.secret, clock }),
     webhooks,
-    emails: createEmailService({ store, clock, mailFrom: config.mailFrom, senders: domains }),
+    emails: createEmailService({ store, clock, mailFrom: config.mailFrom, senders: domains, quotas: config.quotas }),
     domains,
     suppressions: createSuppressionService({ store, clock }),
     readiness: new Map(),
@@ -149,7 +155,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
     // Errors before routing are envelopes too: a URL that does not decode, a request Node cannot parse.
     frameworkErrors: frameworkErrorHandler,
     clientErrorHandler,
-    trustProxy: config.trustProxy,
+    trustProxy: fastifyTrustProxy(config.trustProxy),
     // One log line per request (onResponse below) instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
     requestIdHeader: false,
@@ -255,6 +261,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
     errorResponseBuilder: (_request, context) =>
       RateLimited(`Too many requests; retry in ${Math.ceil(context.ttl / 1000)} s`, undefined, { 'retry-after': String(Math.ceil(context.ttl / 1000)) }),
   })
+  registerAccountLimits(app as unknown as FastifyInstance, config.rateLimits)
   await app.register(swaggerUi, { routePrefix: '/docs' })
   app.get('/openapi.json', {
     schema: {

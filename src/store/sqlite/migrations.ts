@@ -223,4 +223,15 @@ export const migrations: string[] = [
   ) STRICT;
   INSERT INTO api_key_revocations (id, n) VALUES (1, 0);
   `,
+  /* 15: sending quotas: recipients accepted per account and period ('d:2026-11-26', 'm:2026-11'), counted in
+     the write that accepts the send (src/domain/quotas.ts); and the sessions of one account, found at once
+     when a password change or "log out everywhere" ends them. */ `
+  CREATE TABLE send_usage (
+    account_id TEXT NOT NULL REFERENCES accounts(id),
+    period     TEXT NOT NULL,
+    recipients INTEGER NOT NULL,
+    PRIMARY KEY (account_id, period)
+  ) STRICT, WITHOUT ROWID;
+  CREATE INDEX sessions_account ON sessions (account_id);
+  `,
 ]

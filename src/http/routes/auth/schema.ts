@@ -17,6 +17,13 @@ export const AccountSchema = Type.Object({
 })
 
 const Limits = Type.Object({ apiKeys: Type.Integer(), webhooks: Type.Integer() })
+const Password = Type.String({ minLength: 10, maxLength: 200 })
+
+const SendingPeriod = Type.Object({
+  used: Type.Integer({ description: 'recipients accepted in this period' }),
+  limit: Type.Union([Type.Integer(), Type.Null()], { description: 'the quota; null: none (quotas off, or none for this period)' }),
+  resetsAt: Timestamp,
+})
 
 export const AccountDetailSchema = Type.Object({
   id: Type.String(),
@@ -25,6 +32,7 @@ export const AccountDetailSchema = Type.Object({
   createdAt: Timestamp,
   limits: Limits,
   usage: Limits,
+  sending: Type.Object({ day: SendingPeriod, month: SendingPeriod }, { description: 'Recipients accepted this UTC day and month, against the plan\'s quota' }),
 })
 
 export const SignupRoute = {
@@ -33,6 +41,7 @@ export const SignupRoute = {
   tags: ['accounts'],
   summary: 'Create an account and start a session',
   body: CredentialsSchema,
+  description: 'In production signup admits the first account only (403 signup_closed after it) unless SIGNUP=open.',
   response: { 201: Success(AccountSchema), ...errors(400, 403, 409, 413, 415, 429) },
 }
 
@@ -59,4 +68,25 @@ export const AccountRoute = {
   summary: 'The account, its plan, limits and usage',
   security: [{ session: [] }],
   response: { 200: Success(AccountDetailSchema), ...errors(401, 403) },
+}
+
+export const ChangePasswordRoute = {
+  operationId: 'changePassword',
+  tags: ['accounts'],
+  summary: 'Change the password; every other session of the account ends',
+  security: [{ session: [] }],
+  body: Type.Object({ currentPassword: Password, newPassword: Password }, { additionalProperties: false }),
+  response: {
+    200: Success(Type.Object({ changed: Type.Literal(true), sessionsEnded: Type.Integer() })),
+    ...errors({ 401: 'No session, or the current password is wrong (invalid_credentials)' }),
+    ...errors(403, 429),
+  },
+}
+
+export const EndSessionsRoute = {
+  operationId: 'endOtherSessions',
+  tags: ['accounts'],
+  summary: 'End every session of the account but this one',
+  security: [{ session: [] }],
+  response: { 200: Success(Type.Object({ sessionsEnded: Type.Integer() })), ...errors(401, 403, 429) },
 }
