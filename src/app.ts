@@ -199,8 +199,11 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
     }
   })
 
+  // HSTS where svc is served over https (PUBLIC_URL): browsers never try it over plain http again.
+  const https = config.publicUrl.startsWith('https:')
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id)
+    if (https) reply.header('strict-transport-security', 'max-age=31536000')
   })
   // Paths are logged without tokens or addresses: /t/c/:token, /api/suppressions/:email (src/http/logging.ts).
   app.addHook('onResponse', async (request, reply) => {
@@ -262,7 +265,14 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
       RateLimited(`Too many requests; retry in ${Math.ceil(context.ttl / 1000)} s`, undefined, { 'retry-after': String(Math.ceil(context.ttl / 1000)) }),
   })
   registerAccountLimits(app as unknown as FastifyInstance, config.rateLimits)
-  await app.register(swaggerUi, { routePrefix: '/docs' })
+  // /docs under a Content-Security-Policy of its own (Swagger UI's static one, with the hashes of its inline
+  // parts): nothing from another origin runs there. upgrade-insecure-requests only where svc is https.
+  await app.register(swaggerUi, {
+    routePrefix: '/docs',
+    staticCSP: true,
+    transformStaticCSP: (header) => https ? header : header.replace(/\s*upgrade-insecure-requests;?/, ''),
+  })
+
   app.get('/openapi.json', {
     schema: {
       operationId: 'getOpenApiDocument', tags: ['operations'], summary: 'This document (OpenAPI 3)', security: [],

@@ -46,8 +46,8 @@ export interface ServiceDeps extends AppDeps {
   mailer?: MailerTuning
   /** Sender-domain re-check tuning (tests: a short interval). */
   domainChecker?: Pick<DomainCheckerOptions, 'intervalMs' | 'tickMs'>
-  /** Returning-mail listener tuning (tests: the per-address connection rate). */
-  inbound?: Pick<InboundOptions, 'maxBytes' | 'connectionsPerMinute'>
+  /** Returning-mail listener tuning (tests: the per-address connection rate and share, the addresses remembered). */
+  inbound?: Pick<InboundOptions, 'maxBytes' | 'connectionsPerMinute' | 'connectionsPerAddress' | 'trackedAddresses'>
 }
 
 export interface Service {
