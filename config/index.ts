@@ -276,9 +276,13 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
   if (problems.length === 0 && production && e.SVC_SECRET === undefined) {
     problems.push('SVC_SECRET must be set in production (a random string of at least 32 characters)')
   }
-  if (problems.length === 0 && e.TRUST_PROXY !== 'false' && !/^[0-9]+$/.test(e.TRUST_PROXY)) {
+  if (problems.length === 0 && e.TRUST_PROXY !== 'false') {
     try {
-      parseProxyList(e.TRUST_PROXY)
+      if (/^[0-9]+$/.test(e.TRUST_PROXY)) {
+        if (Number(e.TRUST_PROXY) < 1 || Number(e.TRUST_PROXY) > 99) throw new Error('hops')
+      } else {
+        parseProxyList(e.TRUST_PROXY)
+      }
     } catch {
       problems.push(`TRUST_PROXY must be ${describe(EnvSchema.properties.TRUST_PROXY)} (got ${JSON.stringify(e.TRUST_PROXY)})`)
     }
@@ -401,8 +405,10 @@ export function isLoopbackHost (host: string): boolean {
 /** "10.0.0.5, 10.1.0.0/16" → the list Fastify's trustProxy takes; throws on an entry that is not an address or range. */
 function parseProxyList (text: string): string[] {
   return text.split(',').map((s) => s.trim()).filter((s) => s !== '').map((entry) => {
-    if (entry.includes('/')) ipaddr.parseCIDR(entry)
-    else ipaddr.parse(entry)
+    const [address, bits] = entry.split('/')
+    // Dotted quads or IPv6 only (ipaddr.js would also read "10" or "0x0a000001" as an address).
+    if (!ipaddr.IPv4.isValidFourPartDecimal(address!) && !(address!.includes(':') && ipaddr.IPv6.isValid(address!))) throw new Error('address')
+    if (bits !== undefined) ipaddr.parseCIDR(entry)
     return entry
   })
 }

@@ -57,7 +57,7 @@ describe('loadConfig', () => {
     assert.deepEqual(loadConfig({ PUBLIC_URL: 'http://dev.example.test:8080/' }).allowedOrigins,
       ['http://dev.example.test:8080', 'http://localhost:3000', 'http://127.0.0.1:3000', 'http://[::1]:3000'])
     assert.deepEqual(loadConfig({}).warnings, [])
-    assert.deepEqual(problems({ HOST: 'not a host' }), ['HOST must be an interface address to listen on, like 127.0.0.1 or 0.0.0.0 (got "not a host"), or set PUBLIC_URL'])
+    assert.deepEqual(problems({ HOST: 'not a host', NODE_ENV: 'development' }), ['HOST must be an interface address to listen on, like 127.0.0.1 or 0.0.0.0 (got "not a host"), or set PUBLIC_URL'])
     assert.deepEqual(problems({ PUBLIC_URL: 'http://a b' }), ['PUBLIC_URL must be an origin like https://mail.example.com (scheme and host, no path) (got "http://a b")'])
   })
 

@@ -219,8 +219,15 @@ export class SqliteStore extends SqliteDeliveries implements Store {
     })
   }
 
-  forgetOverwritten (): Promise<void> {
-    return this.writes.run(() => { this.db.pragma('wal_checkpoint(TRUNCATE)') })
+  /**
+   * Every queued write committed and on disk first; then, outside any transaction (a checkpoint cannot
+   * run inside one), the WAL is copied into the database and truncated, so that the values replaced by
+   * those writes are in neither file any more (secure_delete zeroes them in the database's pages). Best
+   * effort: a reader holding the WAL makes the checkpoint stop short, and the next one finishes it.
+   */
+  async forgetOverwritten (): Promise<void> {
+    await this.writes.drain()
+    this.db.pragma('wal_checkpoint(TRUNCATE)')
   }
 
   async close (): Promise<void> {
