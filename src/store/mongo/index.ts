@@ -154,6 +154,8 @@ export class MongoStore extends MongoDeliveries implements Store {
         // Expired sessions also disappear on their own (the TTL monitor runs about once a minute);
         // deleteExpiredSessions stays the contract, this only keeps the collection small.
         { key: { expiresAtDate: 1 }, name: 'sessions_ttl', expireAfterSeconds: 0 },
+        // A password change or "log out everywhere" ends one account's sessions at once.
+        { key: { accountId: 1 }, name: 'sessions_account' },
       ]),
       syncIndexes(this.apiKeys, [
         { key: { keyHash: 1 }, name: 'api_keys_hash', unique: true },
