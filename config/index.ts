@@ -4,6 +4,7 @@
 import { Type, type Static, type TSchema, type TSchemaOptions } from 'typebox'
 import { Value } from 'typebox/value'
 import { Resolver } from 'node:dns/promises'
+import ipaddr from 'ipaddr.js'
 
 const port = (fallback: number, expects: string) =>
   Type.Integer({ minimum: 0, maximum: 65535, default: fallback, description: expects })
@@ -13,9 +14,10 @@ const positive = (fallback: number, expects: string, max = Number.MAX_SAFE_INTEG
 export const EnvSchema = Type.Object({
   PORT: port(3000, 'a TCP port number from 0 to 65535'),
   HOST: Type.String({ minLength: 1, default: '127.0.0.1', description: 'an interface address to listen on, like 127.0.0.1 or 0.0.0.0' }),
-  NODE_ENV: Type.Union([Type.Literal('development'), Type.Literal('production'), Type.Literal('test')], {
-    default: 'development', description: 'one of development, production, test',
-  }),
+  // No default here: unset means development on a loopback HOST, and is refused on any other (loadConfig).
+  NODE_ENV: Type.Optional(Type.Union([Type.Literal('development'), Type.Literal('production'), Type.Literal('test')], {
+    description: 'one of development, production, test',
+  })),
   SVC_SECRET: Type.Optional(Type.String({ minLength: 32, description: 'a random string of at least 32 characters' })),
   DATA_DIR: Type.String({ minLength: 1, default: './data', description: 'a directory for the embedded store' }),
   MONGODB_URI: Type.Optional(Type.String({ pattern: '^mongodb(\\+srv)?://', description: 'a mongodb:// or mongodb+srv:// connection string' })),
@@ -67,12 +69,35 @@ export const EnvSchema = Type.Object({
   }),
   BODY_LIMIT_BYTES: positive(1024 * 1024, 'a size in bytes, at least 1'), // 1 MiB
   SESSION_TTL_HOURS: positive(7 * 24, 'a whole number of hours, at least 1'), // 7 days, sliding
+  SESSION_MAX_HOURS: positive(30 * 24, 'a whole number of hours, at least 1'), // 30 days, absolute
+  // Who may sign up (README "Security"): unset means closed in production (the first account only), open elsewhere.
+  SIGNUP: Type.Optional(Type.Union([Type.Literal('open'), Type.Literal('closed')], {
+    description: 'open (anyone may sign up) or closed (only the first account; further ones with the CLI)',
+  })),
+  // Sending quotas, in recipients accepted per UTC day and month; unset QUOTAS means on in production, off elsewhere.
+  QUOTAS: Type.Optional(Type.Union([Type.Literal('on'), Type.Literal('off')], { description: 'on or off' })),
+  QUOTA_FREE_PER_DAY: Type.Integer({ minimum: 0, default: 100, description: 'a whole number of recipients, 0 for no daily limit' }),
+  QUOTA_FREE_PER_MONTH: Type.Integer({ minimum: 0, default: 3000, description: 'a whole number of recipients, 0 for no monthly limit' }),
+  QUOTA_PRO_PER_DAY: Type.Integer({ minimum: 0, default: 0, description: 'a whole number of recipients, 0 for no daily limit' }),
+  QUOTA_PRO_PER_MONTH: Type.Integer({ minimum: 0, default: 50_000, description: 'a whole number of recipients, 0 for no monthly limit' }),
   RATE_LIMIT_AUTH_PER_MINUTE: positive(20, 'a whole number of requests, at least 1'),
-  RATE_LIMIT_LOGIN_PER_EMAIL: positive(10, 'a whole number of attempts per 15 minutes, at least 1'),
+  // The account-wide ceiling on login attempts (all addresses together), far above what one address is
+  // allowed before its delays (RATE_LIMIT_LOGIN_FAILURES): it stops guessing spread over many addresses.
+  RATE_LIMIT_LOGIN_PER_EMAIL: positive(200, 'a whole number of attempts per 15 minutes, at least 1'),
+  RATE_LIMIT_LOGIN_FAILURES: positive(5, 'a whole number of failed logins from one address before it must wait, at least 1'),
+  RATE_LIMIT_COSTLY_PER_MINUTE: Type.Optional(Type.Integer({ minimum: 1, description: 'a whole number of requests, at least 1' })),
   RATE_LIMIT_API_PER_SECOND: positive(1000, 'a whole number of requests, at least 1'),
+  // Per account, on every route behind a session or a managing key; unset: 600 and 120 a minute in
+  // production, ten times that elsewhere (test suites and scripts run fast on loopback).
+  RATE_LIMIT_READS_PER_MINUTE: Type.Optional(Type.Integer({ minimum: 1, description: 'a whole number of requests, at least 1' })),
+  RATE_LIMIT_WRITES_PER_MINUTE: Type.Optional(Type.Integer({ minimum: 1, description: 'a whole number of requests, at least 1' })),
   METRICS_TOKEN: Type.Optional(Type.String({ minLength: 16, description: 'a bearer token of at least 16 characters' })),
-  TRUST_PROXY: Type.Union([Type.Literal('true'), Type.Literal('false')], {
-    default: 'false', description: 'true when svc runs behind a reverse proxy that sets X-Forwarded-For, else false',
+  // Never "every hop": a client can write any X-Forwarded-For it likes, so only the hops that the operator's
+  // own proxies appended are believed.
+  TRUST_PROXY: Type.String({
+    default: 'false',
+    pattern: '^(false|[1-9][0-9]?|[0-9A-Fa-f.:/]+( *, *[0-9A-Fa-f.:/]+)*)$',
+    description: 'false, the number of reverse proxies in front of svc (1 to 99), or a comma-separated list of their addresses or CIDR ranges, like 10.0.0.5,10.1.0.0/16',
   }),
   // Several nodes (README "Running several nodes"): what this process runs, and where rate limits count.
   SVC_ROLES: Type.String({
@@ -169,10 +194,30 @@ export interface Config {
   }
   logLevel: string
   bodyLimit: number
+  /** Sliding: a session unused this long ends. */
   sessionTtlMs: number
-  rateLimits: { authPerMinute: number; loginPerEmail: number; apiPerSecond: number }
+  /** Absolute: a session ends this long after login however much it is used. */
+  sessionMaxMs: number
+  /** SIGNUP: may anyone create an account over HTTP, or only the first one (then the CLI)? */
+  signupOpen: boolean
+  /** Recipients accepted per UTC day and month for each plan (null: no limit); null: quotas off. */
+  quotas: Quotas | null
+  rateLimits: {
+    authPerMinute: number
+    /** Login attempts per email in 15 minutes, from every address together. */
+    loginPerEmail: number
+    /** Failed logins per email and client address before that address waits (growing delays). */
+    loginFailures: number
+    apiPerSecond: number
+    /** Per account, on authenticated routes: GET/HEAD, and the rest. */
+    readsPerMinute: number
+    writesPerMinute: number
+    /** Per account and route, on routes that cost svc (or someone else) much: webhook test, domain and key creation. */
+    costlyPerMinute: number
+  }
   metricsToken: string | undefined
-  trustProxy: boolean
+  /** Fastify's trustProxy: false, how many proxy hops to believe, or the proxies' addresses. Never true. */
+  trustProxy: false | number | string[]
   /** What this process runs (SVC_ROLES); a process without `api` serves only /healthz, /readyz and /metrics. */
   roles: { api: boolean; mailer: boolean; delivery: boolean }
   /** Where rate-limit counters live: this process's memory, or the store (shared by every node). */
@@ -193,6 +238,8 @@ export interface Config {
     receivingMaxBytes: number
   }
 }
+
+export type Quotas = Record<'free' | 'pro', { day: number | null; month: number | null }>
 
 export class ConfigError extends Error {
   constructor (readonly problems: string[]) {
@@ -238,9 +285,27 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
     problems.push(`${key} must be ${schema ? describe(schema) : 'valid'}${got}`)
   }
   const e = candidate as Env
-  const production = e.NODE_ENV === 'production'
+  // Development rules (http:// webhooks to private addresses, cookies without Secure, no sender domains)
+  // are only ever assumed on an address no other machine can reach.
+  if (problems.length === 0 && e.NODE_ENV === undefined && !isLoopbackHost(e.HOST)) {
+    problems.push(`NODE_ENV must be set when HOST is not a loopback address (HOST is ${JSON.stringify(e.HOST)}): ` +
+      'NODE_ENV=production for a server other machines reach, or NODE_ENV=development to accept development rules on it')
+  }
+  const mode = e.NODE_ENV ?? 'development'
+  const production = mode === 'production'
   if (problems.length === 0 && production && e.SVC_SECRET === undefined) {
     problems.push('SVC_SECRET must be set in production (a random string of at least 32 characters)')
+  }
+  if (problems.length === 0 && e.TRUST_PROXY !== 'false') {
+    try {
+      if (/^[0-9]+$/.test(e.TRUST_PROXY)) {
+        if (Number(e.TRUST_PROXY) < 1 || Number(e.TRUST_PROXY) > 99) throw new Error('hops')
+      } else {
+        parseProxyList(e.TRUST_PROXY)
+      }
+    } catch {
+      problems.push(`TRUST_PROXY must be ${describe(EnvSchema.properties.TRUST_PROXY)} (got ${JSON.stringify(e.TRUST_PROXY)})`)
+    }
   }
   if (problems.length === 0 && e.DNS_SERVERS !== undefined) {
     for (const server of e.DNS_SERVERS.split(',').map((s) => s.trim())) {
@@ -267,6 +332,10 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
     ? [own]
     : [...new Set([own, ...['localhost', '127.0.0.1', '[::1]'].map((h) => `http://${h}:${e.PORT}`)])]
   const warnings: string[] = []
+  if (!production && !isLoopbackHost(e.HOST)) {
+    warnings.push(`NODE_ENV=${mode} on HOST ${e.HOST}, which other machines may reach: development rules are on ` +
+      '(http:// and private webhook URLs, cookies without Secure, no sender domains, open signup, no quotas); use NODE_ENV=production')
+  }
   if (production && (e.PUBLIC_URL === undefined || isLoopbackUrl(publicUrl))) {
     warnings.push(`PUBLIC_URL is ${e.PUBLIC_URL === undefined ? 'not set' : 'a loopback address'}: tracking and unsubscribe links in ` +
       `emails point to ${publicUrl}, which recipients cannot reach, and browsers are accepted only from that origin; ` +
@@ -276,7 +345,7 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
   return {
     port: e.PORT,
     host: e.HOST,
-    env: e.NODE_ENV,
+    env: mode,
     production,
     secret: e.SVC_SECRET,
     dataDir: e.DATA_DIR,
@@ -306,13 +375,25 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
     logLevel: e.LOG_LEVEL,
     bodyLimit: e.BODY_LIMIT_BYTES,
     sessionTtlMs: e.SESSION_TTL_HOURS * 3_600_000,
+    sessionMaxMs: Math.max(e.SESSION_MAX_HOURS, e.SESSION_TTL_HOURS) * 3_600_000,
+    signupOpen: e.SIGNUP === undefined ? !production : e.SIGNUP === 'open',
+    quotas: (e.QUOTAS === undefined ? production : e.QUOTAS === 'on')
+      ? {
+          free: { day: e.QUOTA_FREE_PER_DAY || null, month: e.QUOTA_FREE_PER_MONTH || null },
+          pro: { day: e.QUOTA_PRO_PER_DAY || null, month: e.QUOTA_PRO_PER_MONTH || null },
+        }
+      : null,
     rateLimits: {
       authPerMinute: e.RATE_LIMIT_AUTH_PER_MINUTE,
       loginPerEmail: e.RATE_LIMIT_LOGIN_PER_EMAIL,
+      loginFailures: e.RATE_LIMIT_LOGIN_FAILURES,
+      costlyPerMinute: e.RATE_LIMIT_COSTLY_PER_MINUTE ?? (production ? 10 : 100),
       apiPerSecond: e.RATE_LIMIT_API_PER_SECOND,
+      readsPerMinute: e.RATE_LIMIT_READS_PER_MINUTE ?? (production ? 600 : 6000),
+      writesPerMinute: e.RATE_LIMIT_WRITES_PER_MINUTE ?? (production ? 120 : 1200),
     },
     metricsToken: e.METRICS_TOKEN,
-    trustProxy: e.TRUST_PROXY === 'true',
+    trustProxy: e.TRUST_PROXY === 'false' ? false : /^[0-9]+$/.test(e.TRUST_PROXY) ? Number(e.TRUST_PROXY) : parseProxyList(e.TRUST_PROXY),
     roles: parseRoles(e.SVC_ROLES),
     rateLimitStore: e.RATE_LIMIT_STORE === 'auto' ? (e.MONGODB_URI !== undefined ? 'store' : 'memory') : e.RATE_LIMIT_STORE,
     dnsServers: e.DNS_SERVERS === undefined ? [] : e.DNS_SERVERS.split(',').map((s) => s.trim()).filter((s) => s !== ''),
@@ -335,6 +416,26 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
 function urlHost (host: string): string {
   if (host === '0.0.0.0' || host === '::' || host === '[::]') return '127.0.0.1'
   return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host
+}
+
+/** HOST values only this machine can reach: localhost, 127.0.0.0/8, ::1. */
+export function isLoopbackHost (host: string): boolean {
+  const h = host.toLowerCase().replace(/^\[(.*)\]$/, '$1')
+  if (h === 'localhost') return true
+  if (!ipaddr.isValid(h)) return false
+  const addr = ipaddr.process(h)
+  return addr.range() === 'loopback'
+}
+
+/** "10.0.0.5, 10.1.0.0/16" → the list Fastify's trustProxy takes; throws on an entry that is not an address or range. */
+function parseProxyList (text: string): string[] {
+  return text.split(',').map((s) => s.trim()).filter((s) => s !== '').map((entry) => {
+    const [address, bits] = entry.split('/')
+    // Dotted quads or IPv6 only (ipaddr.js would also read "10" or "0x0a000001" as an address).
+    if (!ipaddr.IPv4.isValidFourPartDecimal(address!) && !(address!.includes(':') && ipaddr.IPv6.isValid(address!))) throw new Error('address')
+    if (bits !== undefined) ipaddr.parseCIDR(entry)
+    return entry
+  })
 }
 
 /** localhost, *.localhost, 127.0.0.0/8, ::1: nobody but this machine reaches them. */

@@ -24,10 +24,12 @@ import receivedRoutes from './http/routes/received/index.js'
 import domainRoutes from './http/routes/domains/index.js'
 import { RateLimited, ValidationError } from './errors.js'
 import { registerDashboard } from './http/dashboard.js'
+import { registerAccountLimits } from './http/account-limits.js'
 import { registerErrorHandling } from './http/errors.js'
 import { clientErrorHandler, frameworkErrorHandler } from './http/framework-errors.js'
 import { parseJsonBody } from './http/json.js'
 import { loggedPath } from './http/logging.js'
+import { fastifyTrustProxy } from './http/trust-proxy.js'
 import { newRequestId } from './http/request-id.js'
 import { BODY_LIMITS, addSharedSchemas, withStandardErrors } from './http/schemas.js'
 import { registerHttpMetrics } from './http/metrics.js'
@@ -78,6 +80,7 @@ export function createServices (config: Config, deps: AppDeps): Services {
   const webhooks = createWebhookService({
     store,
     clock,
+    secret: config.secret,
     urlPolicy: { production: config.production, allowedCidrs: parseCidrList(config.webhookAllowedCidrs) },
     resolver: deps.resolver ?? dns.hosts,
   })
@@ -95,10 +98,13 @@ export function createServices (config: Config, deps: AppDeps): Services {
   })
   return {
     store,
-    accounts: createAccountService({ store, secret: config.secret, clock, sessionTtlMs: config.sessionTtlMs }),
+    clock,
+    accounts: createAccountService({
+      store, secret: config.secret, clock, sessionTtlMs: config.sessionTtlMs, sessionMaxMs: config.sessionMaxMs, signupOpen: config.signupOpen,
+    }),
     apiKeys: createApiKeyService({ store, secret: config.secret, clock }),
     webhooks,
-    emails: createEmailService({ store, clock, mailFrom: config.mailFrom, senders: domains }),
+    emails: createEmailService({ store, clock, mailFrom: config.mailFrom, senders: domains, quotas: config.quotas }),
     domains,
     received: createReceivedService({ store, clock, retentionMs: config.retentionDays * 86_400_000 }),
     suppressions: createSuppressionService({ store, clock }),
@@ -171,7 +177,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
     // Errors before routing are envelopes too: a URL that does not decode, a request Node cannot parse.
     frameworkErrors: frameworkErrorHandler,
     clientErrorHandler,
-    trustProxy: config.trustProxy,
+    trustProxy: fastifyTrustProxy(config.trustProxy),
     // One log line per request (onResponse below) instead of Fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
     requestIdHeader: false,
@@ -215,8 +221,11 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
     }
   })
 
+  // HSTS where svc is served over https (PUBLIC_URL): browsers never try it over plain http again.
+  const https = config.publicUrl.startsWith('https:')
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id)
+    if (https) reply.header('strict-transport-security', 'max-age=31536000')
   })
   // Paths are logged without tokens or addresses: /t/c/:token, /api/suppressions/:email (src/http/logging.ts).
   app.addHook('onResponse', async (request, reply) => {
@@ -280,7 +289,15 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
     errorResponseBuilder: (_request, context) =>
       RateLimited(`Too many requests; retry in ${Math.ceil(context.ttl / 1000)} s`, undefined, { 'retry-after': String(Math.ceil(context.ttl / 1000)) }),
   })
-  await app.register(swaggerUi, { routePrefix: '/docs' })
+  registerAccountLimits(app as unknown as FastifyInstance, config.rateLimits)
+  // /docs under a Content-Security-Policy of its own (Swagger UI's static one, with the hashes of its inline
+  // parts): nothing from another origin runs there. upgrade-insecure-requests only where svc is https.
+  await app.register(swaggerUi, {
+    routePrefix: '/docs',
+    staticCSP: true,
+    transformStaticCSP: (header) => https ? header : header.replace(/\s*upgrade-insecure-requests;?/, ''),
+  })
+
   app.get('/openapi.json', {
     schema: {
       operationId: 'getOpenApiDocument', tags: ['operations'], summary: 'This document (OpenAPI 3)', security: [],

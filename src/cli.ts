@@ -17,8 +17,9 @@ import type { Store } from './store/types.js'
 const USAGE = `usage: npm run cli -- <command>
 
 commands:
-  account create <email> [--password <password>] [--plan free|pro]
-                                  create an account (a password is generated and printed when omitted)
+  account create <email> [--password-stdin] [--plan free|pro]
+                                  create an account; with --password-stdin its password is read from
+                                  standard input (first line), else one is generated and printed
   account show <email>            the account's plan, limits and usage
   plan set <email> <free|pro>     change an account's plan
   plan list                       the plans and their limits
@@ -30,7 +31,28 @@ commands:
 class UsageError extends Error {}
 class CommandError extends Error {}
 
-interface Output { out(line: string): void }
+interface Output {
+  out(line: string): void
+  /** Standard input, whole (the --password-stdin commands). */
+  readStdin?(): Promise<string>
+}
+
+/** Standard input to its end, at most 64 KiB (a password is a line). */
+export async function readStdin (stream: NodeJS.ReadableStream = process.stdin): Promise<string> {
+  let text = ''
+  for await (const chunk of stream) {
+    text += String(chunk)
+    if (text.length > 65_536) throw new UsageError('standard input is too long for a password')
+  }
+  return text
+}
+
+function flag (args: string[], name: string): boolean {
+  const i = args.indexOf(name)
+  if (i === -1) return false
+  args.splice(i, 1)
+  return true
+}
 
 function option (args: string[], name: string): string | undefined {
   const i = args.indexOf(name)
@@ -134,14 +156,19 @@ export async function runCli (argv: string[], env: Record<string, string | undef
         return
       case 'account create': {
         const rest = args.slice(2)
-        const given = option(rest, '--password')
+        if (rest.includes('--password')) {
+          throw new UsageError('--password is not taken: a password on the command line shows in ps and in shell history; pipe it in with --password-stdin')
+        }
+        const fromStdin = flag(rest, '--password-stdin')
+        // The first line of standard input, without its line ending.
+        const given = fromStdin ? (await (io.readStdin ?? readStdin)()).split(/\r?\n/)[0] ?? '' : undefined
         const plan = option(rest, '--plan') ?? 'free'
         const [email, ...extra] = rest
         if (!email || extra.length > 0) throw new UsageError('account create takes one email')
         if (!/^[^@\s]+@[^@\s]+$/.test(email)) throw new UsageError(`not an email address: ${email}`)
         if (!isPlan(plan)) throw new UsageError(`unknown plan "${plan}" (plans: ${PLAN_NAMES.join(', ')})`)
         const password = given ?? randomToken(18)
-        if (password.length < 10 || password.length > 200) throw new UsageError('--password must be 10 to 200 characters')
+        if (password.length < 10 || password.length > 200) throw new UsageError('the password must be 10 to 200 characters')
         const accounts = createAccountService({ store, secret, clock: systemClock, sessionTtlMs: config.sessionTtlMs })
         try {
           const account = await accounts.register(email, password, plan)

@@ -11,6 +11,7 @@ import { systemClock } from './domain/clock.js'
 import type { ResolvedAddress } from './domain/webhook-url.js'
 import { registerErrorHandling } from './http/errors.js'
 import { registerHttpMetrics } from './http/metrics.js'
+import { fastifyTrustProxy } from './http/trust-proxy.js'
 import { addSharedSchemas } from './http/schemas.js'
 import healthRoutes from './http/routes/health.js'
 import { Mailer, type MailerTuning } from './mail/mailer.js'
@@ -20,6 +21,7 @@ import { createSmtpTransport } from './mail/smtp-transport.js'
 import { createOutbound } from './mail/outbound.js'
 import { createComposer } from './mail/compose-pool.js'
 import { verpKey } from './domain/verp.js'
+import { openWebhookSecret } from './domain/secrets.js'
 import { createReturnedMailService } from './domain/returned-mail.js'
 import { DomainChecker, type DomainCheckerOptions } from './mail/domain-checker.js'
 import type { InboundOptions } from './mail/inbound/listener.js'
@@ -45,8 +47,8 @@ export interface ServiceDeps extends AppDeps {
   mailer?: MailerTuning
   /** Sender-domain re-check tuning (tests: a short interval). */
   domainChecker?: Pick<DomainCheckerOptions, 'intervalMs' | 'tickMs'>
-  /** Returning-mail listener tuning (tests: the per-address connection rate). */
-  inbound?: Pick<InboundOptions, 'maxBytes' | 'connectionsPerMinute'>
+  /** Returning-mail listener tuning (tests: the per-address connection rate and share, the addresses remembered). */
+  inbound?: Pick<InboundOptions, 'maxBytes' | 'connectionsPerMinute' | 'connectionsPerAddress' | 'trackedAddresses'>
   /** Receiving tuning (tests: how often old received mail is pruned). */
   receiving?: Pick<ReceivingOptions, 'pruneEveryMs'>
 }
@@ -79,7 +81,7 @@ async function buildOperationsApp (config: Config, deps: AppDeps): Promise<App> 
   const app = Fastify({
     ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
     bodyLimit: 1024,
-    trustProxy: config.trustProxy,
+    trustProxy: fastifyTrustProxy(config.trustProxy),
   })
   addSharedSchemas(app)
   registerErrorHandling(app)
@@ -171,6 +173,7 @@ export async function createService (config: Config, given: ServiceDeps): Promis
       nodeId: config.nodeId,
       ...(deps.deliveryHosts ? { hosts: deps.deliveryHosts } : {}),
       dnsServers: config.dnsServers,
+      openSecret: (webhookId, stored) => openWebhookSecret(config.secret!, webhookId, stored),
       ...deps.engine,
     })
     : undefined
@@ -262,6 +265,12 @@ export async function createService (config: Config, given: ServiceDeps): Promis
     components,
     async start () {
       await app.ready()
+      // Webhook secrets stored before svc sealed them are sealed now, before anything reads them.
+      const sealed = await app.services.webhooks.sealStoredSecrets()
+      if (sealed > 0) {
+        await deps.store.forgetOverwritten?.()
+        app.log.info({ webhooks: sealed }, 'sealed webhook signing secrets stored in the clear by an earlier version')
+      }
       for (const c of components) {
         await c.start()
         started.push(c)

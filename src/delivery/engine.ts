@@ -54,6 +54,11 @@ export interface EngineOptions {
   retentionMs: number
   production: boolean
   allowedCidrs: string
+  /**
+   * The signing secret of a stored one (the store keeps them sealed: src/domain/secrets.ts); default: as
+   * stored. A secret that does not open signs nothing: its delivery fails and is retried.
+   */
+  openSecret?: (webhookId: string, stored: string) => string
   /** Fixed DNS answers for the worker threads (tests; see workers/deliver.ts). */
   hosts?: Record<string, ResolvedAddress[]>
   /** DNS_SERVERS, for the worker threads' resolver (empty or absent: the system's). */
@@ -435,11 +440,32 @@ export class DeliveryEngine implements Component {
     return actor
   }
 
+  /** Opened secrets per webhook and stored secrets: one array per webhook's live secrets, shared by its work. */
+  private readonly opened = new Map<string, { stored: string[]; secrets: string[] }>()
+
+  private openSecrets (w: DeliveryWork): string[] {
+    const open = this.opts.openSecret
+    if (open === undefined) return w.secrets
+    const known = this.opened.get(w.webhookId)
+    if (known !== undefined && known.stored.length === w.secrets.length && known.stored.every((s, i) => s === w.secrets[i])) return known.secrets
+    let secrets: string[]
+    try {
+      secrets = w.secrets.map((s) => open(w.webhookId, s))
+    } catch (err) {
+      this.log.error({ err, webhookId: w.webhookId }, 'a webhook signing secret does not open (was SVC_SECRET changed?); its deliveries fail until it is rotated')
+      secrets = []
+    }
+    if (this.opened.size >= 10_000) this.opened.clear()
+    this.opened.set(w.webhookId, { stored: w.secrets, secrets })
+    return secrets
+  }
+
   private accept (work: DeliveryWork[]): void {
     if (work.length === 0) return
     const now = this.clock.now()
     const share = this.mailboxShare()
     for (const w of work) {
+      w.secrets = this.openSecrets(w)
       const known = this.held.get(w.id)
       if (known) {
         // Already here, and claimed again (its lease ran out, say, and this node won it back): the new

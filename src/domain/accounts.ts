@@ -1,4 +1,4 @@
-import { InvalidCredentials, InvalidSession, EmailTaken } from '../errors.js'
+import { InvalidCredentials, InvalidSession, EmailTaken, SignupClosed } from '../errors.js'
 import { iso, type Clock } from './clock.js'
 import { newId } from './ids.js'
 import type { Plan } from './plans.js'
@@ -9,7 +9,12 @@ export interface AccountServiceOptions {
   store: Store
   secret: string
   clock: Clock
+  /** Sliding: a session unused this long ends. */
   sessionTtlMs: number
+  /** Absolute: a session ends this long after it began, used or not. Default: no bound but the sliding one. */
+  sessionMaxMs?: number
+  /** false: signup admits the first account only (SIGNUP=closed, production's default). Default true. */
+  signupOpen?: boolean
 }
 
 export interface SessionGrant {
@@ -35,16 +40,16 @@ export function normaliseEmail (email: string): string {
 // session, not one per request.
 const RENEW_AFTER_MS = 3_600_000
 
-export function createAccountService ({ store, secret, clock, sessionTtlMs }: AccountServiceOptions) {
+export function createAccountService ({ store, secret, clock, sessionTtlMs, sessionMaxMs = Number.MAX_SAFE_INTEGER / 2, signupOpen = true }: AccountServiceOptions) {
   async function openSession (account: AccountRecord): Promise<SessionGrant> {
     const token = randomToken(32)
     const now = clock.now()
-    const expiresAt = now + sessionTtlMs
+    const expiresAt = now + Math.min(sessionTtlMs, sessionMaxMs)
     await store.createSession({ tokenHash: hashToken(secret, token, 'session'), accountId: account.id, createdAt: iso(now), expiresAt: iso(expiresAt) })
     return { account, token, expiresAt }
   }
 
-  async function register (email: string, password: string, plan: Plan = 'free'): Promise<AccountRecord> {
+  async function register (email: string, password: string, plan: Plan = 'free', opts: { onlyIfFirst?: boolean } = {}): Promise<AccountRecord> {
     const account: AccountRecord = {
       id: newId('acct'),
       email: normaliseEmail(email),
@@ -52,7 +57,9 @@ export function createAccountService ({ store, secret, clock, sessionTtlMs }: Ac
       plan,
       createdAt: iso(clock.now()),
     }
-    if (await store.createAccount(account) === 'email_taken') throw EmailTaken()
+    const created = await store.createAccount(account, opts)
+    if (created === 'email_taken') throw EmailTaken()
+    if (created === 'not_first') throw SignupClosed()
     return account
   }
 
@@ -60,17 +67,40 @@ export function createAccountService ({ store, secret, clock, sessionTtlMs }: Ac
     /** An account without a session (the operator's CLI). */
     register,
 
+    /** A new account and its session; SignupClosed when signup is closed and an account exists. */
     async signup (email: string, password: string): Promise<SessionGrant> {
-      return openSession(await register(email, password))
+      return openSession(await register(email, password, 'free', { onlyIfFirst: !signupOpen }))
     },
 
+    /**
+     * A session for the right password. InvalidCredentials otherwise, with the account (when there is
+     * one) for the security log.
+     */
     async login (email: string, password: string): Promise<SessionGrant> {
       const account = await store.findAccountByEmail(normaliseEmail(email))
       // Verify against a decoy when the account does not exist, so the answer takes as long either way
       // and says nothing about which emails have accounts.
       const ok = await verifyPassword(password, account?.passwordHash ?? await decoyPasswordHash())
-      if (!account || !ok) throw InvalidCredentials()
+      if (!account || !ok) throw Object.assign(InvalidCredentials(), { accountId: account?.id ?? null })
       return openSession(account)
+    },
+
+    /**
+     * A new password, when the current one is given right; every other session of the account ends (the
+     * one making the change stays). Returns how many sessions ended.
+     */
+    async changePassword (account: AccountRecord, currentPassword: string, newPassword: string, keep: string | null): Promise<number> {
+      const fresh = await store.findAccountById(account.id)
+      if (!fresh || !await verifyPassword(currentPassword, fresh.passwordHash)) {
+        throw InvalidCredentials('The current password is wrong', [{ path: 'body.currentPassword', message: 'is not the current password' }])
+      }
+      await store.setAccountPassword(account.id, await hashPassword(newPassword))
+      return await store.deleteAccountSessions(account.id, keep)
+    },
+
+    /** Ends every session of the account but `keep`; returns how many ended. */
+    endOtherSessions (accountId: string, keep: string | null): Promise<number> {
+      return store.deleteAccountSessions(accountId, keep)
     },
 
     async logout (tokenHash: string): Promise<void> {
@@ -82,11 +112,15 @@ export function createAccountService ({ store, secret, clock, sessionTtlMs }: Ac
       const session = await store.findSession(tokenHash)
       const now = clock.now()
       if (!session || Date.parse(session.expiresAt) <= now) throw InvalidSession()
+      // However often it is used, a session ends sessionMaxMs after it began.
+      const endsAt = Date.parse(session.createdAt) + sessionMaxMs
+      if (!(endsAt > now)) throw InvalidSession()
       const account = await store.findAccountById(session.accountId)
       if (!account) throw InvalidSession()
       let renewedUntil: number | undefined
-      if (Date.parse(session.expiresAt) - now < sessionTtlMs - RENEW_AFTER_MS) {
-        renewedUntil = now + sessionTtlMs
+      const next = Math.min(now + sessionTtlMs, endsAt)
+      if (next - Date.parse(session.expiresAt) > RENEW_AFTER_MS) {
+        renewedUntil = next
         await store.extendSession(tokenHash, iso(renewedUntil))
       }
       return { account, tokenHash, renewedUntil }

@@ -1,4 +1,4 @@
-import { NotFound, ValidationError } from '../errors.js'
+import { NotFound, OperationInProgress, ValidationError } from '../errors.js'
 import type { Clock } from './clock.js'
 import { eventPayload, TEST_EVENT_DATA, type EventRecord, type EventType } from './events.js'
 import { decodeDeliveryCursor, deliveryId, newId } from './ids.js'
@@ -19,6 +19,9 @@ export const TEST_RECIPIENT = 'delivered@simulator.test'
 const RECOVER_CHUNK = 500
 
 export function createDeliveryService ({ store, clock, webhooks, onBackgroundError }: DeliveryServiceOptions) {
+  // Webhooks whose recovery is running in this process: one at a time each, so that a client repeating
+  // the request does not start loop after loop over the same deliveries.
+  const recovering = new Set<string>()
   return {
     async list (accountId: string, webhookId: string, opts: { status?: DeliveryStatus; limit: number; cursor?: string }): Promise<DeliveryPage> {
       await webhooks.get(accountId, webhookId)
@@ -54,16 +57,24 @@ export function createDeliveryService ({ store, clock, webhooks, onBackgroundErr
     async recover (accountId: string, webhookId: string, since: number, until: number): Promise<number> {
       await webhooks.get(accountId, webhookId)
       if (!(since < until)) throw ValidationError('`since` must be before `until`', [{ path: 'body.since', message: 'must be before until' }])
-      const window = { since, until }
-      const queued = await store.countFailed(accountId, webhookId, window)
-      if (queued > 0) {
-        void (async () => {
-          while (await store.requeueFailed(accountId, webhookId, window, clock.now(), RECOVER_CHUNK) === RECOVER_CHUNK) {
-            await new Promise((resolve) => setImmediate(resolve))
-          }
-        })().catch((err) => onBackgroundError?.(err))
+      if (recovering.has(webhookId)) throw OperationInProgress('A recovery of this webhook is running; ask again when it has finished')
+      recovering.add(webhookId)
+      let background = false
+      try {
+        const window = { since, until }
+        const queued = await store.countFailed(accountId, webhookId, window)
+        if (queued > 0) {
+          background = true
+          void (async () => {
+            while (await store.requeueFailed(accountId, webhookId, window, clock.now(), RECOVER_CHUNK) === RECOVER_CHUNK) {
+              await new Promise((resolve) => setImmediate(resolve))
+            }
+          })().catch((err) => onBackgroundError?.(err)).finally(() => recovering.delete(webhookId))
+        }
+        return queued
+      } finally {
+        if (!background) recovering.delete(webhookId)
       }
-      return queued
     },
   }
 }

@@ -1,7 +1,9 @@
 // Sending: what a send request must hold, how it becomes a stored email with its email.sent events, the
 // idempotency rules, and what one attempt at delivering it changes. No HTTP and no driver in here.
 import { createHash } from 'node:crypto'
-import { IdempotencyConflict, NotFound, RecipientSuppressed, ValidationError, type ErrorDetail } from '../errors.js'
+import { IdempotencyConflict, NotFound, QuotaExceeded, RecipientSuppressed, ValidationError, type ErrorDetail } from '../errors.js'
+import type { Quotas } from '../../config/index.js'
+import { quotaPeriods, secondsUntil } from './quotas.js'
 import type {
   EmailAttempt, EmailRecipient, EmailRecord, EmailStatus, EmailTag, EngagementEvent, IdempotencyRecord, SuppressionRecord,
 } from '../store/emails.js'
@@ -272,9 +274,11 @@ export interface EmailServiceOptions {
   mailFrom: string
   /** Refuses senders that are not on the account's verified domains (REQUIRE_VERIFIED_DOMAIN; domains.ts). */
   senders?: { assertSenders(accountId: string, senders: Array<{ address: string; path: string }>): Promise<void> }
+  /** Recipients per UTC day and month by plan (src/domain/quotas.ts); null or absent: not counted, no limit. */
+  quotas?: Quotas | null
 }
 
-export function createEmailService ({ store, clock, mailFrom, senders }: EmailServiceOptions) {
+export function createEmailService ({ store, clock, mailFrom, senders, quotas = null }: EmailServiceOptions) {
   const defaultFrom = parseAddress(mailFrom)
   if ('error' in defaultFrom) throw new Error(`MAIL_FROM ${defaultFrom.error}`)
   const from = formatAddress(defaultFrom)
@@ -381,9 +385,32 @@ export function createEmailService ({ store, clock, mailFrom, senders }: EmailSe
             createdAt: at,
             expiresAt: iso(now + IDEMPOTENCY_TTL_MS),
           }
-      const result = await store.acceptEmails({ emails, events, ...(idempotency ? { idempotency } : {}) })
+      // The quota: every recipient accepted counts, in the day and the month; a send that would pass
+      // either is refused whole. Periods without a limit are counted too (GET /api/account shows them).
+      let periods: ReturnType<typeof quotaPeriods> = []
+      if (quotas !== null) {
+        const account = await store.findAccountById(accountId)
+        if (account !== null) periods = quotaPeriods(account.plan, quotas, now)
+      }
+      const quota = periods.length === 0
+        ? undefined
+        : {
+            accountId,
+            recipients: emails.reduce((n, e) => n + e.recipients.length, 0),
+            periods: periods.map((p) => ({ period: p.period, limit: p.limit ?? Number.MAX_SAFE_INTEGER })),
+          }
+      const result = await store.acceptEmails({ emails, events, ...(idempotency ? { idempotency } : {}), ...(quota ? { quota } : {}) })
       // A concurrent request with the same key got there first: answer as it did (or refuse the new body).
       if (result.outcome === 'duplicate') return replayOrConflict(result.existing, opts.idempotency!.requestHash)
+      if (result.outcome === 'quota_exceeded') {
+        const p = periods.find((q) => q.period === result.period) ?? periods[0]!
+        const retry = secondsUntil(p.resetsAt, now)
+        throw QuotaExceeded(
+          `This ${opts.batch ? 'batch' : 'send'} of ${quota!.recipients} recipient(s) would pass the ${p.kind === 'day' ? 'daily' : 'monthly'} quota ` +
+          `of ${p.limit} recipients (UTC ${p.kind}); nothing was sent. The ${p.kind} ends in ${retry} s`,
+          [{ path: 'body', message: `the ${p.kind === 'day' ? 'daily' : 'monthly'} quota is ${p.limit} recipients` }],
+          { 'retry-after': String(retry) })
+      }
       for (const listener of listeners) listener(emails.length)
       return { status: 202, body, replayed: false }
     },

@@ -3,37 +3,30 @@ import { createHash, randomBytes } from 'node:crypto'
 export type IdPrefix = 'acct' | 'key' | 'wh' | 'em' | 'evt' | 'dlv' | 'dom' | 'rcv'
 
 /**
- * Application-made ids: `<prefix>_` + 12 hex digits of milliseconds + 16 random hex digits. They sort by
- * creation time (cursor pages and "newest first" need no extra column) and need no help from the store,
- * so the SQLite and MongoDB adapters make the same ids.
+ * Application-made ids: `<prefix>_` + 12 hex digits of milliseconds + 16 hex digits (64 bits) drawn from
+ * the CSPRNG for each id. The time prefix keeps them in creation order to the millisecond (cursor pages
+ * and "newest first" need no extra column; ties within one millisecond fall in a random but fixed order,
+ * which keyset pages handle like any other); the random part is whole in every id, so an id says nothing
+ * about the ids made beside it. They need no help from the store, so the SQLite and MongoDB adapters make
+ * the same ids.
  */
 // Random bytes are drawn 4 KiB at a time: one call into the CSPRNG per 512 ids rather than one per id.
 let pool = Buffer.alloc(0)
 let poolAt = 0
-function random64 (): bigint {
+function random64Hex (): string {
   if (poolAt + 8 > pool.length) {
     pool = randomBytes(4096)
     poolAt = 0
   }
-  const value = pool.readBigUInt64BE(poolAt)
+  const hex = pool.toString('hex', poolAt, poolAt + 8)
+  // Each draw is used once: the pool's bytes are never handed out twice.
+  pool.fill(0, poolAt, poolAt + 8)
   poolAt += 8
-  return value
+  return hex
 }
 
-let lastMs = -1
-let lastRandom = 0n
-const RANDOM_MAX = (1n << 64n) - 1n
-
 export function newId (prefix: IdPrefix, now = Date.now()): string {
-  // Within one millisecond the random part counts up from the previous id (as ULIDs do), so ids made in
-  // one process also sort in the order they were made.
-  if (now === lastMs && lastRandom < RANDOM_MAX) {
-    lastRandom += 1n
-  } else {
-    lastMs = now
-    lastRandom = random64() >> 1n // headroom for the increments
-  }
-  return `${prefix}_${now.toString(16).padStart(12, '0')}${lastRandom.toString(16).padStart(16, '0')}`
+  return `${prefix}_${now.toString(16).padStart(12, '0')}${random64Hex()}`
 }
 
 const ID_PATTERN = /^[a-z]{2,4}_[0-9a-f]{28}$/

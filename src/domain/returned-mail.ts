@@ -8,9 +8,10 @@
 // - `Action: delivered`, `relayed`, `expanded`: nothing to record;
 // - an ARF report with `Feedback-Type: abuse` → email.complained and the address suppressed (complained).
 //
-// A report is matched to an email and recipient through its signed VERP address (verp.ts), or, for a
-// complaint, through the original Message-ID (`<em_…@domain>`, which svc sets) together with a recipient
-// of that email named in the report. Anything else matches nothing and changes nothing. One event per
+// A report is matched to an email and recipient through a signed VERP address (verp.ts) only: each
+// recipient's copy carries its own, so a report proves which copy it is about. A Message-ID and a
+// recipient named in the report prove nothing (a recipient can quote their own copy and name another
+// one: that would suppress someone else), so they match nothing, and nothing changes. One event per
 // email, recipient and kind: a report received twice records once.
 import type { Store } from '../store/types.js'
 import type { EmailRecord } from '../store/emails.js'
@@ -92,12 +93,8 @@ export type ReturnedOutcome = 'bounced' | 'delayed' | 'complained' | 'duplicate'
 
 /** What a feedback report offers to find the email and recipient by. */
 export interface ComplaintMatch {
-  /** VERP claims: the address the report was mailed to, or the original's Return-Path. */
+  /** VERP claims: the address the report was mailed to, its Original-Mail-From, or the original's Return-Path. */
   verp: VerpClaims[]
-  /** Email ids from the original message's Message-ID. */
-  emailIds: string[]
-  /** Recipients the report names (Original-Rcpt-To, the original's To). */
-  recipients: string[]
 }
 
 export function createReturnedMailService ({ store, clock }: { store: Store; clock: Clock }) {
@@ -133,16 +130,9 @@ export function createReturnedMailService ({ store, clock }: { store: Store; clo
     async feedback (feedbackType: string, userAgent: string, match: ComplaintMatch): Promise<ReturnedOutcome> {
       if (feedbackType.trim().toLowerCase() !== 'abuse') return 'ignored'
       const why = `feedback report (abuse)${userAgent !== '' ? ` from ${userAgent.slice(0, 100)}` : ''}`
-      for (const claims of match.verp) {
+      for (const claims of match.verp.slice(0, 10)) {
         const found = await recipientOf(claims)
         if (found !== null) return await record(found.email, found.recipient, 'complaint', why)
-      }
-      // Through the Message-ID: only together with a recipient of that very email named in the report.
-      for (const id of match.emailIds.slice(0, 5)) {
-        const email = await store.findEmailById(id)
-        if (email === null) continue
-        const named = match.recipients.find((r) => email.recipients.some((x) => x.address === r))
-        if (named !== undefined) return await record(email, named, 'complaint', why)
       }
       return 'unmatched'
     },

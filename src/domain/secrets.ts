@@ -1,6 +1,7 @@
-// Secret material: API keys, session tokens, webhook secrets and passwords. Secrets are stored only as
-// hashes; every comparison of secret bytes is constant-time.
-import { createHmac, randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto'
+// Secret material: API keys, session tokens, webhook secrets and passwords. Secrets that svc only checks
+// are stored as hashes; secrets it must use again (webhook signing secrets) are sealed with a key derived
+// from SVC_SECRET; every comparison of secret bytes is constant-time.
+import { createCipheriv, createDecipheriv, createHmac, hkdfSync, randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto'
 
 export const API_KEY_PREFIX = 'svc_sk_'
 export const WEBHOOK_SECRET_PREFIX = 'whsec_'
@@ -108,4 +109,55 @@ export function safeEqual (a: string, b: string): boolean {
   const x = Buffer.from(a)
   const y = Buffer.from(b)
   return x.length === y.length && timingSafeEqual(x, y)
+}
+
+// Sealing: AES-256-GCM under a key derived from SVC_SECRET with HKDF (one key per purpose), a fresh
+// 96-bit IV per value, and the record's id as associated data, so a sealed value copied onto another
+// record does not open. The form: `<prefix>v1.<iv>.<tag>.<ciphertext>`, base64url parts.
+
+const sealingKeys = new Map<string, Buffer>()
+function sealingKey (secret: string, purpose: string): Buffer {
+  const id = `${purpose}\0${secret}`
+  let key = sealingKeys.get(id)
+  if (key === undefined) {
+    if (sealingKeys.size > 16) sealingKeys.clear()
+    key = Buffer.from(hkdfSync('sha256', secret, 'svc', purpose, 32))
+    sealingKeys.set(id, key)
+  }
+  return key
+}
+
+function sealText (secret: string, purpose: string, recordId: string, plain: string): string {
+  const iv = randomBytes(12)
+  const cipher = createCipheriv('aes-256-gcm', sealingKey(secret, purpose), iv)
+  cipher.setAAD(Buffer.from(recordId))
+  const body = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()])
+  return ['v1', iv.toString('base64url'), cipher.getAuthTag().toString('base64url'), body.toString('base64url')].join('.')
+}
+
+function openText (secret: string, purpose: string, recordId: string, sealed: string): string {
+  const [version, iv, tag, body, extra] = sealed.split('.', 5)
+  if (version !== 'v1' || !iv || !tag || body === undefined || extra !== undefined) throw new Error('a sealed value has an unknown format')
+  const decipher = createDecipheriv('aes-256-gcm', sealingKey(secret, purpose), Buffer.from(iv, 'base64url'))
+  decipher.setAAD(Buffer.from(recordId))
+  decipher.setAuthTag(Buffer.from(tag, 'base64url'))
+  return Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()]).toString('utf8')
+}
+
+/** How a sealed webhook secret starts in the store; a secret starting with `whsec_` was stored before sealing. */
+export const SEALED_WEBHOOK_SECRET_PREFIX = 'sealed:'
+const WEBHOOK_SEAL_PURPOSE = 'svc webhook signing secret v1'
+
+/** The stored form of a webhook's signing secret, bound to the webhook's id. */
+export function sealWebhookSecret (secret: string, webhookId: string, plain: string): string {
+  return SEALED_WEBHOOK_SECRET_PREFIX + sealText(secret, WEBHOOK_SEAL_PURPOSE, webhookId, plain)
+}
+
+/**
+ * The signing secret of a stored one. A secret stored before sealing (`whsec_…`, until the start-up
+ * sealing reaches it) is itself; a sealed one that does not open (another SVC_SECRET, altered) throws.
+ */
+export function openWebhookSecret (secret: string, webhookId: string, stored: string): string {
+  if (!stored.startsWith(SEALED_WEBHOOK_SECRET_PREFIX)) return stored
+  return openText(secret, WEBHOOK_SEAL_PURPOSE, webhookId, stored.slice(SEALED_WEBHOOK_SECRET_PREFIX.length))
 }

@@ -3,13 +3,15 @@ import { iso, type Clock } from './clock.js'
 import type { EventType } from './events.js'
 import { newId } from './ids.js'
 import { PLANS, limitsOf } from './plans.js'
-import { newWebhookSecret } from './secrets.js'
+import { WEBHOOK_SECRET_PREFIX, newWebhookSecret, openWebhookSecret, sealWebhookSecret } from './secrets.js'
 import { checkWebhookUrl, type Resolver, type UrlPolicy } from './webhook-url.js'
 import type { AccountRecord, Store, WebhookRecord, WebhookPatch } from '../store/types.js'
 
 export interface WebhookServiceOptions {
   store: Store
   clock: Clock
+  /** SVC_SECRET: signing secrets are sealed under a key derived from it before they reach the store. */
+  secret: string
   urlPolicy: UrlPolicy
   resolver: Resolver
 }
@@ -24,7 +26,7 @@ export interface WebhookChanges {
   rateLimit?: number | null | undefined
 }
 
-export function createWebhookService ({ store, clock, urlPolicy, resolver }: WebhookServiceOptions) {
+export function createWebhookService ({ store, clock, secret, urlPolicy, resolver }: WebhookServiceOptions) {
   async function allowedUrl (raw: string): Promise<string> {
     const verdict = await checkWebhookUrl(raw, urlPolicy, resolver)
     if (!verdict.ok) throw WebhookUrlNotAllowed(verdict.reason)
@@ -38,15 +40,18 @@ export function createWebhookService ({ store, clock, urlPolicy, resolver }: Web
   }
 
   return {
+    /** The new webhook, its `secret` in the clear (shown once); the store holds it sealed. */
     async create (account: AccountRecord, input: { url: string; events: EventType[]; rateLimit?: number | null | undefined }): Promise<WebhookRecord> {
       const url = await allowedUrl(input.url)
       const now = iso(clock.now())
+      const id = newId('wh')
+      const plain = newWebhookSecret()
       const record: WebhookRecord = {
-        id: newId('wh'),
+        id,
         accountId: account.id,
         url,
         events: [...input.events],
-        secret: newWebhookSecret(),
+        secret: sealWebhookSecret(secret, id, plain),
         previousSecret: null,
         previousSecretExpiresAt: null,
         status: 'enabled',
@@ -58,7 +63,7 @@ export function createWebhookService ({ store, clock, urlPolicy, resolver }: Web
       if (await store.insertWebhook(record, limit) === 'limit_reached') {
         throw PlanLimitReached(`The ${PLANS[account.plan].name} plan allows ${limit} webhooks; delete one or upgrade`)
       }
-      return record
+      return { ...record, secret: plain }
     },
 
     list (accountId: string): Promise<WebhookRecord[]> {
@@ -93,13 +98,35 @@ export function createWebhookService ({ store, clock, urlPolicy, resolver }: Web
     async rotateSecret (accountId: string, id: string): Promise<WebhookRecord> {
       const current = await get(accountId, id)
       const now = clock.now()
+      const plain = newWebhookSecret()
       const updated = await store.updateWebhook(accountId, id, {
-        secret: newWebhookSecret(),
-        previousSecret: current.secret,
+        secret: sealWebhookSecret(secret, id, plain),
+        // Sealed as it is kept (one stored before sealing is sealed now).
+        previousSecret: sealWebhookSecret(secret, id, openWebhookSecret(secret, id, current.secret)),
         previousSecretExpiresAt: iso(now + ROTATION_OVERLAP_MS),
       }, iso(now))
       if (!updated) throw NotFound('No webhook with this id')
-      return updated
+      return { ...updated, secret: plain }
+    },
+
+    /**
+     * Seals the secrets stored before svc sealed them (`whsec_…` in the store), deleted webhooks' too, in
+     * pages; run at start. Returns how many webhooks it sealed. A webhook changed meanwhile (rotated) is
+     * left to the next page: its compare-and-set finds other secrets than it read.
+     */
+    async sealStoredSecrets (): Promise<number> {
+      let sealed = 0
+      for (;;) {
+        const page = await store.listWebhookSecrets(WEBHOOK_SECRET_PREFIX, 500)
+        let changed = 0
+        for (const w of page) {
+          const seal = (stored: string) => stored.startsWith(WEBHOOK_SECRET_PREFIX) ? sealWebhookSecret(secret, w.id, stored) : stored
+          const next = { secret: seal(w.secret), previousSecret: w.previousSecret === null ? null : seal(w.previousSecret) }
+          if (await store.replaceWebhookSecrets(w.id, w, next)) changed++
+        }
+        sealed += changed
+        if (page.length < 500 || changed === 0) return sealed
+      }
     },
   }
 }

@@ -41,6 +41,42 @@ export function toAppError (err: unknown): AppError {
   return InternalError()
 }
 
+/**
+ * How much of a body svc reads and throws away, at most, before answering an error that came before the
+ * body was read (413, 401, 429 …): a client that writes its whole body before it reads (most do) then
+ * reads the answer, instead of finding the connection closed under it (EPIPE). Past this, or after
+ * DRAIN_MS, the answer goes and the connection closes.
+ */
+export const DRAIN_LIMIT_BYTES = 16 * 1024 * 1024
+const DRAIN_MS = 10_000
+
+function discardBody (raw: import('node:http').IncomingMessage, limit: number): Promise<void> {
+  return new Promise((resolve) => {
+    let seen = 0
+    const finish = () => {
+      clearTimeout(timer)
+      raw.off('data', onData)
+      raw.off('end', finish)
+      raw.off('error', finish)
+      raw.off('close', finish)
+      resolve()
+    }
+    const onData = (chunk: Buffer) => {
+      seen += chunk.length
+      if (seen > limit) {
+        raw.pause()
+        finish()
+      }
+    }
+    const timer = setTimeout(finish, DRAIN_MS)
+    raw.on('data', onData)
+    raw.once('end', finish)
+    raw.once('error', finish)
+    raw.once('close', finish)
+    raw.resume()
+  })
+}
+
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const
 
 export function registerErrorHandling (app: FastifyInstance): void {
@@ -51,6 +87,13 @@ export function registerErrorHandling (app: FastifyInstance): void {
       request.log.error({ err, reqId: request.id }, 'request failed')
     }
     if (appErr.headers) reply.headers(appErr.headers)
+    const raw = request.raw
+    if (!raw.complete && !raw.destroyed && raw.headers['content-length'] !== '0' &&
+        (raw.headers['content-length'] !== undefined || raw.headers['transfer-encoding'] !== undefined)) {
+      // The body was never read (or only in part): read the rest away, then answer and close.
+      reply.header('connection', 'close')
+      return discardBody(raw, DRAIN_LIMIT_BYTES).then(() => { reply.code(appErr.statusCode).type('application/json').send(envelope(appErr)) })
+    }
     reply.code(appErr.statusCode).type('application/json').send(envelope(appErr))
   })
 

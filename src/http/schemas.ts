@@ -148,7 +148,7 @@ const BODYLESS = new Set(['GET', 'HEAD'])
  *   origin guard, plan limits);
  * - 404 when its path has a parameter (the resource it names may not exist);
  * - 413 and 415 when the method may carry a body (every route has a body limit; bodies are JSON only);
- * - 429 when the route has its own rate limit (`config.rateLimit`);
+ * - 429 when the route has its own rate limit (`config.rateLimit`), or needs a credential (the per-account limits);
  * - 408 and 431 always: Node answers them for any request, before routing (a request that never finished,
  *   headers too large);
  * - 500 always, and 503 always (a store fault).
@@ -162,7 +162,9 @@ export function withStandardErrors (route: { method: string | string[]; url: str
   const security = schema.security ?? []
   const statuses = new Set<number>([408, 431, 500, 503])
   if (takesBody || ['params', 'querystring', 'headers', 'body'].some((k) => schema[k] !== undefined)) statuses.add(400)
+  // Every authenticated route has a per-account rate limit (src/http/account-limits.ts).
   if (security.some((r) => Object.keys(r).length > 0)) statuses.add(401)
+  if (security.some((r) => 'session' in r || 'apiKey' in r)) statuses.add(429)
   if (security.some((r) => 'session' in r)) statuses.add(403)
   if (route.url.includes(':')) statuses.add(404)
   if (takesBody) { statuses.add(413); statuses.add(415) }

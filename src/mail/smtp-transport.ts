@@ -5,6 +5,7 @@ import nodemailer from 'nodemailer'
 import type SMTPPool from 'nodemailer/lib/smtp-pool/index.js'
 import type SMTPTransport from 'nodemailer/lib/smtp-transport/index.js'
 import { Counter, type Registry } from 'prom-client'
+import { isLoopbackHost } from '../../config/index.js'
 import { mimeTemplate } from './mime.js'
 import { stageTimer } from './stages.js'
 import {
@@ -64,6 +65,9 @@ export function parseSmtpUrl(url: string): SmtpUrlParts {
   const parts: SmtpUrlParts = { host, port, secure, requireTLS: false }
   if (u.username !== '') parts.user = decodeURIComponent(u.username)
   if (u.password !== '') parts.pass = decodeURIComponent(u.password)
+  // Credentials never cross the network in the clear: over smtp:// to a host other than this machine they
+  // wait for STARTTLS, and a relay that does not offer it is refused (?requireTLS=false says otherwise).
+  if (!secure && parts.user !== undefined && !isLoopbackHost(host)) parts.requireTLS = true
   for (const [key, value] of u.searchParams) {
     if (key === 'requireTLS') {
       if (value !== 'true' && value !== 'false') throw new Error('invalid SMTP URL: requireTLS must be true or false')

@@ -134,6 +134,19 @@ export type AcceptResult =
   | { outcome: 'accepted' }
   /** The key was taken (by an earlier request, or a concurrent one that won): nothing was written. */
   | { outcome: 'duplicate'; existing: IdempotencyRecord }
+  /** The charge would take the count of `period` past its limit: nothing was written. */
+  | { outcome: 'quota_exceeded'; period: string }
+
+/**
+ * Recipients charged to an account's sending counters with a send (src/domain/quotas.ts decides the
+ * periods and limits): each period's count plus `recipients` must stay within its limit, else nothing is
+ * written; the counts and the send are one step.
+ */
+export interface QuotaCharge {
+  accountId: string
+  recipients: number
+  periods: Array<{ period: string; limit: number }>
+}
 
 /** The result of one attempt at sending an email, as one write. */
 export interface EmailAttempt {
@@ -171,7 +184,9 @@ export interface EmailStore {
    * unexpired: then nothing is written and the existing record comes back (concurrent requests with one
    * key therefore store one set of emails). An expired key is replaced.
    */
-  acceptEmails(input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord }): Promise<AcceptResult>
+  acceptEmails(input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord; quota?: QuotaCharge }): Promise<AcceptResult>
+  /** The account's sending counts of these periods (0 for a period without one). */
+  readSendUsage(accountId: string, periods: string[]): Promise<Record<string, number>>
   /** The account's key, or null when absent or expired at `now`. */
   findIdempotencyKey(accountId: string, key: string, now: string): Promise<IdempotencyRecord | null>
   /** Deletes keys that expired at or before `now`; returns how many. */

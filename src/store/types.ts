@@ -130,19 +130,32 @@ export interface Store extends DeliveryStore, EmailStore, ReceivedStore {
   readonly health: StoreHealth
   close(): Promise<void>
 
+  /**
+   * Optional: makes sure values just overwritten (secrets sealed in place) are gone from the store's files,
+   * not only from its tables (SQLite: the WAL is checkpointed and truncated).
+   */
+  forgetOverwritten?(): Promise<void>
+
   // Accounts
-  /** 'email_taken' when an account with this (already normalised) email exists. */
-  createAccount(account: AccountRecord): Promise<'created' | 'email_taken'>
+  /**
+   * 'email_taken' when an account with this (already normalised) email exists. With `onlyIfFirst`,
+   * 'not_first' when any account exists (closed signup: the first account only).
+   */
+  createAccount(account: AccountRecord, opts?: { onlyIfFirst?: boolean }): Promise<'created' | 'email_taken' | 'not_first'>
   findAccountById(id: string): Promise<AccountRecord | null>
   findAccountByEmail(email: string): Promise<AccountRecord | null>
   /** false when no such account. */
   setAccountPlan(accountId: string, plan: Plan): Promise<boolean>
+  /** false when no such account. */
+  setAccountPassword(accountId: string, passwordHash: string): Promise<boolean>
 
   // Sessions (keyed by the hash of the token; the token itself is never stored)
   createSession(session: SessionRecord): Promise<void>
   findSession(tokenHash: string): Promise<SessionRecord | null>
   extendSession(tokenHash: string, expiresAt: string): Promise<void>
   deleteSession(tokenHash: string): Promise<void>
+  /** Ends every session of the account but `keep` (null: all of them); returns how many ended. */
+  deleteAccountSessions(accountId: string, keep: string | null): Promise<number>
   /** Removes sessions that expired before `now`; returns how many. */
   deleteExpiredSessions(now: string): Promise<number>
 
@@ -182,6 +195,13 @@ export interface Store extends DeliveryStore, EmailStore, ReceivedStore {
   /** false when the account has no such webhook. */
   deleteWebhook(accountId: string, id: string, deletedAt: string): Promise<boolean>
   countWebhooks(accountId: string): Promise<number>
+  /**
+   * Every webhook, deleted ones included, whose secret or previous secret starts with `prefix`, at most
+   * `limit` of them (the sealing of secrets written before they were sealed: src/domain/webhooks.ts).
+   */
+  listWebhookSecrets(prefix: string, limit: number): Promise<Array<{ id: string; secret: string; previousSecret: string | null }>>
+  /** Replaces both secrets of a webhook (deleted or not) when they are still `expected`; false otherwise. */
+  replaceWebhookSecrets(id: string, expected: { secret: string; previousSecret: string | null }, next: { secret: string; previousSecret: string | null }): Promise<boolean>
   /** Every account's webhooks by status, deleted ones left out (operators' svc_webhooks gauge). */
   countWebhooksByStatus(): Promise<Record<WebhookStatus, number>>
 

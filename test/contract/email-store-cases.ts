@@ -118,6 +118,20 @@ export function emailStoreCases (store: () => Store, make: MakeStore): void {
     assert.deepEqual(await store().listEmailEvents(a.id, e2.id), events.slice(3))
   })
 
+  test('acceptEmails with a quota charge: counted in the same write; a send that would pass a limit stores nothing', async () => {
+    const a = await newAccount()
+    const charge = (recipients: number) => ({ accountId: a.id, recipients, periods: [{ period: 'd:2026-01-02', limit: 3 }, { period: 'm:2026-01', limit: 100 }] })
+    const first = email(a.id)
+    assert.deepEqual(await store().acceptEmails({ emails: [first], events: sentEvents(first), quota: charge(2) }), { outcome: 'accepted' })
+    const over = email(a.id)
+    assert.deepEqual(await store().acceptEmails({ emails: [over], events: sentEvents(over), quota: charge(2) }), { outcome: 'quota_exceeded', period: 'd:2026-01-02' })
+    assert.equal(await store().findEmail(a.id, over.id), null, 'nothing of the refused send')
+    assert.deepEqual(await store().readSendUsage(a.id, ['d:2026-01-02', 'm:2026-01', 'd:2026-01-03']), { 'd:2026-01-02': 2, 'm:2026-01': 2, 'd:2026-01-03': 0 })
+    const last = email(a.id)
+    assert.deepEqual(await store().acceptEmails({ emails: [last], events: sentEvents(last), quota: charge(1) }), { outcome: 'accepted' })
+    assert.deepEqual(await store().readSendUsage(a.id, ['d:2026-01-02', 'm:2026-01']), { 'd:2026-01-02': 3, 'm:2026-01': 3 })
+  })
+
   test("findEmail is null for an unknown id and for another account's email", async () => {
     const owner = await newAccount()
     const other = await newAccount()

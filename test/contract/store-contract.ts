@@ -132,6 +132,43 @@ export function storeContract (name: string, make: MakeStore): void {
       assert.deepEqual(await store.findAccountByEmail(first.email), first)
     })
 
+    test("createAccount with onlyIfFirst answers 'not_first' once any account exists, and stores nothing", async () => {
+      await newAccount()
+      const late = makeAccount()
+      assert.equal(await store.createAccount(late, { onlyIfFirst: true }), 'not_first')
+      assert.equal(await store.findAccountById(late.id), null)
+    })
+
+    test('setAccountPassword replaces the hash; deleteAccountSessions ends every session of the account but the one kept', async () => {
+      const a = await newAccount()
+      const other = await newAccount()
+      assert.equal(await store.setAccountPassword(a.id, 'scrypt$new'), true)
+      assert.equal((await store.findAccountById(a.id))?.passwordHash, 'scrypt$new')
+      assert.equal(await store.setAccountPassword(nextId('acct'), 'x'), false)
+      const session = (accountId: string): SessionRecord => ({ tokenHash: `t-${unique()}`, accountId, createdAt: iso(), expiresAt: iso(Date.now() + HOUR) })
+      const [keep, s2, s3, theirs] = [session(a.id), session(a.id), session(a.id), session(other.id)]
+      for (const s of [keep, s2, s3, theirs]) await store.createSession(s)
+      assert.equal(await store.deleteAccountSessions(a.id, keep.tokenHash), 2)
+      assert.notEqual(await store.findSession(keep.tokenHash), null)
+      assert.equal(await store.findSession(s2.tokenHash), null)
+      assert.notEqual(await store.findSession(theirs.tokenHash), null, "another account's sessions stay")
+      assert.equal(await store.deleteAccountSessions(a.id, null), 1)
+      assert.equal(await store.findSession(keep.tokenHash), null)
+    })
+
+    test('listWebhookSecrets finds secrets by prefix, deleted webhooks too; replaceWebhookSecrets is a compare-and-set', async () => {
+      const a = await newAccount()
+      const prefix = `legacy${unique()}_`
+      const w = makeWebhook(a.id, { secret: `${prefix}one`, previousSecret: null })
+      assert.equal(await store.insertWebhook(w, 10), 'created')
+      await store.deleteWebhook(a.id, w.id, iso())
+      const found = await store.listWebhookSecrets(prefix, 10)
+      assert.deepEqual(found, [{ id: w.id, secret: `${prefix}one`, previousSecret: null }])
+      assert.equal(await store.replaceWebhookSecrets(w.id, { secret: 'not it', previousSecret: null }, { secret: 'sealed', previousSecret: null }), false)
+      assert.equal(await store.replaceWebhookSecrets(w.id, found[0]!, { secret: 'sealed:x', previousSecret: null }), true)
+      assert.deepEqual(await store.listWebhookSecrets(prefix, 10), [])
+    })
+
     test('findAccountById and findAccountByEmail return null when absent', async () => {
       assert.equal(await store.findAccountById(nextId('acct')), null)
       assert.equal(await store.findAccountByEmail(`nobody-${unique()}@example.test`), null)

@@ -278,8 +278,17 @@ export class World {
     const receiver = await startReceiver(t)
     // Domain checks ask DNS_SERVERS: a closed port on loopback, so a fuzzed verify never reaches public DNS.
     // The credential routes are rate limited per address and per email; the fuzz comes from one address
-    // and would otherwise test the limiter only.
-    const server = await startServer(t, { env: { RATE_LIMIT_AUTH_PER_MINUTE: '1000000', RATE_LIMIT_LOGIN_PER_EMAIL: '1000000', DNS_SERVERS: '127.0.0.1:9' } })
+    // and would otherwise test the limiter only (so are the per-account limits and the failed-login delays).
+    // The background re-check of sender domains would change their rows between the snapshots that
+    // prove a refusal changed nothing: it waits until long after the run.
+    const server = await startServer(t, {
+      env: {
+        RATE_LIMIT_AUTH_PER_MINUTE: '1000000', RATE_LIMIT_LOGIN_PER_EMAIL: '1000000', RATE_LIMIT_LOGIN_FAILURES: '1000000',
+        RATE_LIMIT_READS_PER_MINUTE: '1000000', RATE_LIMIT_WRITES_PER_MINUTE: '1000000', RATE_LIMIT_COSTLY_PER_MINUTE: '1000000',
+        DNS_SERVERS: '127.0.0.1:9',
+      },
+      deps: { domainChecker: { tickMs: 24 * 3_600_000 } },
+    })
     const A = await World.provision(server, receiver, 'A')
     const B = await World.provision(server, receiver, 'B')
     const world = new World(server, receiver, A, B)

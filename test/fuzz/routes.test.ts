@@ -99,7 +99,7 @@ describe('fuzz: every route, hostile input', async () => {
       const takesBody = Object.values(route.ops).some((o) => o.body !== undefined)
       // Fewer runs where a request costs more: the docs (built on demand), and the credential routes
       // (each accepted body costs a password hash).
-      const runs = route.url.startsWith('/docs') ? 2 : route.url.startsWith('/api/auth/') ? 8 : takesBody ? 16 : 6
+      const runs = route.url.startsWith('/docs') ? 2 : route.url.startsWith('/api/auth/') || route.url === '/api/account/password' ? 8 : takesBody ? 16 : 6
       await t.test(`${route.methods.join(',')} ${route.url}`, async () => {
         await property(`route ${route.url}`, planFor(route, { hookUrl: world.hookUrl }), runs, async (plan) => {
           const req = world.resolve(route, plan)

@@ -14,8 +14,8 @@ import { PASSWORD, startServer, tempDir, TEST_SECRET, uniqueEmail } from '../hel
 
 const CLI = fileURLToPath(new URL('../../src/cli.js', import.meta.url))
 
-function cli (args: string[], env: Record<string, string>) {
-  const r = spawnSync(process.execPath, [CLI, ...args], { env: { PATH: process.env.PATH ?? '', ...env }, encoding: 'utf8' })
+function cli (args: string[], env: Record<string, string>, input = '') {
+  const r = spawnSync(process.execPath, [CLI, ...args], { env: { PATH: process.env.PATH ?? '', ...env }, encoding: 'utf8', input })
   return { code: r.status, out: r.stdout, err: r.stderr }
 }
 
@@ -61,7 +61,7 @@ describe('cli', () => {
     const server = await startServer(t)
     const env = { DATA_DIR: server.dataDir, SVC_SECRET: TEST_SECRET }
     const email = uniqueEmail('ops')
-    const made = cli(['account', 'create', email, '--plan', 'pro', '--password', PASSWORD], env)
+    const made = cli(['account', 'create', email, '--plan', 'pro', '--password-stdin'], env, PASSWORD + '\n')
     assert.equal(made.code, 0, made.err)
     assert.match(made.out, /created account acct_\w+ .* on the Pro plan/)
     assert.equal(made.out.includes(PASSWORD), false, 'a given password is not printed back')

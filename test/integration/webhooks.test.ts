@@ -4,7 +4,8 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import type { ResolvedAddress, Resolver } from '../../src/domain/webhook-url.js'
-import { errorOf, signedUp, startServer, type Client, type Response } from '../helpers/server.js'
+import { TEST_SECRET, errorOf, signedUp, startServer, type Client, type Response } from '../helpers/server.js'
+import { openWebhookSecret } from '../../src/domain/secrets.js'
 
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 const ALL_EVENTS = [
@@ -354,10 +355,12 @@ test('rotate-secret answers a new whsec_ secret and keeps the old one for about 
   const expires = Date.parse(previousSecretExpiresAt)
   assert.ok(expires >= before + DAY_MS - 1000 && expires <= after + DAY_MS + 1000, `expires ${previousSecretExpiresAt}`)
 
+  // Stored sealed (src/domain/secrets.ts): they open to the secrets shown.
   const stored = await server.store.findWebhook(accountId, hook.id)
   assert.ok(stored)
-  assert.equal(stored.secret, secret)
-  assert.equal(stored.previousSecret, hook.secret)
+  assert.ok(stored.secret.startsWith('sealed:') && stored.previousSecret!.startsWith('sealed:'))
+  assert.equal(openWebhookSecret(TEST_SECRET, hook.id, stored.secret), secret)
+  assert.equal(openWebhookSecret(TEST_SECRET, hook.id, stored.previousSecret!), hook.secret)
   assert.equal(stored.previousSecretExpiresAt, previousSecretExpiresAt)
 
   const { res: listRes } = await listWebhooks(client)
@@ -421,5 +424,5 @@ test('the webhook routes need the session cookie and the own origin, or a full_a
   const { items } = await listWebhooks(client)
   assert.deepEqual(items.map((w) => w.id), [hook.id])
   const stored = await server.store.findWebhook(accountId, hook.id)
-  assert.equal(stored?.secret, hook.secret)
+  assert.equal(openWebhookSecret(TEST_SECRET, hook.id, stored!.secret), hook.secret)
 })

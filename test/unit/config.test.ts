@@ -41,23 +41,23 @@ describe('loadConfig', () => {
   })
 
   test('values are converted and the public URL loses its trailing slash', () => {
-    const c = loadConfig({ PORT: '8080', PUBLIC_URL: 'https://mail.example.com/', DELIVERY_THREADS: '3', TRUST_PROXY: 'true' })
+    const c = loadConfig({ PORT: '8080', PUBLIC_URL: 'https://mail.example.com/', DELIVERY_THREADS: '3', TRUST_PROXY: '2' })
     assert.equal(c.port, 8080)
     assert.equal(c.publicUrl, 'https://mail.example.com')
     assert.equal(c.deliveryThreads, 3)
-    assert.equal(c.trustProxy, true)
+    assert.equal(c.trustProxy, 2)
   })
 
   test('development: PUBLIC_URL follows HOST and PORT, and a browser on localhost or 127.0.0.1 is accepted', () => {
     assert.equal(loadConfig({ PORT: '4000' }).publicUrl, 'http://127.0.0.1:4000')
-    assert.equal(loadConfig({ HOST: '0.0.0.0' }).publicUrl, 'http://127.0.0.1:3000')
+    assert.equal(loadConfig({ HOST: '0.0.0.0', NODE_ENV: 'development' }).publicUrl, 'http://127.0.0.1:3000')
     assert.equal(loadConfig({ HOST: '::1' }).publicUrl, 'http://[::1]:3000')
-    assert.equal(loadConfig({ HOST: '192.168.1.20' }).publicUrl, 'http://192.168.1.20:3000')
+    assert.equal(loadConfig({ HOST: '192.168.1.20', NODE_ENV: 'development' }).publicUrl, 'http://192.168.1.20:3000')
     assert.deepEqual(loadConfig({ PORT: '4000' }).allowedOrigins, ['http://127.0.0.1:4000', 'http://localhost:4000', 'http://[::1]:4000'])
     assert.deepEqual(loadConfig({ PUBLIC_URL: 'http://dev.example.test:8080/' }).allowedOrigins,
       ['http://dev.example.test:8080', 'http://localhost:3000', 'http://127.0.0.1:3000', 'http://[::1]:3000'])
     assert.deepEqual(loadConfig({}).warnings, [])
-    assert.deepEqual(problems({ HOST: 'not a host' }), ['HOST must be an interface address to listen on, like 127.0.0.1 or 0.0.0.0 (got "not a host"), or set PUBLIC_URL'])
+    assert.deepEqual(problems({ HOST: 'not a host', NODE_ENV: 'development' }), ['HOST must be an interface address to listen on, like 127.0.0.1 or 0.0.0.0 (got "not a host"), or set PUBLIC_URL'])
     assert.deepEqual(problems({ PUBLIC_URL: 'http://a b' }), ['PUBLIC_URL must be an origin like https://mail.example.com (scheme and host, no path) (got "http://a b")'])
   })
 
@@ -75,6 +75,46 @@ describe('loadConfig', () => {
       assert.match(c.warnings[0]!, /^PUBLIC_URL is a loopback address/, url)
       assert.deepEqual(c.allowedOrigins, [new URL(url).origin], 'no other origin in production')
     }
+  })
+
+  test('development rules only on a loopback HOST: any other HOST without NODE_ENV is refused, naming NODE_ENV', () => {
+    for (const host of ['127.0.0.1', '127.0.0.2', '::1', '[::1]', 'localhost']) {
+      assert.equal(loadConfig({ HOST: host }).production, false, host)
+      assert.deepEqual(loadConfig({ HOST: host }).warnings, [], host)
+    }
+    for (const host of ['0.0.0.0', '::', '192.168.1.20', 'mail.example.com']) {
+      const lines = problems({ HOST: host })
+      assert.equal(lines.length, 1, host)
+      assert.match(lines[0]!, /^NODE_ENV must be set when HOST is not a loopback address/, host)
+    }
+    // Said out loud, development on an exposed address starts, with a warning.
+    const dev = loadConfig({ HOST: '0.0.0.0', NODE_ENV: 'development' })
+    assert.equal(dev.production, false)
+    assert.match(dev.warnings[0]!, /NODE_ENV=development on HOST 0\.0\.0\.0/)
+    assert.equal(loadConfig({ HOST: '0.0.0.0', NODE_ENV: 'production', SVC_SECRET: 's'.repeat(40) }).production, true)
+  })
+
+  test('TRUST_PROXY takes a hop count or proxy addresses, never "every hop"', () => {
+    assert.equal(loadConfig({}).trustProxy, false)
+    assert.equal(loadConfig({ TRUST_PROXY: '1' }).trustProxy, 1)
+    assert.deepEqual(loadConfig({ TRUST_PROXY: '10.0.0.5, 10.1.0.0/16,::1' }).trustProxy, ['10.0.0.5', '10.1.0.0/16', '::1'])
+    for (const bad of ['true', '0', '10.0.0.300', 'all']) {
+      const lines = problems({ TRUST_PROXY: bad })
+      assert.equal(lines.length, 1, bad)
+      assert.match(lines[0]!, /^TRUST_PROXY must be false, the number of reverse proxies/, bad)
+    }
+  })
+
+  test('signup and quotas: closed and on in production, open and off elsewhere, each overridable', () => {
+    const prod = { NODE_ENV: 'production', SVC_SECRET: 's'.repeat(40) }
+    assert.equal(loadConfig(prod).signupOpen, false)
+    assert.equal(loadConfig({ ...prod, SIGNUP: 'open' }).signupOpen, true)
+    assert.equal(loadConfig({}).signupOpen, true)
+    assert.equal(loadConfig({ SIGNUP: 'closed' }).signupOpen, false)
+    assert.deepEqual(loadConfig(prod).quotas, { free: { day: 100, month: 3000 }, pro: { day: null, month: 50_000 } })
+    assert.equal(loadConfig({ ...prod, QUOTAS: 'off' }).quotas, null)
+    assert.equal(loadConfig({}).quotas, null)
+    assert.deepEqual(loadConfig({ QUOTAS: 'on', QUOTA_FREE_PER_DAY: '5', QUOTA_FREE_PER_MONTH: '0' }).quotas?.free, { day: 5, month: null })
   })
 
   test('each bad variable gets one line naming it and what it expects', () => {

@@ -8,9 +8,11 @@ import type { DomainService } from '../../domain/domains.js'
 import type { ReceivedService } from '../../domain/received.js'
 import type { WebhookService } from '../../domain/webhooks.js'
 import type { Store } from '../../store/types.js'
+import type { Clock } from '../../domain/clock.js'
 
 export interface Services {
   store: Store
+  clock: Clock
   accounts: AccountService
   apiKeys: ApiKeyService
   webhooks: WebhookService

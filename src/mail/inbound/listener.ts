@@ -12,7 +12,7 @@ import type { AddressInfo } from 'node:net'
 import { Counter, type Registry } from 'prom-client'
 import { SMTPServer, type SMTPServerSession } from 'smtp-server'
 import {
-  addressField, classifyDsn, emailIdOfMessageId, type ComplaintMatch, type ReturnedMailService, type ReturnedOutcome,
+  addressField, classifyDsn, type ComplaintMatch, type ReturnedMailService, type ReturnedOutcome,
 } from '../../domain/returned-mail.js'
 import { parseVerpAddress, type VerpClaims } from '../../domain/verp.js'
 import { readFieldBlocks, scanHeaderFields, type Block } from './fields.js'
@@ -22,8 +22,14 @@ export const INBOUND_LIMITS = {
   /** Reports carry a part of the original message at most; 256 KiB is ample. */
   maxBytes: 256 * 1024,
   maxClients: 20,
+  /** Connections open at once from one remote address: a share of maxClients, so no one address holds them all. */
+  connectionsPerAddress: 5,
   /** New connections per remote address and minute. */
   connectionsPerMinute: 60,
+  /** Remote addresses whose per-minute count is remembered; past it, the one heard from least recently is forgotten. */
+  trackedAddresses: 10_000,
+  /** A connection that says nothing for this long is closed. */
+  idleMs: 30_000,
   recipientsPerMessage: 10,
 } as const
 
@@ -40,6 +46,8 @@ export interface InboundOptions {
   connectionsPerMinute?: number
   /** Mail for domains with receiving on; undefined: refused like any other address. */
   receiving?: Receiving
+  connectionsPerAddress?: number
+  trackedAddresses?: number
 }
 
 type Kind = 'dsn' | 'arf' | 'other' | 'rcpt' | 'connection' | 'received'
@@ -76,12 +84,19 @@ export class InboundMail {
   private readonly counter: Counter<'kind' | 'outcome'> | undefined
   private readonly maxBytes: number
   private readonly perMinute: number
-  private window = { startedAt: 0, counts: new Map<string, number>() }
+  private readonly perAddress: number
+  private readonly tracked: number
+  /** Per remote address: its current one-minute window; least recently heard first (Map order). */
+  private readonly windows = new Map<string, { startedAt: number; n: number }>()
+  /** Per remote address: connections open now (only those admitted). */
+  private readonly openFrom = new Map<string, number>()
   private listening: number | undefined
 
   constructor (private readonly o: InboundOptions) {
     this.maxBytes = o.maxBytes ?? INBOUND_LIMITS.maxBytes
     this.perMinute = o.connectionsPerMinute ?? INBOUND_LIMITS.connectionsPerMinute
+    this.perAddress = o.connectionsPerAddress ?? INBOUND_LIMITS.connectionsPerAddress
+    this.tracked = o.trackedAddresses ?? INBOUND_LIMITS.trackedAddresses
     this.counter = o.registry
       ? new Counter({
           name: 'svc_inbound_messages_total',
@@ -102,12 +117,23 @@ export class InboundMail {
     this.counter?.inc({ kind, outcome })
   }
 
+  /** Counts a new connection from `address` in its minute; false when it is over perMinute. */
   private admit (address: string): boolean {
     const now = Date.now()
-    if (now - this.window.startedAt >= 60_000 || this.window.counts.size > 10_000) this.window = { startedAt: now, counts: new Map() }
-    const n = (this.window.counts.get(address) ?? 0) + 1
-    this.window.counts.set(address, n)
-    return n <= this.perMinute
+    let w = this.windows.get(address)
+    if (w === undefined || now - w.startedAt >= 60_000) w = { startedAt: now, n: 0 }
+    w.n += 1
+    // Re-inserted: the map's first entry is always the address heard from least recently, the one
+    // forgotten when the map is full (never all of them at once).
+    this.windows.delete(address)
+    this.windows.set(address, w)
+    if (this.windows.size > this.tracked) this.windows.delete(this.windows.keys().next().value!)
+    return w.n <= this.perMinute
+  }
+
+  /** Addresses whose per-minute count is remembered now (tests). */
+  get trackedCount (): number {
+    return this.windows.size
   }
 
   async start (): Promise<void> {
@@ -120,6 +146,7 @@ export class InboundMail {
       }
       return e
     }
+    const counted = new WeakSet<SMTPServerSession>()
     this.server = new SMTPServer({
       logger: false,
       authOptional: true,
@@ -127,14 +154,29 @@ export class InboundMail {
       size: Math.max(this.maxBytes, this.o.receiving?.maxBytes ?? 0),
       maxClients: INBOUND_LIMITS.maxClients,
       banner: 'svc returning mail',
-      socketTimeout: 60_000,
+      socketTimeout: INBOUND_LIMITS.idleMs,
       closeTimeout: 1000,
       onConnect: (session, cb) => {
-        if (!this.admit(session.remoteAddress)) {
+        const address = session.remoteAddress
+        if (!this.admit(address)) {
           this.count('connection', 'refused')
           return cb(smtpError('Too many connections, try again later', 421))
         }
+        const open = this.openFrom.get(address) ?? 0
+        if (open >= this.perAddress) {
+          this.count('connection', 'refused')
+          return cb(smtpError('Too many connections from your address, try again later', 421))
+        }
+        this.openFrom.set(address, open + 1)
+        counted.add(session)
         cb()
+      },
+      onClose: (session) => {
+        if (!counted.has(session)) return
+        counted.delete(session)
+        const open = (this.openFrom.get(session.remoteAddress) ?? 1) - 1
+        if (open > 0) this.openFrom.set(session.remoteAddress, open)
+        else this.openFrom.delete(session.remoteAddress)
       },
       onMailFrom: (address, session, cb) => {
         envelopes.set(session, newEnvelope(address.address))
@@ -265,25 +307,17 @@ export class InboundMail {
       const headers = original !== undefined
         ? [...(readFieldBlocks(original.content.toString('utf8'))[0] ?? new Map()).entries()].map(([name, value]) => ({ name, value }))
         // An inline original is folded into the text by mailparser: its header lines are still there.
-        : scanHeaderFields(`${text}\n${raw.toString('utf8')}`, ['message-id', 'return-path', 'to'])
-      const match: ComplaintMatch = { verp: [...envelope.verp], emailIds: [], recipients: [] }
+        : scanHeaderFields(`${text}\n${raw.toString('utf8')}`, ['return-path'])
+      // Only signed VERP addresses tie a report to a recipient (src/domain/returned-mail.ts).
+      const match: ComplaintMatch = { verp: [...envelope.verp] }
       const verpOf = (value: string | undefined) => {
         const a = mailboxOf(value)
         const v = a === null ? 'not_verp' : parseVerpAddress(this.o.verpKey, a)
         if (typeof v === 'object') match.verp.push(v)
       }
       verpOf(fields.get('original-mail-from'))
-      const rcpt = mailboxOf(fields.get('original-rcpt-to'))
-      if (rcpt !== null) match.recipients.push(rcpt)
       for (const h of headers) {
         if (h.name === 'return-path') verpOf(h.value)
-        else if (h.name === 'message-id') {
-          const id = emailIdOfMessageId(h.value)
-          if (id !== null) match.emailIds.push(id)
-        } else if (h.name === 'to') {
-          const to = mailboxOf(h.value)
-          if (to !== null) match.recipients.push(to)
-        }
       }
       const outcome = await this.o.returnedMail.feedback(fields.get('feedback-type') ?? '', fields.get('user-agent') ?? '', match)
       this.count('arf', outcome)

@@ -30,7 +30,7 @@ import {
 } from 'mongodb'
 import type { EventRecord, EventType } from '../../domain/events.js'
 import type {
-  AcceptResult, EmailAttempt, EmailLease, EmailRecipient, EmailRecord, EmailStatus, EmailStore, EmailTag, EngagementEvent, IdempotencyRecord,
+  AcceptResult, EmailAttempt, EmailLease, EmailRecipient, EmailRecord, EmailStatus, EmailStore, EmailTag, EngagementEvent, IdempotencyRecord, QuotaCharge,
   RecipientState, SuppressionCursor, SuppressionReason, SuppressionRecord, UnsubscribeResult,
 } from '../emails.js'
 import type { DailyEventCount, EmailListQuery, EmailSummary } from '../emails.js'
@@ -184,11 +184,24 @@ function outboxSuppression (s: SuppressionRecord): OutboxSuppression {
   return { email: String(s.email), reason: String(s.reason), createdAt: String(s.createdAt) }
 }
 
+/** One account's sending count in one period (src/domain/quotas.ts); _id `<accountId>|<period>`. */
+interface SendUsageDoc {
+  _id: string
+  accountId: string
+  period: string
+  recipients: number
+}
+
+function usageId (accountId: string, period: string): string {
+  return `${String(accountId)}|${String(period)}`
+}
+
 export class MongoEmails implements EmailStore {
   readonly emails: Collection<EmailDoc>
   readonly idempotencyKeys: Collection<IdempotencyDoc>
   readonly suppressions: Collection<SuppressionDoc>
   private readonly events: Collection<EventDoc>
+  readonly sendUsage: Collection<SendUsageDoc>
 
   /** `hint` tells the delivery engine that events were published; `client` runs transactions. */
   constructor (private readonly client: MongoClient, db: Db, private readonly hint: () => void) {
@@ -196,6 +209,7 @@ export class MongoEmails implements EmailStore {
     this.idempotencyKeys = db.collection<IdempotencyDoc>('idempotency_keys')
     this.suppressions = db.collection<SuppressionDoc>('suppressions')
     this.events = db.collection<EventDoc>('events')
+    this.sendUsage = db.collection<SendUsageDoc>('send_usage')
   }
 
   /**
@@ -332,7 +346,62 @@ export class MongoEmails implements EmailStore {
       { $set: { applied: true, journal: null, expiresAtDate: toDate(k.expiresAt) } })
   }
 
-  async acceptEmails (input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord }): Promise<AcceptResult> {
+  /**
+   * With a quota charge, the recipients are reserved first, one conditional increment per period (a
+   * count that would pass its limit matches nothing, and the upsert then collides with the existing
+   * document: refused); a send that is then not written gives them back. A crash between the two leaves
+   * the account charged for a send it did not make, never the other way round.
+   */
+  async acceptEmails (input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord; quota?: QuotaCharge }): Promise<AcceptResult> {
+    const charge = input.quota
+    if (charge === undefined) return await this.acceptUncharged(input)
+    const over = charge.periods.find((p) => charge.recipients > p.limit)
+    if (over !== undefined) return { outcome: 'quota_exceeded', period: over.period }
+    const taken: string[] = []
+    const giveBack = async () => {
+      for (const period of taken) {
+        await this.sendUsage.updateOne({ _id: usageId(charge.accountId, period) }, { $inc: { recipients: -charge.recipients } })
+      }
+    }
+    for (const p of charge.periods) {
+      let refused: boolean
+      try {
+        const r = await this.sendUsage.updateOne(
+          { _id: usageId(charge.accountId, p.period), recipients: { $lte: p.limit - charge.recipients } },
+          { $inc: { recipients: charge.recipients }, $setOnInsert: { accountId: String(charge.accountId), period: String(p.period) } },
+          { upsert: true })
+        refused = r.matchedCount + r.upsertedCount !== 1
+      } catch (err) {
+        if (!isDuplicate(err)) {
+          await giveBack()
+          throw err
+        }
+        refused = true
+      }
+      if (refused) {
+        await giveBack()
+        return { outcome: 'quota_exceeded', period: p.period }
+      }
+      taken.push(p.period)
+    }
+    try {
+      const result = await this.acceptUncharged(input)
+      if (result.outcome !== 'accepted') await giveBack()
+      return result
+    } catch (err) {
+      await giveBack()
+      throw err
+    }
+  }
+
+  async readSendUsage (accountId: string, periods: string[]): Promise<Record<string, number>> {
+    const docs = await this.sendUsage.find({ _id: { $in: periods.map((p) => usageId(accountId, p)) } }).toArray()
+    const usage: Record<string, number> = {}
+    for (const period of periods) usage[period] = docs.find((d) => d._id === usageId(accountId, period))?.recipients ?? 0
+    return usage
+  }
+
+  private async acceptUncharged (input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord }): Promise<AcceptResult> {
     const eventsOf = new Map<string, EventRecord[]>(input.emails.map((e) => [String(e.id), []]))
     for (const ev of input.events) {
       const list = eventsOf.get(String(ev.emailId))

@@ -36,7 +36,7 @@ import type { ReceivedQuery, ReceivedRecord } from '../received.js'
 import { StoreHealth } from '../faults.js'
 import { syncIndexes } from './indexes.js'
 import type {
-  AcceptResult, EmailAttempt, EmailLease, EmailRecord, EngagementEvent, IdempotencyRecord, SuppressionCursor, SuppressionRecord, UnsubscribeResult,
+  AcceptResult, EmailAttempt, EmailLease, EmailRecord, EngagementEvent, IdempotencyRecord, QuotaCharge, SuppressionCursor, SuppressionRecord, UnsubscribeResult,
 } from '../emails.js'
 import type { DailyEventCount, EmailListQuery, EmailSummary } from '../emails.js'
 
@@ -160,6 +160,8 @@ export class MongoStore extends MongoDeliveries implements Store {
         // Expired sessions also disappear on their own (the TTL monitor runs about once a minute);
         // deleteExpiredSessions stays the contract, this only keeps the collection small.
         { key: { expiresAtDate: 1 }, name: 'sessions_ttl', expireAfterSeconds: 0 },
+        // A password change or "log out everywhere" ends one account's sessions at once.
+        { key: { accountId: 1 }, name: 'sessions_account' },
       ]),
       syncIndexes(this.apiKeys, [
         { key: { keyHash: 1 }, name: 'api_keys_hash', unique: true },
@@ -212,7 +214,12 @@ export class MongoStore extends MongoDeliveries implements Store {
 
   // Accounts
 
-  async createAccount (account: AccountRecord): Promise<'created' | 'email_taken'> {
+  /**
+   * onlyIfFirst: a count, then the insert. Two first signups at the same instant can both pass (MongoDB
+   * has no cheap conditional insert across a collection); the operator sees two accounts and removes one.
+   */
+  async createAccount (account: AccountRecord, opts: { onlyIfFirst?: boolean } = {}): Promise<'created' | 'email_taken' | 'not_first'> {
+    if (opts.onlyIfFirst === true && await this.accounts.countDocuments({}, { limit: 1 }) > 0) return 'not_first'
     try {
       await this.accounts.insertOne(accountDoc(account))
       return 'created'
@@ -237,7 +244,19 @@ export class MongoStore extends MongoDeliveries implements Store {
     return r.matchedCount === 1
   }
 
+  async setAccountPassword (accountId: string, passwordHash: string): Promise<boolean> {
+    const r = await this.accounts.updateOne({ _id: String(accountId) }, { $set: { passwordHash: String(passwordHash) } })
+    return r.matchedCount === 1
+  }
+
   // Sessions
+
+  async deleteAccountSessions (accountId: string, keep: string | null): Promise<number> {
+    const filter: Filter<SessionDoc> = { accountId: String(accountId) }
+    if (keep !== null) filter._id = { $ne: String(keep) }
+    const r = await this.sessions.deleteMany(filter)
+    return r.deletedCount
+  }
 
   async createSession (session: SessionRecord): Promise<void> {
     await this.sessions.insertOne(sessionDoc(session))
@@ -422,6 +441,21 @@ export class MongoStore extends MongoDeliveries implements Store {
     return false
   }
 
+  async listWebhookSecrets (prefix: string, limit: number): Promise<Array<{ id: string; secret: string; previousSecret: string | null }>> {
+    // A prefix match on a string field: an anchored regex of the escaped prefix (no user input reaches it).
+    const anchored = new RegExp('^' + String(prefix).replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
+    const docs = await this.webhooks.find({ $or: [{ secret: anchored }, { previousSecret: anchored }] },
+      { projection: { _id: 1, secret: 1, previousSecret: 1 }, limit: Math.max(1, Math.trunc(limit)) }).toArray()
+    return docs.map((d) => ({ id: d._id, secret: String(d.secret), previousSecret: nullableString(d.previousSecret) }))
+  }
+
+  async replaceWebhookSecrets (id: string, expected: { secret: string; previousSecret: string | null }, next: { secret: string; previousSecret: string | null }): Promise<boolean> {
+    const r = await this.webhooks.updateOne(
+      { _id: String(id), secret: String(expected.secret), previousSecret: expected.previousSecret === null ? null : String(expected.previousSecret) },
+      { $set: { secret: String(next.secret), previousSecret: next.previousSecret === null ? null : String(next.previousSecret) } })
+    return r.modifiedCount === 1
+  }
+
   async countWebhooks (accountId: string): Promise<number> {
     return await this.webhooks.countDocuments({ accountId: String(accountId), deletedAt: null })
   }
@@ -506,7 +540,8 @@ export class MongoStore extends MongoDeliveries implements Store {
 
   // Sending (src/store/mongo/emails.ts)
 
-  acceptEmails (input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord }): Promise<AcceptResult> { return this.mail.acceptEmails(input) }
+  acceptEmails (input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord; quota?: QuotaCharge }): Promise<AcceptResult> { return this.mail.acceptEmails(input) }
+  readSendUsage (accountId: string, periods: string[]): Promise<Record<string, number>> { return this.mail.readSendUsage(accountId, periods) }
   findIdempotencyKey (accountId: string, key: string, now: string): Promise<IdempotencyRecord | null> { return this.mail.findIdempotencyKey(accountId, key, now) }
   pruneIdempotencyKeys (now: string): Promise<number> { return this.mail.pruneIdempotencyKeys(now) }
   findEmail (accountId: string, id: string): Promise<EmailRecord | null> { return this.mail.findEmail(accountId, id) }

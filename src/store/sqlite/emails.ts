@@ -6,7 +6,7 @@ import type { EventRecord } from '../../domain/events.js'
 import type { EventType } from '../../domain/events.js'
 import type {
   AcceptResult, DailyEventCount, EmailAttempt, EmailLease, EmailListQuery, EmailRecord, EmailStatus, EmailStore, EmailSummary,
-  EngagementEvent, IdempotencyRecord, SuppressionCursor, SuppressionReason, SuppressionRecord, UnsubscribeResult,
+  EngagementEvent, IdempotencyRecord, QuotaCharge, SuppressionCursor, SuppressionReason, SuppressionRecord, UnsubscribeResult,
 } from '../emails.js'
 import type { WriteQueue } from './write-queue.js'
 
@@ -113,6 +113,9 @@ export class SqliteEmails implements EmailStore {
       anyExpiredKey: p('SELECT 1 FROM idempotency_keys WHERE expires_at <= ? LIMIT 1'),
 
       keyByAccount: p('SELECT * FROM idempotency_keys WHERE account_id = ? AND key = ?'),
+      usage: p('SELECT recipients FROM send_usage WHERE account_id = ? AND period = ?').pluck(),
+      charge: p(`INSERT INTO send_usage (account_id, period, recipients) VALUES (?, ?, ?)
+                 ON CONFLICT (account_id, period) DO UPDATE SET recipients = recipients + excluded.recipients`),
       deleteKey: p('DELETE FROM idempotency_keys WHERE account_id = ? AND key = ?'),
       insertKey: p(`INSERT INTO idempotency_keys (account_id, key, request_hash, response_status, response_body, created_at, expires_at)
                     VALUES (?, ?, ?, ?, ?, ?, ?)`),
@@ -140,9 +143,23 @@ export class SqliteEmails implements EmailStore {
       e.leaseExpiresAt, e.leaseToken, e.lastError, e.createdAt, e.updatedAt)
   }
 
-  acceptEmails (input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord }): Promise<AcceptResult> {
+  acceptEmails (input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord; quota?: QuotaCharge }): Promise<AcceptResult> {
     return this.writes.run((): AcceptResult => {
       const k = input.idempotency
+      if (k !== undefined) {
+        const row = this.q.keyByAccount.get(k.accountId, k.key) as Row | undefined
+        if (row !== undefined && str(row.expires_at) > k.createdAt) return { outcome: 'duplicate', existing: toIdempotency(row) }
+      }
+      // The counts are checked and charged in the write that accepts the send: concurrent sends cannot
+      // pass a limit together.
+      const charge = input.quota
+      if (charge !== undefined) {
+        for (const p of charge.periods) {
+          const used = (this.q.usage.get(charge.accountId, p.period) as number | undefined) ?? 0
+          if (used + charge.recipients > p.limit) return { outcome: 'quota_exceeded', period: p.period }
+        }
+        for (const p of charge.periods) this.q.charge.run(charge.accountId, p.period, charge.recipients)
+      }
       if (k !== undefined) {
         // Inside the write, so the check and the insert are one step: of N concurrent requests with one
         // key, the first one stores, and every later one finds its record here.
@@ -157,6 +174,12 @@ export class SqliteEmails implements EmailStore {
       this.insertEventRows(input.events)
       return { outcome: 'accepted' }
     })
+  }
+
+  async readSendUsage (accountId: string, periods: string[]): Promise<Record<string, number>> {
+    const usage: Record<string, number> = {}
+    for (const period of periods) usage[period] = (this.q.usage.get(accountId, period) as number | undefined) ?? 0
+    return usage
   }
 
   async findIdempotencyKey (accountId: string, key: string, now: string): Promise<IdempotencyRecord | null> {

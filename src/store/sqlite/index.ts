@@ -2,7 +2,7 @@
 // better-sqlite3 is synchronous; reads answer at once (wrapped in a promise), writes go through the
 // WriteQueue so that concurrent requests share one durable commit.
 import Database from 'better-sqlite3'
-import { mkdirSync } from 'node:fs'
+import { chmodSync, closeSync, mkdirSync, openSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import type { EventRecord, EventType } from '../../domain/events.js'
 import type { Plan } from '../../domain/plans.js'
@@ -17,7 +17,7 @@ import { SqliteDomains } from './domains.js'
 import { SqliteReceived } from './received.js'
 import type { ReceivedQuery, ReceivedRecord } from '../received.js'
 import type {
-  AcceptResult, EmailAttempt, EmailLease, EmailRecord, EngagementEvent, IdempotencyRecord, SuppressionCursor, SuppressionRecord, UnsubscribeResult,
+  AcceptResult, EmailAttempt, EmailLease, EmailRecord, EngagementEvent, IdempotencyRecord, QuotaCharge, SuppressionCursor, SuppressionRecord, UnsubscribeResult,
 } from '../emails.js'
 import type { DailyEventCount, EmailListQuery, EmailSummary } from '../emails.js'
 import { WriteQueue } from './write-queue.js'
@@ -94,11 +94,32 @@ export function migrate (db: Database.Database): void {
   }
 }
 
+/**
+ * DATA_DIR is this process's alone: the directory 0700, the database 0600 (SQLite gives its -wal and -shm
+ * files the database's mode). Existing ones are tightened too; one owned by another user is left as it is.
+ */
+function privateFiles (dir: string, file: string): void {
+  mkdirSync(dir, { recursive: true, mode: 0o700 })
+  closeSync(openSync(file, 'a', 0o600))
+  for (const [path, mode] of [[dir, 0o700], [file, 0o600], [file + '-wal', 0o600], [file + '-shm', 0o600]] as const) {
+    try {
+      if ((statSync(path).mode & 0o777) !== mode) chmodSync(path, mode)
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code
+      if (code !== 'ENOENT' && code !== 'EPERM') throw err
+    }
+  }
+}
+
 export function openSqliteStore (options: SqliteOptions): SqliteStore {
-  mkdirSync(options.dataDir, { recursive: true })
-  const db = new Database(join(options.dataDir, options.fileName ?? 'svc.db'))
+  const file = join(options.dataDir, options.fileName ?? 'svc.db')
+  privateFiles(options.dataDir, file)
+  const db = new Database(file)
   try {
     db.pragma('journal_mode = WAL')
+    // A secret replaced in place (a webhook secret sealed at start, a password changed) leaves no copy
+    // behind in the file's free space.
+    db.pragma('secure_delete = ON')
     // FULL while migrating; afterwards the write queue commits with NORMAL and fsyncs the WAL itself,
     // off the event loop, before a durable write resolves (see write-queue.ts).
     db.pragma('synchronous = FULL')
@@ -137,6 +158,13 @@ export class SqliteStore extends SqliteDeliveries implements Store {
     this.q = {
       ping: p('SELECT 1'),
       insertAccount: p('INSERT INTO accounts (id, email, password_hash, plan, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (email) DO NOTHING'),
+      anyAccount: p('SELECT 1 FROM accounts LIMIT 1'),
+      setPassword: p('UPDATE accounts SET password_hash = ? WHERE id = ?'),
+      deleteAccountSessions: p('DELETE FROM sessions WHERE account_id = ? AND token_hash IS NOT ?'),
+      webhookSecrets: p(`SELECT id, secret, previous_secret FROM webhooks
+                         WHERE substr(secret, 1, length(@prefix)) = @prefix OR substr(previous_secret, 1, length(@prefix)) = @prefix LIMIT @limit`),
+      replaceSecrets: p(`UPDATE webhooks SET secret = ?, previous_secret = ?
+                         WHERE id = ? AND secret = ? AND previous_secret IS ?`),
       accountById: p('SELECT * FROM accounts WHERE id = ?'),
       accountByEmail: p('SELECT * FROM accounts WHERE email = ?'),
       setPlan: p('UPDATE accounts SET plan = ? WHERE id = ?'),
@@ -196,6 +224,17 @@ export class SqliteStore extends SqliteDeliveries implements Store {
     })
   }
 
+  /**
+   * Every queued write committed and on disk first; then, outside any transaction (a checkpoint cannot
+   * run inside one), the WAL is copied into the database and truncated, so that the values replaced by
+   * those writes are in neither file any more (secure_delete zeroes them in the database's pages). Best
+   * effort: a reader holding the WAL makes the checkpoint stop short, and the next one finishes it.
+   */
+  async forgetOverwritten (): Promise<void> {
+    await this.writes.drain()
+    this.db.pragma('wal_checkpoint(TRUNCATE)')
+  }
+
   async close (): Promise<void> {
     this.health.close()
     await this.writes.close()
@@ -204,9 +243,28 @@ export class SqliteStore extends SqliteDeliveries implements Store {
 
   // Accounts
 
-  createAccount (a: AccountRecord): Promise<'created' | 'email_taken'> {
-    return this.writes.run(() =>
-      this.q.insertAccount.run(a.id, a.email, a.passwordHash, a.plan, a.createdAt).changes === 1 ? 'created' : 'email_taken')
+  createAccount (a: AccountRecord, opts: { onlyIfFirst?: boolean } = {}): Promise<'created' | 'email_taken' | 'not_first'> {
+    return this.writes.run(() => {
+      // Inside the write: of two concurrent first signups, one is first.
+      if (opts.onlyIfFirst === true && this.q.anyAccount.get() !== undefined) return 'not_first'
+      return this.q.insertAccount.run(a.id, a.email, a.passwordHash, a.plan, a.createdAt).changes === 1 ? 'created' : 'email_taken'
+    })
+  }
+
+  setAccountPassword (accountId: string, passwordHash: string): Promise<boolean> {
+    return this.writes.run(() => this.q.setPassword.run(passwordHash, accountId).changes === 1)
+  }
+
+  deleteAccountSessions (accountId: string, keep: string | null): Promise<number> {
+    return this.writes.run(() => this.q.deleteAccountSessions.run(accountId, keep).changes)
+  }
+
+  async listWebhookSecrets (prefix: string, limit: number): Promise<Array<{ id: string; secret: string; previousSecret: string | null }>> {
+    return (this.q.webhookSecrets.all({ prefix, limit }) as Row[]).map((r) => ({ id: str(r.id), secret: str(r.secret), previousSecret: strOrNull(r.previous_secret) }))
+  }
+
+  replaceWebhookSecrets (id: string, expected: { secret: string; previousSecret: string | null }, next: { secret: string; previousSecret: string | null }): Promise<boolean> {
+    return this.writes.run(() => this.q.replaceSecrets.run(next.secret, next.previousSecret, id, expected.secret, expected.previousSecret).changes === 1)
   }
 
   async findAccountById (id: string): Promise<AccountRecord | null> {
@@ -370,7 +428,8 @@ export class SqliteStore extends SqliteDeliveries implements Store {
 
   // Sending (src/store/sqlite/emails.ts)
 
-  acceptEmails (input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord }): Promise<AcceptResult> { return this.mail.acceptEmails(input) }
+  acceptEmails (input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord; quota?: QuotaCharge }): Promise<AcceptResult> { return this.mail.acceptEmails(input) }
+  readSendUsage (accountId: string, periods: string[]): Promise<Record<string, number>> { return this.mail.readSendUsage(accountId, periods) }
   findIdempotencyKey (accountId: string, key: string, now: string): Promise<IdempotencyRecord | null> { return this.mail.findIdempotencyKey(accountId, key, now) }
   pruneIdempotencyKeys (now: string): Promise<number> { return this.mail.pruneIdempotencyKeys(now) }
   findEmail (accountId: string, id: string): Promise<EmailRecord | null> { return this.mail.findEmail(accountId, id) }

@@ -230,6 +230,17 @@ export const migrations: string[] = [
   ALTER TABLE deliveries ADD COLUMN pushbacks INTEGER NOT NULL DEFAULT 0;
   ALTER TABLE webhooks ADD COLUMN rate_limit INTEGER;
   `,
+  /* 15: sending quotas: recipients accepted per account and period ('d:2026-11-26', 'm:2026-11'), counted in
+     the write that accepts the send (src/domain/quotas.ts); and the sessions of one account, found at once
+     when a password change or "log out everywhere" ends them. */ `
+  CREATE TABLE send_usage (
+    account_id TEXT NOT NULL REFERENCES accounts(id),
+    period     TEXT NOT NULL,
+    recipients INTEGER NOT NULL,
+    PRIMARY KEY (account_id, period)
+  ) STRICT, WITHOUT ROWID;
+  CREATE INDEX sessions_account ON sessions (account_id);
+  `,
   /* 16: receiving mail. A domain's receiving switch
      (domains_receiving finds the domains mail is taken for by name, across accounts); the received
      messages, newest first per account and per recipient, pruned by time; and their bytes (the raw

@@ -30,7 +30,12 @@ export async function render (view) {
         meter('Active API keys', a.usage.apiKeys, a.limits.apiKeys),
         meter('Webhooks', a.usage.webhooks, a.limits.webhooks),
         meter('Sender domains', a.usage.domains, a.limits.domains),
-        h('p', { class: 'muted small' }, 'Revoked keys and deleted webhooks do not count.'),
+        // Sending quotas (recipients accepted per UTC day and month); a period without a limit shows its count.
+        ...[['Recipients today', a.sending.day], ['Recipients this month', a.sending.month]].map(([name, p]) =>
+          p.limit === null
+            ? h('div', { class: 'usage' }, h('div', { class: 'usage-line' }, h('span', {}, name), h('span', {}, `${p.used}`)))
+            : meter(name, p.used, p.limit)),
+        h('p', { class: 'muted small' }, 'Revoked keys and deleted webhooks do not count. Quotas start again at midnight UTC and on the first of the month.'),
       ),
     ),
   )

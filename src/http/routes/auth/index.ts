@@ -1,13 +1,15 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
 import { normaliseEmail } from '../../../domain/accounts.js'
+import { createLoginThrottle } from '../../../domain/login-throttle.js'
 import { limitsOf } from '../../../domain/plans.js'
-import { RateLimited } from '../../../errors.js'
+import { quotaPeriods } from '../../../domain/quotas.js'
+import { isAppError, RateLimited } from '../../../errors.js'
 import type { AccountRecord } from '../../../store/types.js'
 import { clearSessionCookie, originGuard, requireAccount, sessionAuth, setSessionCookie } from '../../auth.js'
 import { BODY_LIMITS } from '../../schemas.js'
 import type { RouteContext } from '../context.js'
-import { AccountRoute, LoginRoute, LogoutRoute, SignupRoute, type Credentials } from './schema.js'
+import { AccountRoute, ChangePasswordRoute, EndSessionsRoute, LoginRoute, LogoutRoute, SignupRoute, type Credentials } from './schema.js'
 
 function publicAccount (a: AccountRecord) {
   return { id: a.id, email: a.email, plan: a.plan, createdAt: a.createdAt }
@@ -18,8 +20,11 @@ const accountRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { ser
   const sameOrigin = originGuard(config.allowedOrigins)
   const session = sessionAuth(services.accounts, cookieOpts)
 
-  // Two limits on the credential routes: per client address, and per email across all addresses, so
-  // that neither one machine nor a botnet can guess one account's password at speed.
+  // Three limits on the credential routes: per client address; per email and client address, on failed
+  // logins, with growing delays (src/domain/login-throttle.ts); and per email across all addresses, a
+  // ceiling far above the second, so that neither one machine nor a botnet can guess one account's
+  // password at speed, while the owner at another address still logs in.
+  const throttle = createLoginThrottle({ clock: services.clock, freeFailures: config.rateLimits.loginFailures })
   const perIp = { rateLimit: { max: config.rateLimits.authPerMinute, timeWindow: 60_000 } }
   // (@fastify/rate-limit runs one of its own hooks per request, so the second limit is checked here.)
   const perEmail = (action: 'signup' | 'login') => {
@@ -38,15 +43,36 @@ const accountRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { ser
   }
 
   app.post('/api/auth/signup', { schema: SignupRoute, bodyLimit: BODY_LIMITS.small, config: perIp, onRequest: sameOrigin, preHandler: perEmail('signup') }, async (request, reply) => {
-    const grant = await services.accounts.signup(request.body.email, request.body.password)
-    setSessionCookie(reply, grant.token, grant.expiresAt, cookieOpts)
-    return reply.code(201).send({ success: true, data: publicAccount(grant.account), message: 'Account created' })
+    try {
+      const grant = await services.accounts.signup(request.body.email, request.body.password)
+      setSessionCookie(reply, grant.token, grant.expiresAt, cookieOpts)
+      return reply.code(201).send({ success: true, data: publicAccount(grant.account), message: 'Account created' })
+    } catch (err) {
+      if (isAppError(err) && err.code === 'signup_closed') request.log.warn({ security: 'signup_refused' }, 'security: signup refused (signup is closed)')
+      throw err
+    }
   })
 
   app.post('/api/auth/login', { schema: LoginRoute, bodyLimit: BODY_LIMITS.small, config: perIp, onRequest: sameOrigin, preHandler: perEmail('login') }, async (request, reply) => {
-    const grant = await services.accounts.login(request.body.email, request.body.password)
-    setSessionCookie(reply, grant.token, grant.expiresAt, cookieOpts)
-    return { success: true as const, data: publicAccount(grant.account), message: 'Logged in' }
+    const email = normaliseEmail(request.body.email)
+    const wait = throttle.waitMs(email, request.ip)
+    if (wait > 0) {
+      const seconds = Math.ceil(wait / 1000)
+      throw RateLimited(`Too many failed logins from this address for this email; retry in ${seconds} s`, undefined, { 'retry-after': String(seconds) })
+    }
+    try {
+      const grant = await services.accounts.login(email, request.body.password)
+      throttle.succeeded(email, request.ip)
+      setSessionCookie(reply, grant.token, grant.expiresAt, cookieOpts)
+      return { success: true as const, data: publicAccount(grant.account), message: 'Logged in' }
+    } catch (err) {
+      if (isAppError(err) && err.code === 'invalid_credentials') {
+        throttle.failed(email, request.ip)
+        const accountId = (err as { accountId?: string | null }).accountId ?? null
+        request.log.warn({ security: 'login_failed', accountId }, 'security: failed login')
+      }
+      throw err
+    }
   })
 
   app.post('/api/auth/logout', { schema: LogoutRoute, onRequest: [sameOrigin, session] }, async (request, reply) => {
@@ -57,20 +83,44 @@ const accountRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { ser
 
   app.get('/api/account', { schema: AccountRoute, onRequest: [sameOrigin, session] }, async (request) => {
     const account = requireAccount(request)
-    const [apiKeys, webhooks, domains] = await Promise.all([
+    const periods = quotaPeriods(account.plan, config.quotas, services.clock.now())
+    const [apiKeys, webhooks, domains, sent] = await Promise.all([
       services.store.countActiveApiKeys(account.id),
       services.store.countWebhooks(account.id),
       services.store.listDomains(account.id).then((list) => list.length),
+      services.store.readSendUsage(account.id, periods.map((p) => p.period)),
     ])
+    const [day, month] = periods.map((p) => ({ used: sent[p.period] ?? 0, limit: p.limit, resetsAt: new Date(p.resetsAt).toISOString() }))
     return {
       success: true as const,
       data: {
-        ...publicAccount(account), limits: limitsOf(account.plan), usage: { apiKeys, webhooks, domains },
+        ...publicAccount(account), limits: limitsOf(account.plan), usage: { apiKeys, webhooks, domains }, sending: { day: day!, month: month! },
         // Every node has the same SMTP_URL: what this one would use is what the mailers use.
         transport: config.smtpUrl !== undefined ? 'smtp' as const : 'sandbox' as const,
       },
       message: 'Account',
     }
+  })
+
+  // A new password ends every other session; the one that changed it stays.
+  app.post('/api/account/password', { schema: ChangePasswordRoute, bodyLimit: BODY_LIMITS.small, onRequest: [sameOrigin, session] }, async (request) => {
+    const account = requireAccount(request)
+    let ended: number
+    try {
+      ended = await services.accounts.changePassword(account, request.body.currentPassword, request.body.newPassword, request.sessionTokenHash)
+    } catch (err) {
+      if (isAppError(err) && err.code === 'invalid_credentials') request.log.warn({ security: 'password_change_refused', accountId: account.id }, 'security: password change with a wrong current password')
+      throw err
+    }
+    request.log.warn({ security: 'password_changed', accountId: account.id, sessionsEnded: ended }, 'security: password changed')
+    return { success: true as const, data: { changed: true as const, sessionsEnded: ended }, message: 'Password changed; every other session has ended' }
+  })
+
+  app.delete('/api/account/sessions', { schema: EndSessionsRoute, onRequest: [sameOrigin, session] }, async (request) => {
+    const account = requireAccount(request)
+    const ended = await services.accounts.endOtherSessions(account.id, request.sessionTokenHash)
+    request.log.warn({ security: 'sessions_ended', accountId: account.id, sessionsEnded: ended }, 'security: every other session ended')
+    return { success: true as const, data: { sessionsEnded: ended }, message: `${ended} other session(s) ended` }
   })
 }
 

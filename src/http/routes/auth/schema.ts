@@ -17,6 +17,13 @@ export const AccountSchema = component('Account', Type.Object({
 }))
 
 const Limits = Type.Object({ apiKeys: Type.Integer(), webhooks: Type.Integer(), domains: Type.Integer({ description: 'sender domains' }) })
+const Password = Type.String({ minLength: 10, maxLength: 200 })
+
+const SendingPeriod = Type.Object({
+  used: Type.Integer({ description: 'recipients accepted in this period' }),
+  limit: Type.Union([Type.Integer(), Type.Null()], { description: 'the quota; null: none (quotas off, or none for this period)' }),
+  resetsAt: Timestamp,
+})
 
 export const AccountDetailSchema = component('AccountDetails', Type.Object({
   id: Type.String(),
@@ -25,6 +32,7 @@ export const AccountDetailSchema = component('AccountDetails', Type.Object({
   createdAt: Timestamp,
   limits: Limits,
   usage: Limits,
+  sending: Type.Object({ day: SendingPeriod, month: SendingPeriod }, { description: 'Recipients accepted this UTC day and month, against the plan\'s quota' }),
   transport: Type.Union([Type.Literal('smtp'), Type.Literal('sandbox')], {
     description: 'where accepted emails go: smtp, the SMTP_URL relay; sandbox (SMTP_URL unset), nowhere: nothing leaves the machine, and every address but the simulator\'s is reported delivered',
   }),
@@ -36,6 +44,7 @@ export const SignupRoute = {
   tags: ['accounts'],
   summary: 'Create an account and start a session',
   body: CredentialsSchema,
+  description: 'In production signup admits the first account only (403 signup_closed after it) unless SIGNUP=open.',
   response: { 201: Success(AccountSchema, 'The account, created; the session cookie is set', HEADERS.setCookie), ...errors(400, 403, 409, 413, 415, 429) },
 }
 
@@ -62,4 +71,25 @@ export const AccountRoute = {
   summary: 'The account, its plan, limits and usage',
   security: [{ session: [] }],
   response: { 200: Success(AccountDetailSchema, 'The account'), ...errors(401, 403) },
+}
+
+export const ChangePasswordRoute = {
+  operationId: 'changePassword',
+  tags: ['accounts'],
+  summary: 'Change the password; every other session of the account ends',
+  security: [{ session: [] }],
+  body: Type.Object({ currentPassword: Password, newPassword: Password }, { additionalProperties: false }),
+  response: {
+    200: Success(Type.Object({ changed: Type.Literal(true), sessionsEnded: Type.Integer() })),
+    ...errors({ 401: 'No session, or the current password is wrong (invalid_credentials)' }),
+    ...errors(403, 429),
+  },
+}
+
+export const EndSessionsRoute = {
+  operationId: 'endOtherSessions',
+  tags: ['accounts'],
+  summary: 'End every session of the account but this one',
+  security: [{ session: [] }],
+  response: { 200: Success(Type.Object({ sessionsEnded: Type.Integer() })), ...errors(401, 403, 429) },
 }

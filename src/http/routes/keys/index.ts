@@ -32,6 +32,7 @@ const keyRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { service
 
   app.post('/api/keys', { schema: CreateKeyRoute, bodyLimit: BODY_LIMITS.small, preValidation: trimName }, async (request, reply) => {
     const { record, key } = await services.apiKeys.create(requireAccount(request), request.body.name, request.body.permission, request.apiKey)
+    request.log.warn({ security: 'api_key_created', accountId: record.accountId, keyId: record.id, permission: record.permission }, 'security: API key created')
     return reply.code(201).send({
       success: true,
       data: { id: record.id, name: record.name, key, keyPrefix: record.keyPrefix, permission: record.permission, createdAt: record.createdAt },
@@ -46,6 +47,7 @@ const keyRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { service
 
   app.delete('/api/keys/:id', { schema: RevokeKeyRoute }, async (request) => {
     const key = await services.apiKeys.revoke(requireAccount(request).id, request.params.id)
+    request.log.warn({ security: 'api_key_revoked', accountId: key.accountId, keyId: key.id }, 'security: API key revoked')
     return {
       success: true as const,
       data: { id: key.id, status: 'revoked' as const, revokedAt: key.revokedAt! },
