@@ -87,7 +87,8 @@ describe('a typed client generated from the document', () => {
     assert.deepEqual(missing, [], 'operations the flow does not go through')
     assert.deepEqual(undeclared, [], 'answers the document does not declare')
     // A cursor it never gave out, a send with neither html nor text, a domain added twice (on a plan
-    // with room for one), the account after logging out.
-    assert.deepEqual(report.codes, ['validation_error', 'validation_error', 'domain_exists', 'not_found', 'not_found', 'not_found', 'invalid_session'])
+    // with room for one), three unknown received messages, a wrong current password, the account after
+    // logging out.
+    assert.deepEqual(report.codes, ['validation_error', 'validation_error', 'domain_exists', 'not_found', 'not_found', 'not_found', 'invalid_credentials', 'invalid_session'])
   })
 })

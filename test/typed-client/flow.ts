@@ -170,6 +170,14 @@ export async function flow (baseUrl: string, email: string, password: string): P
   await anonymous.HEAD('/t/u/{token}', { params: { path: forged } })
   await anonymous.POST('/t/u/{token}', { params: { path: forged }, parseAs: 'text' })
 
+  // The password: a wrong current one changes nothing; the right one ends every other session (the
+  // signup's), and so does ending the other sessions again (none are left).
+  report.codes.push(failed(await session.POST('/api/account/password', { body: { currentPassword: 'not the password', newPassword: `${password}-new` } })).error.code)
+  const changed = ok(await session.POST('/api/account/password', { body: { currentPassword: password, newPassword: `${password}-new` } })).data
+  if (!changed.changed || changed.sessionsEnded < 1) throw new Error('the signup\'s session ends')
+  const ended: { sessionsEnded: number } = ok(await session.DELETE('/api/account/sessions')).data
+  if (ended.sessionsEnded !== 0) throw new Error('no other session is left')
+
   // The webhook goes, and the session ends.
   ok(await api.DELETE('/api/webhooks/{id}', { params: { path: { id: webhook.id } } }))
   ok(await session.POST('/api/auth/logout'))

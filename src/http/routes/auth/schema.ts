@@ -80,7 +80,7 @@ export const ChangePasswordRoute = {
   security: [{ session: [] }],
   body: Type.Object({ currentPassword: Password, newPassword: Password }, { additionalProperties: false }),
   response: {
-    200: Success(Type.Object({ changed: Type.Literal(true), sessionsEnded: Type.Integer() })),
+    200: Success(Type.Object({ changed: Type.Literal(true), sessionsEnded: Type.Integer() }), 'The password is changed; how many other sessions ended'),
     ...errors({ 401: 'No session, or the current password is wrong (invalid_credentials)' }),
     ...errors(403, 429),
   },
@@ -91,5 +91,5 @@ export const EndSessionsRoute = {
   tags: ['accounts'],
   summary: 'End every session of the account but this one',
   security: [{ session: [] }],
-  response: { 200: Success(Type.Object({ sessionsEnded: Type.Integer() })), ...errors(401, 403, 429) },
+  response: { 200: Success(Type.Object({ sessionsEnded: Type.Integer() }), 'How many other sessions ended'), ...errors(401, 403, 429) },
 }
