@@ -5,6 +5,7 @@ import path from 'node:path'
 import Fastify from 'fastify'
 import { Registry } from 'prom-client'
 import type { Config } from '../config/index.js'
+import type { Component } from './component.js'
 import { buildApp, createServices, type App, type AppDeps } from './app.js'
 import { DeliveryEngine, type EngineOptions } from './delivery/engine.js'
 import { systemClock } from './domain/clock.js'
@@ -26,13 +27,7 @@ import type { InboundOptions } from './mail/inbound/listener.js'
 import type { ReceivingOptions } from './mail/inbound/receiving.js'
 import type { MailTransport } from './mail/transport.js'
 
-/** A background part of the service: started after the app is ready, stopped before the store closes. */
-export interface Component {
-  readonly name: string
-  start(): Promise<void>
-  /** Stop taking work; finish or release what is in flight before resolving. */
-  stop(): Promise<void>
-}
+export type { Component }
 
 export interface ServiceDeps extends AppDeps {
   /** Fixed DNS answers for the delivery worker threads (tests: a hostname without public DNS). */
