@@ -102,3 +102,16 @@ export function healthKind (kind: string): HealthOutcome['kind'] | null {
     default: return null
   }
 }
+
+/** The attempts of a batch that applied, by webhook, in the order they happened: what health is decided from. */
+export function appliedAttempts (outcomes: ReadonlyArray<{ kind: string; webhookId: string; at?: number }>, applied: (index: number) => boolean): Map<string, HealthOutcome[]> {
+  const byHook = new Map<string, HealthOutcome[]>()
+  outcomes.forEach((o, i) => {
+    const kind = healthKind(o.kind)
+    if (kind === null || !applied(i)) return
+    let list = byHook.get(o.webhookId)
+    if (!list) byHook.set(o.webhookId, list = [])
+    list.push({ kind, at: Number(o.at) })
+  })
+  return byHook
+}

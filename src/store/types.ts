@@ -2,11 +2,16 @@
 // src/store/mongo) implements all of it and passes the shared contract suite (test/contract/).
 //
 // Rules every adapter keeps:
-// - Every method is asynchronous and every promise resolves only once the write is durable.
+// - Every method is asynchronous and every promise resolves only once the write is durable, except where
+//   a method says otherwise: the delivery engine's bookkeeping (DeliveryStore's routing, claims, leases
+//   and outcomes; SQLite writes them without fsync) and the rate-limit counters may lose their last writes
+//   to a power cut, which makes a delivery happen again, never disappear (see deliveries.ts).
 // - Ids and timestamps are made by the application (src/domain/ids.ts); the store never invents them.
 // - Values from requests are bound as parameters, never spliced into a query.
 // - "Not found" is `null` (or `false`), never an exception; exceptions mean the store itself failed.
-// - Timestamps are ISO 8601 UTC strings with milliseconds.
+// - Timestamps in records are ISO 8601 UTC strings with milliseconds. The delivery engine's interface
+//   (DeliveryStore's requests, work and outcomes) takes and gives epoch milliseconds instead; the records
+//   it answers for the API (DeliveryRecord) use ISO strings like every other record.
 import type { ApiKeyPermission } from '../domain/api-keys.js'
 import type { EventRecord, EventType } from '../domain/events.js'
 import type { Plan } from '../domain/plans.js'

@@ -1,5 +1,6 @@
-// The delivery engine's collections in MongoDB, with the semantics of the SQLite adapter (the reference:
-// src/store/sqlite/deliveries.ts) and the fencing rule of the contract (src/store/deliveries.ts).
+// The delivery engine's collections in MongoDB, keeping the contract (src/store/deliveries.ts, checked by
+// test/contract/delivery-contract.ts on both adapters), its fencing rule, and the transition table
+// (src/domain/delivery-transition.ts) that decides what each outcome does.
 //
 // Documents. `deliveries`: one per (event, webhook), `_id` = deliveryId(eventId, webhookId), so the same
 // routing done twice (a retried write, a router that crashed half way, two nodes) upserts the same
@@ -54,8 +55,9 @@ import { MongoBulkWriteError, type AnyBulkWriteOperation, type Collection, type 
 import pRetry from 'p-retry'
 import type { EventRecord, EventType } from '../../domain/events.js'
 import { decodeDeliveryCursor as decodeCursor, deliveryId, encodeDeliveryCursor as encodeCursor } from '../../domain/ids.js'
+import { shownNextAttempt, transition, type Transition } from '../../domain/delivery-transition.js'
 import {
-  CANCEL_REASONS, GONE_ERROR, cancelReasonFor, decideHealth, healthKind, unchanged, type CancelReason, type HealthOutcome, type WebhookHealth,
+  CANCEL_REASONS, GONE_ERROR, appliedAttempts, cancelReasonFor, decideHealth, unchanged, type CancelReason, type HealthOutcome, type WebhookHealth,
 } from '../../domain/webhook-health.js'
 import type {
   DeliveryOutcome, DeliveryPage, DeliveryRecord, DeliveryStats, DeliveryStatus, DeliveryStore, DeliveryWork, LeaseRequest,
@@ -115,7 +117,6 @@ function count (n: number): number {
 }
 
 function toRecord (d: DeliveryDoc): DeliveryRecord {
-  const live = LIVE.includes(d.status)
   return {
     id: d._id,
     webhookId: d.webhookId,
@@ -125,7 +126,7 @@ function toRecord (d: DeliveryDoc): DeliveryRecord {
     status: d.status as DeliveryStatus,
     attempts: d.attempts,
     lastAttemptAt: iso(d.lastAttemptAt),
-    nextAttemptAt: live && (d.leaseOwner === undefined || d.leaseOwner === null) ? iso(d.nextAttemptAt) : null,
+    nextAttemptAt: iso(shownNextAttempt(d.status, d.leaseOwner !== undefined && d.leaseOwner !== null, d.nextAttemptAt)),
     lastStatusCode: d.lastStatusCode ?? null,
     lastError: d.lastError ?? null,
     lastDurationMs: d.lastDurationMs ?? null,
@@ -182,8 +183,6 @@ function lit (value: unknown): Document {
 
 const CANCELLED = { $eq: ['$status', 'cancelled'] }
 const NEXT_TOKEN = { $add: [{ $ifNull: ['$lease', 0] }, 1] }
-/** `value`, or the field removed when the delivery was cancelled meanwhile. */
-const unlessCancelled = (value: unknown): Document => ({ $cond: [CANCELLED, '$$REMOVE', value] })
 const HOOK_PROJECTION = { _id: 1, url: 1, secret: 1, previousSecret: 1, previousSecretExpiresAt: 1, status: 1, deletedAt: 1, events: 1, accountId: 1, rateLimit: 1 } as const
 
 export abstract class MongoDeliveries implements DeliveryStore {
@@ -421,87 +420,59 @@ export abstract class MongoDeliveries implements DeliveryStore {
     if (outcomes.length === 0) return { stale: 0 }
     const now = Number(opts.now)
     const code = (c: number | undefined): number | null => (c === undefined || c === null ? null : Number(c))
-    // Every outcome is one update of one document, conditional on its token (fencing), as a pipeline so
-    // that one update serves a live delivery and one cancelled while in flight alike.
-    // First attempts held in memory (an origin, a 'leased' outcome) come only from readEvents, which this
-    // adapter does not offer: its deliveries are stored when routed.
-    if (outcomes.some((o) => o.origin !== undefined || o.kind === 'leased')) throw new Error('mongo: outcomes of first attempts held in memory need readEvents')
-    const ops: AnyBulkWriteOperation<DeliveryDoc>[] = outcomes.map((o) => {
+    // Every outcome is one update of one document, conditional on its token (fencing), as a pipeline built
+    // from the transition table (src/domain/delivery-transition.ts), so that one update serves a live
+    // delivery and one cancelled while in flight alike. First attempts held in memory (an origin, a
+    // 'leased' outcome) come only from readEvents, which this adapter does not offer: like any outcome
+    // that does not apply to a stored delivery, they are stale.
+    const applicable = new Set(outcomes.filter((o) => o.origin === undefined && transition('live', o.kind) !== null))
+    const ops: AnyBulkWriteOperation<DeliveryDoc>[] = [...applicable].map((o) => {
       const filter: Filter<DeliveryDoc> = { _id: String(o.id), lease: tokenIs(o.lease), status: { $in: [...LIVE, 'cancelled'] } }
-      const attempt = (at: number, statusCode: number | null, error: string | null, durationMs: number): Document => ({
-        attempts: { $add: [{ $ifNull: ['$attempts', 0] }, 1] }, lease: NEXT_TOKEN,
-        lastAttemptAt: lit(Number(at)), lastStatusCode: lit(statusCode), lastError: lit(error), lastDurationMs: lit(Number(durationMs)), updatedAt: lit(now),
+      const fields = (t: Transition): Record<string, unknown> => ({
+        status: t.status === 'same' ? '$status' : lit(t.status),
+        nextAttemptAt: t.next === null ? '$$REMOVE' : lit(Number(t.next === 'nextAttemptAt' ? (o as { nextAttemptAt: number }).nextAttemptAt : (o as { leaseUntil: number }).leaseUntil)),
+        leaseOwner: t.lease === 'ended' ? '$$REMOVE' : lit(String((o as { owner: string }).owner)),
+        parked: t.lease === 'parked' ? lit(true) : '$$REMOVE',
+        lease: t.lease === 'ended' ? NEXT_TOKEN : { $ifNull: ['$lease', 0] },
+        ...(t.attempt && 'at' in o
+          ? {
+              attempts: { $add: [{ $ifNull: ['$attempts', 0] }, 1] },
+              ...(o.kind === 'retry' && o.pushback === true ? { pushbacks: { $add: [{ $ifNull: ['$pushbacks', 0] }, 1] } } : {}),
+              lastAttemptAt: lit(Number(o.at)),
+              lastStatusCode: lit(code(o.statusCode)),
+              lastError: lit(o.kind === 'gone' ? GONE_ERROR : o.kind === 'succeeded' ? null : String(o.error)),
+              lastDurationMs: lit(Number(o.durationMs)),
+              updatedAt: lit(now),
+            }
+          : {}),
       })
-      let update: Document[]
-      switch (o.kind) {
-        case 'succeeded':
-          // A success is recorded even for a delivery cancelled meanwhile: it did arrive.
-          update = [
-            { $set: { status: lit('succeeded'), ...attempt(o.at, code(o.statusCode), null, o.durationMs) } },
-            { $unset: ['nextAttemptAt', 'leaseOwner', 'parked'] },
-          ]
-          break
-        case 'retry':
-          update = [
-            {
-              $set: {
-                status: { $cond: [CANCELLED, 'cancelled', 'retrying'] }, nextAttemptAt: unlessCancelled(lit(Number(o.nextAttemptAt))), ...attempt(o.at, code(o.statusCode), String(o.error), o.durationMs),
-                ...(o.pushback === true ? { pushbacks: { $add: [{ $ifNull: ['$pushbacks', 0] }, 1] } } : {}),
-              },
-            },
-            { $unset: ['leaseOwner', 'parked'] },
-          ]
-          break
-        case 'failed':
-        case 'gone':
-          update = [
-            { $set: { status: { $cond: [CANCELLED, 'cancelled', 'failed'] }, ...attempt(o.at, code(o.statusCode), o.kind === 'gone' ? GONE_ERROR : String(o.error), o.durationMs) } },
-            { $unset: ['nextAttemptAt', 'leaseOwner', 'parked'] },
-          ]
-          break
-        case 'deferred':
-          update = [
-            { $set: { nextAttemptAt: unlessCancelled(lit(Number(o.nextAttemptAt))), lease: NEXT_TOKEN } },
-            { $unset: ['leaseOwner', 'parked'] },
-          ]
-          break
-        case 'parked':
-          // Parked under the same token; for a delivery cancelled meanwhile it only ends the lease.
-          update = [{ $set: {
-            leaseOwner: unlessCancelled(lit(String(o.owner))), nextAttemptAt: unlessCancelled(lit(Number(o.leaseUntil))),
-            parked: unlessCancelled(true), lease: { $cond: [CANCELLED, NEXT_TOKEN, { $ifNull: ['$lease', 0] }] },
-          } }]
-          break
-        case 'leased':
-          throw new Error('unreachable')
+      const live = fields(transition('live', o.kind) as Transition)
+      const cancelled = fields(transition('cancelled', o.kind) as Transition)
+      const set: Document = {}
+      for (const key of new Set([...Object.keys(live), ...Object.keys(cancelled)])) {
+        const l = key in live ? live[key] : `$${key}`
+        const c = key in cancelled ? cancelled[key] : `$${key}`
+        set[key] = JSON.stringify(l) === JSON.stringify(c) ? l : { $cond: [CANCELLED, c, l] }
       }
-      return { updateOne: { filter, update } }
+      return { updateOne: { filter, update: [{ $set: set }] } }
     })
     // Ordered: two outcomes of one delivery in a batch apply in the order given, as in SQLite.
-    const r = await this.deliveries.bulkWrite(ops, { ordered: true })
-    let applied: boolean[] = outcomes.map(() => true)
+    const r = ops.length > 0 ? await this.deliveries.bulkWrite(ops, { ordered: true }) : { matchedCount: 0 }
+    let applied: boolean[] = outcomes.map((o) => applicable.has(o))
     if (r.matchedCount !== ops.length) {
       // Some were stale. Which: an outcome applied when the stored token is where it left it (one more
       // than the outcome's, or the same for a parking); a takeover since would move it further.
       const tokens = new Map((await this.deliveries.find({ _id: { $in: [...new Set(outcomes.map((o) => String(o.id)))] } },
         { projection: { _id: 1, lease: 1 } }).toArray()).map((d) => [d._id, tokenOf(d)]))
       applied = outcomes.map((o) => {
+        if (!applicable.has(o)) return false
         const t = tokens.get(String(o.id))
         return t === Number(o.lease) + 1 || (o.kind === 'parked' && t === Number(o.lease))
       })
     }
     const stale = applied.filter((a) => !a).length
 
-    // The attempts that applied, by webhook, in order: what webhook health is decided from.
-    const attempts = new Map<string, HealthOutcome[]>()
-    outcomes.forEach((o, i) => {
-      const kind = healthKind(o.kind)
-      if (!applied[i] || kind === null) return
-      const hook = String(o.webhookId)
-      let list = attempts.get(hook)
-      if (!list) attempts.set(hook, list = [])
-      list.push({ kind, at: Number((o as { at: number }).at) })
-    })
+    const attempts = appliedAttempts(outcomes.map((o) => ({ kind: o.kind, webhookId: String(o.webhookId), ...('at' in o ? { at: o.at } : {}) })), (i) => applied[i] === true)
     if (attempts.size > 0) await this.storeHealth(attempts, { now, autoDisableMs: Number(opts.autoDisableMs) })
     return { stale }
   }
