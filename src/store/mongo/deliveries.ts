@@ -51,139 +51,22 @@
 // reaches a filter or an update, documents are built here field by field, and values inside update
 // pipelines are wrapped in $literal (a string starting with '$' is a field path there).
 import { randomUUID } from 'node:crypto'
-import { MongoBulkWriteError, type AnyBulkWriteOperation, type Collection, type Db, type Document, type Filter } from 'mongodb'
+import type { AnyBulkWriteOperation, Collection, Db, Filter } from 'mongodb'
 import pRetry from 'p-retry'
 import type { EventRecord, EventType } from '../../domain/events.js'
 import { decodeDeliveryCursor as decodeCursor, deliveryId, encodeDeliveryCursor as encodeCursor } from '../../domain/ids.js'
-import { shownNextAttempt, transition, type Transition } from '../../domain/delivery-transition.js'
-import {
-  CANCEL_REASONS, GONE_ERROR, appliedAttempts, cancelReasonFor, decideHealth, unchanged, type CancelReason, type HealthOutcome, type WebhookHealth,
-} from '../../domain/webhook-health.js'
+import { transition } from '../../domain/delivery-transition.js'
+import { CANCEL_REASONS, appliedAttempts, cancelReasonFor, type CancelReason } from '../../domain/webhook-health.js'
 import type {
   DeliveryOutcome, DeliveryPage, DeliveryRecord, DeliveryStats, DeliveryStatus, DeliveryStore, DeliveryWork, LeaseRequest,
 } from '../deliveries.js'
-import { eventDoc, type EventDoc, type WebhookDoc } from './documents.js'
+import { eventDoc, type EventDoc } from './documents.js'
+import { storeWebhookHealth } from './webhook-health.js'
+import {
+  CLAIM_PROJECTION, CLAIM_ROUNDS, FINAL, HOOK_PROJECTION, LIVE, RENEW_CHUNK, REQUEUABLE, count, iso, liveSecrets, outcomeSet, toRecord, tokenIs, tokenOf, upsertedIndexes, type ClaimDoc, type DeliveryDoc, type HookDoc,
+} from './delivery-docs.js'
 
-const LIVE: string[] = ['pending', 'retrying']
-const FINAL: string[] = ['succeeded', 'failed', 'cancelled']
-const REQUEUABLE: string[] = ['failed', 'cancelled']
-
-export interface DeliveryDoc {
-  _id: string
-  accountId: string
-  webhookId: string
-  eventId: string
-  eventType: string
-  emailId: string
-  /** When the event happened (ms). */
-  eventAt: number
-  status: string
-  attempts: number
-  /** Of the attempts, those the receiver pushed back (see DeliveryWork.pushbacks); absent means 0. */
-  pushbacks?: number
-  /** Present exactly while live: when due; while leased, the lease's expiry. */
-  nextAttemptAt?: number
-  /** Present only while leased. */
-  leaseOwner?: string
-  /** The lease token (see the contract's Fencing); absent means 0. */
-  lease?: number
-  /** Present (true) only while parked: leased to `leaseOwner`, out of its memory, due when the lease expires. */
-  parked?: true
-  lastAttemptAt: number | null
-  lastStatusCode: number | null
-  lastError: string | null
-  lastDurationMs: number | null
-  createdAt: number
-  updatedAt: number
-}
-
-
-/** A webhook document with its health fields (absent on webhooks that never had an outcome). */
-interface HookDoc extends WebhookDoc {
-  failingSince?: number | null
-  lastSuccessAt?: number | null
-}
-
-type HookForWork = Pick<HookDoc, '_id' | 'url' | 'secret' | 'previousSecret' | 'previousSecretExpiresAt'>
-
-function iso (ms: number | null | undefined): string | null {
-  return ms === null || ms === undefined ? null : new Date(ms).toISOString()
-}
-
-/** A count from a caller: a whole number, at least 0 (a Mongo limit of 0 would mean "no limit"). */
-function count (n: number): number {
-  const v = Math.floor(Number(n))
-  return Number.isFinite(v) && v > 0 ? v : 0
-}
-
-function toRecord (d: DeliveryDoc): DeliveryRecord {
-  return {
-    id: d._id,
-    webhookId: d.webhookId,
-    eventId: d.eventId,
-    event: d.eventType as EventType,
-    emailId: d.emailId,
-    status: d.status as DeliveryStatus,
-    attempts: d.attempts,
-    lastAttemptAt: iso(d.lastAttemptAt),
-    nextAttemptAt: iso(shownNextAttempt(d.status, d.leaseOwner !== undefined && d.leaseOwner !== null, d.nextAttemptAt)),
-    lastStatusCode: d.lastStatusCode ?? null,
-    lastError: d.lastError ?? null,
-    lastDurationMs: d.lastDurationMs ?? null,
-    createdAt: iso(d.createdAt)!,
-  }
-}
-
-/** The secrets that sign now: the current one, and the previous one until its overlap ends. */
-function liveSecrets (h: HookForWork, now: number): string[] {
-  const secrets = [h.secret]
-  if (h.previousSecret && h.previousSecretExpiresAt && Date.parse(h.previousSecretExpiresAt) > now) secrets.push(h.previousSecret)
-  return secrets
-}
-
-/** The indexes of an upsert bulkWrite that inserted a document (a duplicate key means "already there"). */
-async function upsertedIndexes (run: () => Promise<{ upsertedIds: Record<number, unknown> }>): Promise<Set<number>> {
-  try {
-    const r = await run()
-    return new Set(Object.keys(r.upsertedIds).map(Number))
-  } catch (err) {
-    // Two upserts of the same new _id at once: one inserts, the other may fail with E11000 (servers
-    // before 4.2 do not retry it). The document exists, so that op made nothing: not ours to hand out.
-    if (err instanceof MongoBulkWriteError && err.err === undefined) {
-      const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors]
-      if (errors.length > 0 && errors.every((e) => e.code === 11000)) return new Set(Object.keys(err.result.upsertedIds).map(Number))
-    }
-    throw err
-  }
-}
-
-const CLAIM_PROJECTION = { _id: 1, webhookId: 1, eventId: 1, eventType: 1, attempts: 1, pushbacks: 1, eventAt: 1, nextAttemptAt: 1, lease: 1 } as const
-/** Rounds of read-and-lease one claim makes at most when other nodes win part of what it read. */
-const CLAIM_ROUNDS = 3
-/** Ids per renewal update. */
-const RENEW_CHUNK = 5000
-
-type ClaimDoc = Pick<DeliveryDoc, '_id' | 'webhookId' | 'eventId' | 'eventType' | 'attempts' | 'pushbacks' | 'eventAt' | 'nextAttemptAt' | 'lease'>
-
-/** A stored token: absent is 0. */
-function tokenOf (d: { lease?: number | null }): number {
-  return typeof d.lease === 'number' ? d.lease : 0
-}
-
-/** A filter on the stored token (0 also matches documents written before tokens existed). */
-function tokenIs (lease: number): Filter<DeliveryDoc>['lease'] {
-  const t = Number(lease)
-  return t === 0 ? { $not: { $gt: 0 } } : t
-}
-
-/** A constant inside an update pipeline (a string there could otherwise be read as a field path). */
-function lit (value: unknown): Document {
-  return { $literal: value }
-}
-
-const CANCELLED = { $eq: ['$status', 'cancelled'] }
-const NEXT_TOKEN = { $add: [{ $ifNull: ['$lease', 0] }, 1] }
-const HOOK_PROJECTION = { _id: 1, url: 1, secret: 1, previousSecret: 1, previousSecretExpiresAt: 1, status: 1, deletedAt: 1, events: 1, accountId: 1, rateLimit: 1 } as const
+export type { DeliveryDoc }
 
 export abstract class MongoDeliveries implements DeliveryStore {
   readonly deliveries: Collection<DeliveryDoc>
@@ -419,7 +302,6 @@ export abstract class MongoDeliveries implements DeliveryStore {
   async recordOutcomes (outcomes: DeliveryOutcome[], opts: { now: number; autoDisableMs: number }): Promise<{ stale: number }> {
     if (outcomes.length === 0) return { stale: 0 }
     const now = Number(opts.now)
-    const code = (c: number | undefined): number | null => (c === undefined || c === null ? null : Number(c))
     // Every outcome is one update of one document, conditional on its token (fencing), as a pipeline built
     // from the transition table (src/domain/delivery-transition.ts), so that one update serves a live
     // delivery and one cancelled while in flight alike. First attempts held in memory (an origin, a
@@ -428,33 +310,7 @@ export abstract class MongoDeliveries implements DeliveryStore {
     const applicable = new Set(outcomes.filter((o) => o.origin === undefined && transition('live', o.kind) !== null))
     const ops: AnyBulkWriteOperation<DeliveryDoc>[] = [...applicable].map((o) => {
       const filter: Filter<DeliveryDoc> = { _id: String(o.id), lease: tokenIs(o.lease), status: { $in: [...LIVE, 'cancelled'] } }
-      const fields = (t: Transition): Record<string, unknown> => ({
-        status: t.status === 'same' ? '$status' : lit(t.status),
-        nextAttemptAt: t.next === null ? '$$REMOVE' : lit(Number(t.next === 'nextAttemptAt' ? (o as { nextAttemptAt: number }).nextAttemptAt : (o as { leaseUntil: number }).leaseUntil)),
-        leaseOwner: t.lease === 'ended' ? '$$REMOVE' : lit(String((o as { owner: string }).owner)),
-        parked: t.lease === 'parked' ? lit(true) : '$$REMOVE',
-        lease: t.lease === 'ended' ? NEXT_TOKEN : { $ifNull: ['$lease', 0] },
-        ...(t.attempt && 'at' in o
-          ? {
-              attempts: { $add: [{ $ifNull: ['$attempts', 0] }, 1] },
-              ...(o.kind === 'retry' && o.pushback === true ? { pushbacks: { $add: [{ $ifNull: ['$pushbacks', 0] }, 1] } } : {}),
-              lastAttemptAt: lit(Number(o.at)),
-              lastStatusCode: lit(code(o.statusCode)),
-              lastError: lit(o.kind === 'gone' ? GONE_ERROR : o.kind === 'succeeded' ? null : String(o.error)),
-              lastDurationMs: lit(Number(o.durationMs)),
-              updatedAt: lit(now),
-            }
-          : {}),
-      })
-      const live = fields(transition('live', o.kind) as Transition)
-      const cancelled = fields(transition('cancelled', o.kind) as Transition)
-      const set: Document = {}
-      for (const key of new Set([...Object.keys(live), ...Object.keys(cancelled)])) {
-        const l = key in live ? live[key] : `$${key}`
-        const c = key in cancelled ? cancelled[key] : `$${key}`
-        set[key] = JSON.stringify(l) === JSON.stringify(c) ? l : { $cond: [CANCELLED, c, l] }
-      }
-      return { updateOne: { filter, update: [{ $set: set }] } }
+      return { updateOne: { filter, update: [{ $set: outcomeSet(o, now) }] } }
     })
     // Ordered: two outcomes of one delivery in a batch apply in the order given, as in SQLite.
     const r = ops.length > 0 ? await this.deliveries.bulkWrite(ops, { ordered: true }) : { matchedCount: 0 }
@@ -473,44 +329,10 @@ export abstract class MongoDeliveries implements DeliveryStore {
     const stale = applied.filter((a) => !a).length
 
     const attempts = appliedAttempts(outcomes.map((o) => ({ kind: o.kind, webhookId: String(o.webhookId), ...('at' in o ? { at: o.at } : {}) })), (i) => applied[i] === true)
-    if (attempts.size > 0) await this.storeHealth(attempts, { now, autoDisableMs: Number(opts.autoDisableMs) })
+    if (attempts.size > 0) {
+      await storeWebhookHealth(this.hookDocs, attempts, { now, autoDisableMs: Number(opts.autoDisableMs) }, (hook, reason) => this.cancelPendingFor(hook, reason, now))
+    }
     return { stale }
-  }
-
-  /**
-   * Stores what src/domain/webhook-health.ts decides for each webhook: the last success with $max (it
-   * only grows), the streak and an auto-disable with a compare-and-set on the health it was decided from;
-   * when another node changed that meanwhile, the webhook is read and decided again.
-   */
-  private async storeHealth (attempts: Map<string, HealthOutcome[]>, opts: { now: number; autoDisableMs: number }): Promise<void> {
-    const projection = { _id: 1, status: 1, deletedAt: 1, failingSince: 1 } as const
-    const healthOf = (h: Pick<HookDoc, 'status' | 'deletedAt' | 'failingSince'>): WebhookHealth => ({
-      status: h.status as WebhookHealth['status'], deleted: (h.deletedAt ?? null) !== null, failingSince: typeof h.failingSince === 'number' ? h.failingSince : null,
-    })
-    const docs = new Map((await this.hookDocs.find({ _id: { $in: [...attempts.keys()] } }, { projection }).toArray()).map((h) => [h._id, h]))
-    await Promise.all([...attempts].map(async ([hook, list]) => {
-      let doc = docs.get(hook) ?? null
-      for (let round = 0; doc !== null && round < 5; round++) {
-        const before = healthOf(doc)
-        const decision = decideHealth(before, list, opts)
-        const success = decision.lastSuccessAt !== null ? { $max: { lastSuccessAt: decision.lastSuccessAt } } : {}
-        if (unchanged(before, decision)) {
-          if (decision.lastSuccessAt !== null) await this.hookDocs.updateOne({ _id: hook }, success)
-          return
-        }
-        const set: Partial<HookDoc> = { failingSince: decision.failingSince }
-        if (decision.disable !== null) Object.assign(set, { status: 'auto_disabled', updatedAt: iso(opts.now)! })
-        const r = await this.hookDocs.updateOne({
-          _id: hook, status: doc.status, deletedAt: before.deleted ? { $ne: null } : null, failingSince: before.failingSince,
-        } as Filter<HookDoc>, { $set: set, ...success })
-        if (r.matchedCount === 1) {
-          // If this process stops here, the next claim cancels what this would have cancelled.
-          if (decision.disable !== null) await this.cancelPendingFor(hook, decision.disable, opts.now)
-          return
-        }
-        doc = await this.hookDocs.findOne({ _id: hook }, { projection })
-      }
-    }))
   }
 
   // The delivery log
