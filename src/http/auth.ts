@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify'
-import type { AccountService } from '../domain/accounts.js'
-import type { ApiKeyNeed, ApiKeyService } from '../domain/api-keys.js'
+import type { AccountService } from '../app/accounts.js'
+import type { ApiKeyNeed, ApiKeyService } from '../app/api-keys.js'
 import { AuthenticationRequired, ForbiddenOrigin } from '../errors.js'
 import type { AccountRecord, ApiKeyRecord } from '../store/types.js'
 

@@ -2,7 +2,7 @@
 // the List-Unsubscribe headers, and the tracked links and pixel in the html. A pure function of its
 // inputs, so it runs in the mailer's thread or, for large bodies, in a worker thread (./compose-pool.ts).
 import { bareOf } from '../domain/addresses.js'
-import { MAX_BUILD_BODY_CHARS, TRACKING_TTL_MS, trackingRecipient } from '../domain/emails.js'
+import { MAX_BUILD_BODY_CHARS, TRACKING_TTL_MS, trackingRecipient } from '../app/emails.js'
 import type { EmailRecord } from '../store/emails.js'
 import { instrumentHtml, unsubscribeHeaders, type TrackingLinkOptions } from './tracking.js'
 import type { OutgoingMessage } from './transport.js'

@@ -4,7 +4,7 @@
 // bytes kept beside it; all of them are written in one atomic step together with the email.received
 // event (the outbox row the delivery engine turns into webhook deliveries).
 import type { EventRecord } from '../domain/events.js'
-import type { AuthResult } from '../domain/received.js'
+import type { AuthResult } from '../app/received.js'
 import type { DomainRecord } from './types.js'
 
 export type AuthVerdict = AuthResult

@@ -12,7 +12,7 @@
 // - Timestamps in records are ISO 8601 UTC strings with milliseconds. The delivery engine's interface
 //   (DeliveryStore's requests, work and outcomes) takes and gives epoch milliseconds instead; the records
 //   it answers for the API (DeliveryRecord) use ISO strings like every other record.
-import type { ApiKeyPermission } from '../domain/api-keys.js'
+import type { ApiKeyPermission } from '../app/api-keys.js'
 import type { EventRecord, EventType } from '../domain/events.js'
 import type { Plan } from '../domain/plans.js'
 import type { DeliveryStore } from './deliveries.js'

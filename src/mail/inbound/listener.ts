@@ -13,7 +13,7 @@ import { Counter, type Registry } from 'prom-client'
 import { SMTPServer, type SMTPServerSession } from 'smtp-server'
 import {
   addressField, classifyDsn, emailIdOfMessageId, type ComplaintMatch, type ReturnedMailService, type ReturnedOutcome,
-} from '../../domain/returned-mail.js'
+} from '../../app/returned-mail.js'
 import { parseVerpAddress, type VerpClaims } from '../../domain/verp.js'
 import { readFieldBlocks, scanHeaderFields, type Block } from './fields.js'
 import type { Receiving, ReceivingTarget } from './receiving.js'

@@ -9,7 +9,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import { simpleParser, type AddressObject, type EmailAddress } from 'mailparser'
 import {
   LIMITS, authResult, type Authentication, type ParsedMessage, type ReceiveOutcome, type ReceivedService,
-} from '../../domain/received.js'
+} from '../../app/received.js'
 
 export interface ReceivingOptions {
   received: ReceivedService

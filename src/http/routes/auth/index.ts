@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
-import { normaliseEmail } from '../../../domain/accounts.js'
+import { normaliseEmail } from '../../../app/accounts.js'
 import { limitsOf } from '../../../domain/plans.js'
 import { RateLimited } from '../../../errors.js'
 import type { AccountRecord } from '../../../store/types.js'

@@ -1,7 +1,7 @@
 // Reading emails: the list and one email with its timeline, for the dashboard (cookie) and for
 // programs (x-api-key). Sending stays in ../emails, behind the API key alone.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { createEmailListService } from '../../../domain/email-list.js'
+import { createEmailListService } from '../../../app/email-list.js'
 import { accountIdOf, cookieOrKey, perCallerLimit } from '../../cookie-or-key.js'
 import type { RouteContext } from '../context.js'
 import { GetEmailRoute, ListEmailsRoute } from './schema.js'

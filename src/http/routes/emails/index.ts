@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { requestHash, sendProblems, type SendAnswer } from '../../../domain/emails.js'
+import { requestHash, sendProblems, type SendAnswer } from '../../../app/emails.js'
 import { RateLimited, ValidationError, type ErrorDetail } from '../../../errors.js'
 import { apiKeyAuth, requireApiKey } from '../../auth.js'
 import { toAppError } from '../../errors.js'

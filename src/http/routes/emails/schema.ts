@@ -1,6 +1,6 @@
 import { Type, type Static } from 'typebox'
-import { MAX_BATCH, MAX_HEADERS, MAX_RECIPIENTS, MAX_REPLY_TO } from '../../../domain/emails.js'
-import { EMAIL_STATUSES } from '../../../domain/email-list.js'
+import { MAX_BATCH, MAX_HEADERS, MAX_RECIPIENTS, MAX_REPLY_TO } from '../../../app/emails.js'
+import { EMAIL_STATUSES } from '../../../app/email-list.js'
 import { EventType, HEADERS, Success, Timestamp, component, errors, Literals } from '../../schemas.js'
 
 // The schema checks shapes and sizes; what an address or a header may hold (no CR/LF, a real address,

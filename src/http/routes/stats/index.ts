@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { systemClock } from '../../../domain/clock.js'
-import { createStatsService } from '../../../domain/stats.js'
+import { createStatsService } from '../../../app/stats.js'
 import { accountIdOf, cookieOrKey, perCallerLimit } from '../../cookie-or-key.js'
 import type { RouteContext } from '../context.js'
 import { StatsRoute } from './schema.js'

@@ -3,8 +3,8 @@
 import { NotFound, ValidationError } from '../errors.js'
 import type { SuppressionCursor, SuppressionReason, SuppressionRecord } from '../store/emails.js'
 import type { Store } from '../store/types.js'
-import { parseAddress } from './addresses.js'
-import { iso, type Clock } from './clock.js'
+import { parseAddress } from '../domain/addresses.js'
+import { iso, type Clock } from '../domain/clock.js'
 
 export const SUPPRESSION_REASONS = ['bounced', 'complained', 'unsubscribed', 'manual'] as const satisfies readonly SuppressionReason[]
 

@@ -1,9 +1,9 @@
 import { hash } from 'node:crypto'
 import { InsufficientPermission, InvalidApiKey, NotFound, PlanLimitReached } from '../errors.js'
-import { iso, type Clock } from './clock.js'
-import { newId } from './ids.js'
-import { PLANS, limitsOf } from './plans.js'
-import { API_KEY_PREFIX, hashToken, newApiKey } from './secrets.js'
+import { iso, type Clock } from '../domain/clock.js'
+import { newId } from '../domain/ids.js'
+import { PLANS, limitsOf } from '../domain/plans.js'
+import { API_KEY_PREFIX, hashToken, newApiKey } from '../domain/secrets.js'
 import type { AccountRecord, ApiKeyRecord, Store } from '../store/types.js'
 
 /**

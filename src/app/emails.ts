@@ -6,12 +6,12 @@ import type {
   EmailAttempt, EmailRecipient, EmailRecord, EmailStatus, EmailTag, EngagementEvent, IdempotencyRecord, SuppressionRecord,
 } from '../store/emails.js'
 import type { ApiKeyRecord, Store } from '../store/types.js'
-import { bareOf, formatAddress, parseAddress } from './addresses.js'
-import { hasControlCharacter } from './text.js'
-import { iso, type Clock } from './clock.js'
-import { eventPayload, type EventBodyData, type EventData, type EventRecord, type EventType, type StoredEventType } from './events.js'
-import { newId } from './ids.js'
-import { MAX_HEADERS, MAX_RECIPIENTS, MAX_REPLY_TO, normaliseSend, sendProblems, type NormalisedSend, type RecipientField, type SendInput } from './send-input.js'
+import { bareOf, formatAddress, parseAddress } from '../domain/addresses.js'
+import { hasControlCharacter } from '../domain/text.js'
+import { iso, type Clock } from '../domain/clock.js'
+import { eventPayload, type EventBodyData, type EventData, type EventRecord, type EventType, type StoredEventType } from '../domain/events.js'
+import { newId } from '../domain/ids.js'
+import { MAX_HEADERS, MAX_RECIPIENTS, MAX_REPLY_TO, normaliseSend, sendProblems, type NormalisedSend, type RecipientField, type SendInput } from '../domain/send-input.js'
 
 export { MAX_HEADERS, MAX_RECIPIENTS, MAX_REPLY_TO, normaliseSend, sendProblems, type SendInput }
 

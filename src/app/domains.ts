@@ -10,10 +10,10 @@ import { DomainExists, DomainNotVerified, NotFound, PlanLimitReached, Validation
 import type {
   AccountRecord, DnsRecordPurpose, DnsRecordStatus, DomainCheck, DomainRecord, DomainStatus, Store,
 } from '../store/types.js'
-import { iso, type Clock } from './clock.js'
-import type { Dns } from './dns.js'
-import { newId } from './ids.js'
-import { PLANS, limitsOf } from './plans.js'
+import { iso, type Clock } from '../domain/clock.js'
+import type { Dns } from '../domain/dns.js'
+import { newId } from '../domain/ids.js'
+import { PLANS, limitsOf } from '../domain/plans.js'
 
 const generateKeyPairAsync = promisify(generateKeyPair)
 
