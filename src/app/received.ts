@@ -12,6 +12,7 @@
 //
 // Nothing here follows a link or loads anything the message names, and nothing received is ever sent on.
 import { domainToASCII } from 'node:url'
+import { AUTH_RESULTS, type AuthResult } from '../domain/auth-results.js'
 import type { Store } from '../store/types.js'
 import type { ReceivedAttachment, ReceivedHeader, ReceivedRecord } from '../store/received.js'
 import { NotFound, ValidationError } from '../errors.js'
@@ -39,8 +40,7 @@ export const LIMITS = {
   accountsPerDomain: 5,
 } as const
 
-export const AUTH_RESULTS = ['pass', 'fail', 'softfail', 'neutral', 'none', 'temperror', 'permerror', 'policy'] as const
-export type AuthResult = (typeof AUTH_RESULTS)[number]
+export { AUTH_RESULTS, type AuthResult }
 
 /** What the listener read from one message: mailparser's fields, unbounded as parsed. */
 export interface ParsedMessage {

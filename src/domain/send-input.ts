@@ -1,9 +1,14 @@
 // What a send request must hold: the rules applied after the schema check, for one send or for the
 // fields of a send the schema refused in part (so that one answer names every field that is wrong).
 import type { ErrorDetail } from '../errors.js'
-import type { EmailTag } from '../store/emails.js'
 import { bareOf, formatAddress, parseAddress } from './addresses.js'
 import { hasControlCharacter } from './text.js'
+
+/** A tag of a send, as given and as stored. */
+export interface EmailTag {
+  name: string
+  value: string
+}
 
 /** to, cc and bcc each take at most this many addresses. */
 export const MAX_RECIPIENTS = 50

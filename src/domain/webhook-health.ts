@@ -9,7 +9,8 @@
 // - disabling (by these rules, by hand, or by deleting the webhook) cancels its live deliveries, with a reason.
 //
 // Attempts of deliveries cancelled while in flight count like any other: they were made.
-import type { WebhookStatus } from '../store/types.js'
+/** A webhook's status, as stored. */
+export type WebhookStatus = 'enabled' | 'disabled' | 'auto_disabled'
 
 /** Why a delivery was cancelled, as its log shows it (`lastError`). */
 export const CANCEL_REASONS = {

@@ -12,7 +12,8 @@
 // - Timestamps in records are ISO 8601 UTC strings with milliseconds. The delivery engine's interface
 //   (DeliveryStore's requests, work and outcomes) takes and gives epoch milliseconds instead; the records
 //   it answers for the API (DeliveryRecord) use ISO strings like every other record.
-import type { ApiKeyPermission } from '../app/api-keys.js'
+import type { ApiKeyPermission } from '../domain/api-key-permissions.js'
+import type { WebhookStatus } from '../domain/webhook-health.js'
 import type { EventRecord, EventType } from '../domain/events.js'
 import type { Plan } from '../domain/plans.js'
 import type { DeliveryStore } from './deliveries.js'
@@ -48,7 +49,7 @@ export interface ApiKeyRecord {
   permission: ApiKeyPermission
 }
 
-export type WebhookStatus = 'enabled' | 'disabled' | 'auto_disabled'
+export type { WebhookStatus }
 
 export interface WebhookRecord {
   id: string
@@ -203,6 +204,11 @@ export interface Store extends DeliveryStore, EmailStore, ReceivedStore {
   deleteDomain(accountId: string, id: string): Promise<boolean>
   /** Domains of every account never checked or last checked before `before`, least recently checked first. */
   listDomainsCheckedBefore(before: string, limit: number): Promise<DomainRecord[]>
+  // Receiving at a domain (the rest of received mail: ./received.ts)
+  /** Turns receiving on or off; null when the account has no such domain. */
+  setDomainReceiving(accountId: string, id: string, receiving: boolean, at: string): Promise<DomainRecord | null>
+  /** Every account's verified domain of this name with receiving on (at most `limit`), oldest first. */
+  findReceivingDomains(name: string, limit: number): Promise<DomainRecord[]>
 
   // Returning mail (src/mail/inbound): bounces and complaints that arrive after the relay accepted the email
   /** The email whatever its account; null when there is none. */

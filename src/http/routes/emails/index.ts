@@ -14,7 +14,7 @@ const FIELD_ORDER = ['to', 'subject', 'html', 'text', 'from', 'cc', 'bcc', 'repl
 
 /**
  * A send the schema refused is answered with the schema's problems and, for the fields the schema
- * accepted, the send rules' problems (src/domain/emails.ts): one answer names every field that is wrong.
+ * accepted, the send rules' problems (src/domain/send-input.ts): one answer names every field that is wrong.
  */
 function refuseInvalidSend (request: FastifyRequest, batch: boolean): void {
   const error = request.validationError
