@@ -10,6 +10,9 @@ import { readFileSync } from 'node:fs'
 import { Registry } from 'prom-client'
 import type { Config } from '../config/index.js'
 import { createAccountService } from './app/accounts.js'
+import { createUsageService } from './app/account-usage.js'
+import { createEmailListService } from './app/email-list.js'
+import { createStatsService } from './app/stats.js'
 import { createApiKeyService } from './app/api-keys.js'
 import { systemClock, type Clock } from './domain/clock.js'
 import { createDeliveryService } from './app/deliveries.js'
@@ -94,7 +97,10 @@ export function createServices (config: Config, deps: AppDeps): Services {
     requireVerified: config.mail.requireVerifiedDomain,
   })
   return {
-    store,
+    storeStatus: store,
+    usage: createUsageService({ store }),
+    stats: createStatsService({ store, clock }),
+    emailList: createEmailListService({ store }),
     accounts: createAccountService({ store, secret: config.secret, clock, sessionTtlMs: config.sessionTtlMs }),
     apiKeys: createApiKeyService({ store, secret: config.secret, clock }),
     webhooks,
@@ -273,7 +279,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
   await app.register(rateLimit, {
     // RATE_LIMIT_STORE=store: counters in the store, shared by every node; memory: this process's own.
     ...(config.rateLimitStore === 'store'
-      ? { store: sharedRateLimitStore(services.store, deps.clock ?? systemClock, (err) => app.log.warn({ err }, 'pruning rate-limit windows failed')) }
+      ? { store: sharedRateLimitStore(deps.store, deps.clock ?? systemClock, (err) => app.log.warn({ err }, 'pruning rate-limit windows failed')) }
       : {}),
     global: false,
     enableDraftSpec: true,

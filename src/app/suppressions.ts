@@ -53,6 +53,13 @@ export function createSuppressionService ({ store, clock }: { store: Store; cloc
     },
 
     /** Removes the address: later sends reach it again. NotFound when it is not suppressed. */
+    /** The entry for this address; not_found when it is not suppressed. */
+    async find (accountId: string, email: string): Promise<SuppressionRecord> {
+      const [found] = await store.findSuppressions(accountId, [email.trim().toLowerCase()])
+      if (found === undefined) throw NotFound('This address is not on the suppression list')
+      return found
+    },
+
     async remove (accountId: string, email: string): Promise<string> {
       const address = email.trim().toLowerCase()
       if (!await store.deleteSuppression(accountId, address)) throw NotFound('This address is not on the suppression list')

@@ -7,10 +7,18 @@ import type { DeliveryService } from '../../app/deliveries.js'
 import type { DomainService } from '../../app/domains.js'
 import type { ReceivedService } from '../../app/received.js'
 import type { WebhookService } from '../../app/webhooks.js'
+import type { UsageService } from '../../app/account-usage.js'
+import type { EmailListService } from '../../app/email-list.js'
+import type { StatsService } from '../../app/stats.js'
 import type { Store } from '../../store/types.js'
 
 export interface Services {
-  store: Store
+  /** The store's kind and health, for the health routes (the rest of the store is reached through the use cases). */
+  storeStatus: Pick<Store, 'kind' | 'health' | 'ping'>
+  /** What an account uses of its plan's limits. */
+  usage: UsageService
+  stats: StatsService
+  emailList: EmailListService
   accounts: AccountService
   apiKeys: ApiKeyService
   webhooks: WebhookService

@@ -57,15 +57,11 @@ const accountRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { ser
 
   app.get('/api/account', { schema: AccountRoute, onRequest: [sameOrigin, session] }, async (request) => {
     const account = requireAccount(request)
-    const [apiKeys, webhooks, domains] = await Promise.all([
-      services.store.countActiveApiKeys(account.id),
-      services.store.countWebhooks(account.id),
-      services.store.listDomains(account.id).then((list) => list.length),
-    ])
+    const usage = await services.usage.of(account.id)
     return {
       success: true as const,
       data: {
-        ...publicAccount(account), limits: limitsOf(account.plan), usage: { apiKeys, webhooks, domains },
+        ...publicAccount(account), limits: limitsOf(account.plan), usage,
         // Every node has the same SMTP_URL: what this one would use is what the mailers use.
         transport: config.smtpUrl !== undefined ? 'smtp' as const : 'sandbox' as const,
       },
