@@ -516,7 +516,8 @@ export class World {
       last = now
       await new Promise((resolve) => setTimeout(resolve, 15))
     }
-    if (process.env.FUZZ_DEBUG) console.error('settle: still busy after 10 s', this.busyWith())
+    // Not settled: say so, rather than go on and judge a world still moving.
+    throw new Error(`the fuzz world did not settle within 10 s: ${JSON.stringify(this.busyWith())}`)
   }
 
   busyWith (): unknown {
