@@ -1,3 +1,4 @@
+// @ts-check
 // Small DOM helpers: build elements without innerHTML (nothing from the API is ever parsed as markup),
 // format times and numbers, badges, copy buttons, the confirmation dialog and the status announcer.
 
@@ -93,12 +94,15 @@ export function badge (status, text = label(status)) {
   return h('span', { class: `badge tone-${TONES[status] ?? 'neutral'}` }, text)
 }
 
+/** @type {ReturnType<typeof setTimeout> | undefined} */
+let toastTimer
+
 /** Politely tells screen readers (and shows, briefly) what just happened. */
 export function announce (message, tone = 'ok') {
   const toast = document.getElementById('toast')
   if (!toast) return
   toast.className = `toast show tone-${tone}`
-  clearTimeout(announce.timer)
+  clearTimeout(toastTimer)
   if (tone === 'danger') {
     // An error stays until it is dismissed: read at one's own pace, not gone after five seconds.
     clear(toast).append(h('span', {}, message),
@@ -106,7 +110,7 @@ export function announce (message, tone = 'ok') {
     return
   }
   toast.textContent = message
-  announce.timer = setTimeout(() => { toast.className = 'toast' }, 5000)
+  toastTimer = setTimeout(() => { toast.className = 'toast' }, 5000)
 }
 
 async function copyText (text) {

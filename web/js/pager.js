@@ -1,3 +1,4 @@
+// @ts-check
 // "Load more" under a paged list (the emails, received mail): the count line, and a button that fetches
 // the page after the last nextCursor, adds its rows and goes away on the last page.
 import { errorBox, h } from './dom.js'

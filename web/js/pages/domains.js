@@ -1,3 +1,4 @@
+// @ts-check
 // Sender domains: the list and the add form, and one domain: the DNS records to publish (each name and
 // value with a copy button), "Verify now" (asks DNS through svc and shows each record's status), delete.
 import { api } from '../api.js'

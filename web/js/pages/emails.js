@@ -1,3 +1,4 @@
+// @ts-check
 // Emails: the list (filtered by status, recipient and date, paged) and one email with its timeline.
 import { api, query } from '../api.js'
 import { badge, empty, h, label, pageHeader, td, time } from '../dom.js'

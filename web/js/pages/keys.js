@@ -1,3 +1,4 @@
+// @ts-check
 // API keys: create (the key shown once, with a copy button and a warning), list, revoke after a confirmation.
 import { api } from '../api.js'
 import { announce, badge, clear, confirmDialog, empty, errorBox, h, pageHeader, secretPanel, td, time } from '../dom.js'

@@ -1,3 +1,4 @@
+// @ts-check
 // The overview: the last 30 days of mail (sent and events per day), the delivery, bounce and complaint
 // rates beside the lines mailbox providers draw, and the webhooks that need attention.
 import { api, query } from '../api.js'
@@ -38,6 +39,11 @@ export async function render (view) {
   )
 }
 
+/**
+ * @param {string} title
+ * @param {unknown} value
+ * @param {{ note?: string, tone?: string, id?: string }} [options]
+ */
 function metric (title, value, { note, tone, id } = {}) {
   return h('div', { class: `metric ${tone ? `tone-${tone}` : ''}`, role: 'group', 'aria-labelledby': id },
     h('p', { class: 'metric-title', id }, title),

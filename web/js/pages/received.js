@@ -1,3 +1,4 @@
+// @ts-check
 // Received mail: the list (filtered by recipient, paged) and one message: its fields, the sender's
 // SPF, DKIM and DMARC verdicts, its text, its attachments and the raw message as downloads. The html part
 // is never rendered here: it is shown as source text (a message's html may hold anything).

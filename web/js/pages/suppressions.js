@@ -1,3 +1,4 @@
+// @ts-check
 // Suppressions: addresses later sends skip. Look one up, add one, remove one (after a confirmation),
 // and page through the list.
 import { ApiError, api, query } from '../api.js'

@@ -1,3 +1,4 @@
+// @ts-check
 // Webhooks: the list and the create form (URL and an event picker; the secret shown once), and one
 // webhook: edit, enable or disable, rotate the secret, send a test event, delete, and its delivery log
 // (filtered by status, each attempt's answer, retry one, recover the failed ones since a time).
@@ -273,7 +274,7 @@ function deliveryLog (base, ctx) {
   let shown = 0
   async function reload ({ keepFocus = false } = {}) {
     const active = keepFocus ? document.activeElement : null
-    const focusedRow = active instanceof HTMLElement ? active.closest('tr[data-delivery]')?.dataset.delivery : undefined
+    const focusedRow = active instanceof HTMLElement ? /** @type {HTMLElement | null} */ (active.closest('tr[data-delivery]'))?.dataset.delivery : undefined
     let page
     try {
       page = await api.get(`${base}/deliveries${query({ status: status.value, limit: PAGE })}`)
