@@ -3,6 +3,7 @@
 // rates beside the lines mailbox providers draw, and the webhooks that need attention.
 import { api, query } from '../api.js'
 import { badge, empty, errorBox, fmtDay, fmtNumber, fmtRate, h, label, pageHeader } from '../dom.js'
+import { SENT_EVENT_TYPES } from '../events.js'
 
 // The chart draws four series; the table under it has them all.
 const BARS = [
@@ -132,7 +133,7 @@ function niceStep (n) {
 }
 
 function totalsCard (s) {
-  const types = ['email.sent', 'email.delivered', 'email.opened', 'email.clicked', 'email.bounced', 'email.complained', 'email.unsubscribed']
+  const types = SENT_EVENT_TYPES
   return h('section', { class: 'card', 'aria-labelledby': 'totals-title' },
     h('div', { class: 'card-head' }, h('h2', { id: 'totals-title' }, 'Events'), h('a', { href: '#/emails', class: 'link-more' }, 'All emails')),
     h('dl', { class: 'totals' }, types.map((t) => [h('dt', {}, badge(t, label(t))), h('dd', {}, fmtNumber(s.totals[t]))])),

@@ -5,8 +5,9 @@
 import { api, query } from '../api.js'
 import { announce, badge, clear, confirmDialog, empty, errorBox, h, label, newId, pageHeader, secretPanel, td, time } from '../dom.js'
 import { checkboxGroup, field, form, isoToLocal, localToIso, rules } from '../form.js'
+import { EVENT_TYPES } from '../events.js'
 
-export const EVENT_TYPES = ['email.sent', 'email.delivered', 'email.opened', 'email.clicked', 'email.bounced', 'email.complained', 'email.unsubscribed', 'email.received']
+
 const DELIVERY_STATUSES = ['pending', 'succeeded', 'retrying', 'failed', 'cancelled']
 const PAGE = 20
 
