@@ -5,6 +5,7 @@
 import { api, query } from '../api.js'
 import { announce, badge, clear, confirmDialog, empty, errorBox, h, label, newId, pageHeader, secretPanel, td, time } from '../dom.js'
 import { checkboxGroup, field, form, isoToLocal, localToIso, rules } from '../form.js'
+import { morePages } from '../pager.js'
 import { EVENT_TYPES } from '../events.js'
 
 
@@ -239,7 +240,6 @@ function deliveryLog (base, ctx) {
     count,
     area,
   )
-  let cursor = null
 
   function row (d) {
     const retry = h('button', { type: 'button', class: 'button small secondary', 'aria-label': `Retry delivery ${d.id}` }, 'Retry')
@@ -272,7 +272,6 @@ function deliveryLog (base, ctx) {
     return tr
   }
 
-  let shown = 0
   async function reload ({ keepFocus = false } = {}) {
     const active = keepFocus ? document.activeElement : null
     const focusedRow = active instanceof HTMLElement ? /** @type {HTMLElement | null} */ (active.closest('tr[data-delivery]'))?.dataset.delivery : undefined
@@ -283,8 +282,6 @@ function deliveryLog (base, ctx) {
       clear(area).append(errorBox(err))
       return
     }
-    cursor = page.nextCursor
-    shown = page.data.length
     clear(area)
     if (page.data.length === 0) {
       count.textContent = ''
@@ -296,24 +293,11 @@ function deliveryLog (base, ctx) {
       h('caption', { class: 'visually-hidden' }, 'Deliveries, newest first'),
       h('thead', {}, h('tr', {}, ['Event', 'Status', 'Attempts', 'Last attempt', 'Answer', 'Duration', 'Error', 'Next try', h('span', { class: 'visually-hidden' }, 'Actions')].map((c) => h('th', { scope: 'col' }, c)))),
       body)))
-    const updateCount = () => { count.textContent = `${shown} deliver${shown === 1 ? 'y' : 'ies'} shown${cursor ? ', more below' : ''}` }
-    updateCount()
-    if (cursor) {
-      const more = h('button', { type: 'button', class: 'button secondary' }, 'Load more')
-      const pager = h('div', { class: 'pager' }, more)
-      more.addEventListener('click', async () => {
-        more.disabled = true
-        try {
-          const next = await api.get(`${base}/deliveries${query({ status: status.value, limit: PAGE, cursor })}`)
-          body.append(...next.data.map(row))
-          shown += next.data.length
-          cursor = next.nextCursor
-          updateCount()
-          if (!cursor) pager.remove()
-        } catch (err) { pager.append(errorBox(err)) } finally { more.disabled = false }
-      })
-      area.append(pager)
-    }
+    morePages({
+      results: area, count, first: page, noun: 'delivery', plural: 'deliveries',
+      load: (after) => api.get(`${base}/deliveries${query({ status: status.value, limit: PAGE, cursor: after })}`),
+      addRows: (rows) => body.append(...rows.map(row)),
+    })
     if (active instanceof HTMLElement && !active.isConnected) {
       const again = focusedRow && [...body.querySelectorAll('tr[data-delivery]')].find((r) => r.dataset.delivery === focusedRow)
       if (again) again.focus()
