@@ -211,13 +211,17 @@ export function pageHeader (title, ...extra) {
   return h('div', { class: 'page-header' }, h('h1', { tabindex: '-1', class: 'page-title' }, title), ...extra)
 }
 
-/** A table with a caption for screen readers; `columns` are header texts, `rows` arrays of cells. */
-export function table ({ caption, columns, rows, className = '' }) {
+/**
+ * The dashboard's one table builder: a table with a caption for screen readers, header cells for
+ * `columns`, and its rows — `rows` (row elements), or `body`, a tbody the caller keeps to add rows to.
+ * @param {{ caption: string, columns: Array<string | Node>, rows?: Node[], body?: HTMLElement, className?: string }} spec
+ */
+export function table ({ caption, columns, rows = [], body, className = '' }) {
   return h('div', { class: 'table-wrap' },
-    h('table', { class: `table ${className}` },
+    h('table', { class: className ? `table ${className}` : 'table' },
       h('caption', { class: 'visually-hidden' }, caption),
       h('thead', {}, h('tr', {}, columns.map((c) => h('th', { scope: 'col' }, c)))),
-      h('tbody', {}, rows),
+      body ?? h('tbody', {}, rows),
     ),
   )
 }

@@ -2,7 +2,7 @@
 // Suppressions: addresses later sends skip. Look one up, add one, remove one (after a confirmation),
 // and page through the list.
 import { ApiError, api, query } from '../api.js'
-import { announce, badge, clear, confirmDialog, empty, errorBox, h, pageHeader, td, time } from '../dom.js'
+import { announce, badge, clear, confirmDialog, empty, errorBox, h, pageHeader, td, time, table } from '../dom.js'
 import { field, form, rules } from '../form.js'
 import { morePages } from '../pager.js'
 
@@ -94,10 +94,7 @@ export async function render (view) {
       td('Since', time(s.createdAt)),
       td('Actions', removeButton(s)))
     const body = h('tbody', {}, page.data.map(rowOf))
-    listArea.append(h('div', { class: 'table-wrap' }, h('table', { class: 'table' },
-      h('caption', { class: 'visually-hidden' }, 'Suppressed addresses, newest first'),
-      h('thead', {}, h('tr', {}, ['Address', 'Reason', 'Since', h('span', { class: 'visually-hidden' }, 'Actions')].map((c) => h('th', { scope: 'col' }, c)))),
-      body)))
+    listArea.append(table({ caption: 'Suppressed addresses, newest first', columns: ['Address', 'Reason', 'Since', h('span', { class: 'visually-hidden' }, 'Actions')], body: body }))
     morePages({
       results: listArea, first: page, noun: 'address', plural: 'addresses',
       load: (cursor) => api.get(`/api/suppressions${query({ limit: PAGE, cursor })}`),

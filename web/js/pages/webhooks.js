@@ -3,7 +3,7 @@
 // webhook: edit, enable or disable, rotate the secret, send a test event, delete, and its delivery log
 // (filtered by status, each attempt's answer, retry one, recover the failed ones since a time).
 import { api, query } from '../api.js'
-import { announce, badge, clear, confirmDialog, empty, errorBox, h, label, newId, pageHeader, secretPanel, td, time } from '../dom.js'
+import { announce, badge, clear, confirmDialog, empty, errorBox, h, label, newId, pageHeader, secretPanel, td, time, table } from '../dom.js'
 import { checkboxGroup, field, form, isoToLocal, localToIso, rules } from '../form.js'
 import { morePages } from '../pager.js'
 import { EVENT_TYPES } from '../events.js'
@@ -63,16 +63,12 @@ export async function list (view) {
       listArea.append(empty('No webhooks yet', 'Create one above to receive delivery events.'))
       return
     }
-    listArea.append(h('div', { class: 'table-wrap' }, h('table', { class: 'table' },
-      h('caption', { class: 'visually-hidden' }, 'Webhooks, newest first'),
-      h('thead', {}, h('tr', {}, ['Endpoint', 'Events', 'Status', 'Created'].map((c) => h('th', { scope: 'col' }, c)))),
-      h('tbody', {}, hooks.data.map((w) => h('tr', {},
+    listArea.append(table({ caption: 'Webhooks, newest first', columns: ['Endpoint', 'Events', 'Status', 'Created'], body: h('tbody', {}, hooks.data.map((w) => h('tr', {},
         td('Endpoint', h('a', { href: `#/webhooks/${encodeURIComponent(w.id)}`, class: 'mono truncate' }, w.url)),
         td('Events', h('span', { class: 'muted small' }, w.events.map(label).join(', '))),
         td('Status', badge(w.status)),
         td('Created', time(w.createdAt)),
-      ))),
-    )))
+      ))) }))
   }
 
   view.append(
@@ -289,10 +285,7 @@ function deliveryLog (base, ctx) {
       return
     }
     const body = h('tbody', {}, page.data.map(row))
-    area.append(h('div', { class: 'table-wrap' }, h('table', { class: 'table deliveries' },
-      h('caption', { class: 'visually-hidden' }, 'Deliveries, newest first'),
-      h('thead', {}, h('tr', {}, ['Event', 'Status', 'Attempts', 'Last attempt', 'Answer', 'Duration', 'Error', 'Next try', h('span', { class: 'visually-hidden' }, 'Actions')].map((c) => h('th', { scope: 'col' }, c)))),
-      body)))
+    area.append(table({ caption: 'Deliveries, newest first', columns: ['Event', 'Status', 'Attempts', 'Last attempt', 'Answer', 'Duration', 'Error', 'Next try', h('span', { class: 'visually-hidden' }, 'Actions')], className: 'deliveries', body: body }))
     morePages({
       results: area, count, first: page, noun: 'delivery', plural: 'deliveries',
       load: (after) => api.get(`${base}/deliveries${query({ status: status.value, limit: PAGE, cursor: after })}`),
