@@ -5,6 +5,9 @@ import { Type, type Static, type TSchema, type TSchemaOptions } from 'typebox'
 import { Value } from 'typebox/value'
 import { Resolver } from 'node:dns/promises'
 import ipaddr from 'ipaddr.js'
+import type { Quotas } from '../src/domain/quotas.js'
+
+export type { Quotas }
 
 const port = (fallback: number, expects: string) =>
   Type.Integer({ minimum: 0, maximum: 65535, default: fallback, description: expects })
@@ -239,7 +242,6 @@ export interface Config {
   }
 }
 
-export type Quotas = Record<'free' | 'pro', { day: number | null; month: number | null }>
 
 export class ConfigError extends Error {
   constructor (readonly problems: string[]) {

@@ -9,17 +9,20 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, t
 import { readFileSync } from 'node:fs'
 import { Registry } from 'prom-client'
 import type { Config } from '../config/index.js'
-import { createAccountService } from './domain/accounts.js'
-import { createApiKeyService } from './domain/api-keys.js'
+import { createAccountService } from './app/accounts.js'
+import { createUsageService } from './app/account-usage.js'
+import { createEmailListService } from './app/email-list.js'
+import { createStatsService } from './app/stats.js'
+import { createApiKeyService } from './app/api-keys.js'
 import { systemClock, type Clock } from './domain/clock.js'
-import { createDeliveryService } from './domain/deliveries.js'
-import { createEmailService } from './domain/emails.js'
-import { createSuppressionService } from './domain/suppressions.js'
-import { createWebhookService } from './domain/webhooks.js'
+import { createDeliveryService } from './app/deliveries.js'
+import { createEmailService } from './app/emails.js'
+import { createSuppressionService } from './app/suppressions.js'
+import { createWebhookService } from './app/webhooks.js'
 import { parseCidrList, type Resolver } from './domain/webhook-url.js'
 import { createDns } from './domain/dns.js'
-import { createDomainService, spfMechanism } from './domain/domains.js'
-import { createReceivedService } from './domain/received.js'
+import { createDomainService, spfMechanism } from './app/domains.js'
+import { createReceivedService } from './app/received.js'
 import receivedRoutes from './http/routes/received/index.js'
 import domainRoutes from './http/routes/domains/index.js'
 import { RateLimited, ValidationError } from './errors.js'
@@ -97,8 +100,11 @@ export function createServices (config: Config, deps: AppDeps): Services {
     requireVerified: config.mail.requireVerifiedDomain,
   })
   return {
-    store,
     clock,
+    storeStatus: store,
+    usage: createUsageService({ store }),
+    stats: createStatsService({ store, clock }),
+    emailList: createEmailListService({ store }),
     accounts: createAccountService({
       store, secret: config.secret, clock, sessionTtlMs: config.sessionTtlMs, sessionMaxMs: config.sessionMaxMs, signupOpen: config.signupOpen,
     }),
@@ -282,7 +288,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
   await app.register(rateLimit, {
     // RATE_LIMIT_STORE=store: counters in the store, shared by every node; memory: this process's own.
     ...(config.rateLimitStore === 'store'
-      ? { store: sharedRateLimitStore(services.store, deps.clock ?? systemClock, (err) => app.log.warn({ err }, 'pruning rate-limit windows failed')) }
+      ? { store: sharedRateLimitStore(deps.store, deps.clock ?? systemClock, (err) => app.log.warn({ err }, 'pruning rate-limit windows failed')) }
       : {}),
     global: false,
     enableDraftSpec: true,

@@ -5,6 +5,7 @@ import path from 'node:path'
 import Fastify from 'fastify'
 import { Registry } from 'prom-client'
 import type { Config } from '../config/index.js'
+import type { Component } from './component.js'
 import { buildApp, createServices, type App, type AppDeps } from './app.js'
 import { DeliveryEngine, type EngineOptions } from './delivery/engine.js'
 import { systemClock } from './domain/clock.js'
@@ -22,19 +23,13 @@ import { createOutbound } from './mail/outbound.js'
 import { createComposer } from './mail/compose-pool.js'
 import { verpKey } from './domain/verp.js'
 import { openWebhookSecret } from './domain/secrets.js'
-import { createReturnedMailService } from './domain/returned-mail.js'
+import { createReturnedMailService } from './app/returned-mail.js'
 import { DomainChecker, type DomainCheckerOptions } from './mail/domain-checker.js'
 import type { InboundOptions } from './mail/inbound/listener.js'
 import type { ReceivingOptions } from './mail/inbound/receiving.js'
 import type { MailTransport } from './mail/transport.js'
 
-/** A background part of the service: started after the app is ready, stopped before the store closes. */
-export interface Component {
-  readonly name: string
-  start(): Promise<void>
-  /** Stop taking work; finish or release what is in flight before resolving. */
-  stop(): Promise<void>
-}
+export type { Component }
 
 export interface ServiceDeps extends AppDeps {
   /** Fixed DNS answers for the delivery worker threads (tests: a hostname without public DNS). */

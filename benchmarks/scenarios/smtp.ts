@@ -8,7 +8,7 @@
 import type { ChildProcess } from 'node:child_process'
 import { generateKeyPairSync } from 'node:crypto'
 import { iso } from '../../src/domain/clock.js'
-import { sealKey } from '../../src/domain/domains.js'
+import { sealKey } from '../../src/app/domains.js'
 import { newId } from '../../src/domain/ids.js'
 import { limitsOf } from '../../src/domain/plans.js'
 import { costOf, CpuWatch, log, notes, pick, recordCost, recordCpu, reportLogged, results, SIZES, startSvc, stopSvc, type Sample } from '../lib/context.js'

@@ -19,6 +19,9 @@ import {
   type UrlVerdict,
 } from '../domain/webhook-url.js'
 import { signDelivery, signingKeys, type SigningKeys } from './signature.js'
+import { GUARD_ERROR, answerSnippet, classifyStatus, codeSuffix, deadlineText, describeError, parseRetryAfter } from './answers.js'
+
+export { parseRetryAfter }
 
 export interface DeliveryTask { deliveryId: string; webhookId: string; url: string; event: string; body: string; secrets: string[] }
 
@@ -46,14 +49,6 @@ export interface DeliveryResult {
   durationMs: number
 }
 
-// How much of a failing receiver's answer goes into the delivery's error, in characters.
-const ANSWER_IN_ERROR = 200
-
-/** A receiver's answer as one short printable line, for the delivery log. */
-function answerSnippet (body: string): string {
-  return body.replace(/[\u0000-\u001f\u007f-\u009f]+/g, ' ').replace(/\s+/g, ' ').trim().slice(0, ANSWER_IN_ERROR)
-}
-
 export interface HttpSender {
   send (batch: DeliveryTask[]): Promise<DeliveryResult[]>
   /** One delivery; never rejects: a failure of any kind is a `retry` result. */
@@ -74,7 +69,6 @@ export const MAX_READ_BYTES = 64 * 1024
 
 // Marks errors whose message is already the sentence to show the account (SSRF refusals, DNS failures),
 // as opposed to socket errors that need translating.
-const GUARD_ERROR = 'ERR_SVC_WEBHOOK_GUARD'
 
 function guardError (message: string): Error {
   return Object.assign(new Error(message), { code: GUARD_ERROR })
@@ -113,67 +107,6 @@ function connectLookup (resolver: Resolver, production: boolean, allowed: CidrLi
       }
     }, (err: unknown) => callback(guardError(`webhook URL host ${hostname} could not be checked${codeSuffix(err)}`), ''))
   }
-}
-
-function codeSuffix (err: unknown): string {
-  const code = (err as { code?: unknown } | null)?.code
-  return typeof code === 'string' ? ` (${code})` : ''
-}
-
-const ERROR_PHRASES: Record<string, string> = {
-  ECONNREFUSED: 'connection refused',
-  ECONNRESET: 'connection reset by the receiver',
-  EPIPE: 'connection closed by the receiver',
-  ENOTFOUND: 'DNS lookup failed',
-  EAI_AGAIN: 'DNS lookup failed temporarily',
-  EHOSTUNREACH: 'host unreachable',
-  ENETUNREACH: 'network unreachable',
-  ETIMEDOUT: 'connect timed out',
-  UND_ERR_SOCKET: 'connection closed by the receiver',
-  UND_ERR_CLOSED: 'connection closed',
-  UND_ERR_RES_CONTENT_LENGTH_MISMATCH: 'response body shorter or longer than its Content-Length',
-}
-
-/** The error of an attempt that had no complete answer by its deadline (connect to the last body byte). */
-function deadlineText (timeoutMs: number): string {
-  return `timeout after ${timeoutMs} ms: no complete answer`
-}
-
-/** A short, stack-free description, without addresses the socket layer tends to put in messages. */
-function describeError (err: unknown, timeoutMs: number): string {
-  const e = err as { code?: unknown; message?: unknown; cause?: unknown } | null
-  const code = typeof e?.code === 'string' ? e.code : undefined
-  if (code === GUARD_ERROR) return String(e?.message)
-  if (code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
-    return deadlineText(timeoutMs)
-  }
-  if (code && ERROR_PHRASES[code]) return `${ERROR_PHRASES[code]} (${code})`
-  // undici's argument errors describe our own request (a header value it refused), never the network.
-  if (code === 'UND_ERR_INVALID_ARG' && typeof e?.message === 'string') return `${e.message.slice(0, 200)} (${code})`
-  if (code && (code.startsWith('ERR_TLS') || code.startsWith('ERR_SSL') || code.includes('CERT'))) return `TLS error (${code})`
-  if (code) return code
-  if (e?.cause) return describeError(e.cause, timeoutMs)
-  const message = typeof e?.message === 'string' ? e.message : String(err)
-  return (message.split('\n')[0] ?? '').slice(0, 200) || 'unknown error'
-}
-
-/** `Retry-After` as milliseconds from now: delta-seconds or an HTTP date. Undefined when unusable. */
-export function parseRetryAfter (value: string | string[] | undefined, nowMs: number = Date.now()): number | undefined {
-  const text = (Array.isArray(value) ? value[0] : value)?.trim()
-  if (!text) return undefined
-  if (/^\d+$/.test(text)) return Number(text) * 1000
-  // All three HTTP-date formats start with a day name; Date.parse alone would accept "-5" as a year.
-  if (!/^[A-Za-z]{3}/.test(text)) return undefined
-  const at = Date.parse(text)
-  if (Number.isNaN(at)) return undefined
-  return Math.max(0, at - nowMs)
-}
-
-function classify (status: number): Pick<DeliveryResult, 'outcome' | 'error'> {
-  if (status >= 200 && status < 300) return { outcome: 'delivered' }
-  if (status === 410) return { outcome: 'gone', error: 'receiver answered 410 Gone' }
-  if (status >= 300 && status < 400) return { outcome: 'retry', error: 'redirect not followed (3xx)' }
-  return { outcome: 'retry', error: `receiver answered ${status}` }
 }
 
 function requireNumber (name: string, value: unknown, min: number): number {
@@ -328,7 +261,7 @@ class Attempt implements Dispatcher.DispatchHandler {
   /** The answer by its status (and, for a failure, the start of its body). */
   private answered (): void {
     const status = this.status
-    const { outcome, error } = classify(status)
+    const { outcome, error } = classifyStatus(status)
     if (outcome === 'delivered') {
       this.finish({ outcome, status })
       return

@@ -6,7 +6,7 @@ export const EVENT_TYPES = [
   'email.bounced',
   'email.complained',
   'email.unsubscribed',
-  // Mail received at a domain with receiving on (src/domain/received.ts): emailId is the rcv_… id.
+  // Mail received at a domain with receiving on (src/app/received.ts): emailId is the rcv_… id.
   'email.received',
 ] as const
 
@@ -49,7 +49,7 @@ export interface EventData {
   reason?: string
 }
 
-/** What an event body's `data` may be: the facts above, or a received message (src/domain/received.ts). */
+/** What an event body's `data` may be: the facts above, or a received message (src/app/received.ts). */
 export type EventBodyData = EventData | Record<string, unknown>
 
 /**

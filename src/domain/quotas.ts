@@ -1,8 +1,10 @@
 // Sending quotas: recipients accepted per account, per UTC day and per UTC month, by plan (QUOTA_* in
 // the configuration). A send is charged all its recipients at once, in the write that accepts it, and is
 // refused whole when any period would pass its limit (src/store/emails.ts QuotaCharge).
-import type { Quotas } from '../../config/index.js'
 import type { Plan } from './plans.js'
+
+/** Recipients accepted per UTC day and month for each plan (null: no limit). */
+export type Quotas = Record<Plan, { day: number | null; month: number | null }>
 
 export type QuotaPeriodKind = 'day' | 'month'
 

@@ -9,7 +9,8 @@
 // - disabling (by these rules, by hand, or by deleting the webhook) cancels its live deliveries, with a reason.
 //
 // Attempts of deliveries cancelled while in flight count like any other: they were made.
-import type { WebhookStatus } from '../store/types.js'
+/** A webhook's status, as stored. */
+export type WebhookStatus = 'enabled' | 'disabled' | 'auto_disabled'
 
 /** Why a delivery was cancelled, as its log shows it (`lastError`). */
 export const CANCEL_REASONS = {
@@ -101,4 +102,17 @@ export function healthKind (kind: string): HealthOutcome['kind'] | null {
     case 'gone': return 'gone'
     default: return null
   }
+}
+
+/** The attempts of a batch that applied, by webhook, in the order they happened: what health is decided from. */
+export function appliedAttempts (outcomes: ReadonlyArray<{ kind: string; webhookId: string; at?: number }>, applied: (index: number) => boolean): Map<string, HealthOutcome[]> {
+  const byHook = new Map<string, HealthOutcome[]>()
+  outcomes.forEach((o, i) => {
+    const kind = healthKind(o.kind)
+    if (kind === null || !applied(i)) return
+    let list = byHook.get(o.webhookId)
+    if (!list) byHook.set(o.webhookId, list = [])
+    list.push({ kind, at: Number(o.at) })
+  })
+  return byHook
 }

@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify'
-import type { AccountService } from '../domain/accounts.js'
-import type { ApiKeyNeed, ApiKeyService } from '../domain/api-keys.js'
+import type { AccountService } from '../app/accounts.js'
+import type { ApiKeyNeed, ApiKeyService } from '../app/api-keys.js'
 import { AuthenticationRequired, ForbiddenOrigin } from '../errors.js'
 import type { AccountRecord, ApiKeyRecord } from '../store/types.js'
 
@@ -78,7 +78,7 @@ export function apiKeyAuth (keys: ApiKeyService): onRequestAsyncHookHandler {
 
 /**
  * Management routes (keys, webhooks, deliveries, suppressions, …): the session cookie, or an API key in
- * `x-api-key` whose permission allows managing (src/domain/api-keys.ts decides), acting for the key's
+ * `x-api-key` whose permission allows managing (src/domain/api-key-permissions.ts decides), acting for the key's
  * account exactly as its owner's cookie would. A request with a key is judged by the key alone: no cookie
  * is read, and no Origin check is needed (a browser never sends a key on its own, as it does a cookie).
  */

@@ -4,7 +4,7 @@
 import type { FastifyInstance, FastifyRequest, onRequestAsyncHookHandler } from 'fastify'
 import type { Config } from '../../config/index.js'
 import { AuthenticationRequired, RateLimited } from '../errors.js'
-import type { ApiKeyNeed } from '../domain/api-keys.js'
+import type { ApiKeyNeed } from '../app/api-keys.js'
 import { accountAuth } from './auth.js'
 import type { Services } from './routes/context.js'
 

@@ -4,7 +4,7 @@
 // for large bodies, in a worker thread, ./compose-pool.ts); each recipient's copy is filled from it when
 // the transport asks (personalize).
 import { bareOf } from '../domain/addresses.js'
-import { MAX_BUILD_BODY_CHARS, TRACKING_TTL_MS, trackingRecipient } from '../domain/emails.js'
+import { MAX_BUILD_BODY_CHARS, TRACKING_TTL_MS, trackingRecipient } from '../app/emails.js'
 import type { EmailRecord } from '../store/emails.js'
 import { fillHtml, htmlTemplate, unsubscribeHeaders, type HtmlTemplate, type TrackingLinkOptions } from './tracking.js'
 import type { OutgoingMessage, RecipientCopy } from './transport.js'

@@ -3,7 +3,7 @@
 // mail unsigned, its sends refused when REQUIRE_VERIFIED_DOMAIN), and a pending one becomes verified
 // once its records are published, without anyone pressing verify.
 import type { FastifyBaseLogger } from 'fastify'
-import { RECHECK_INTERVAL_MS, type DomainService } from '../domain/domains.js'
+import { RECHECK_INTERVAL_MS, type DomainService } from '../app/domains.js'
 
 export interface DomainCheckerOptions {
   domains: Pick<DomainService, 'recheckDue'>

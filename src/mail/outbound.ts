@@ -2,7 +2,7 @@
 // domain, and a VERP Return-Path per recipient on that domain's bounce subdomain (or BOUNCE_DOMAIN for
 // senders without a verified domain), so that a bounce mailed back names the email and the recipient.
 import { bareOf } from '../domain/addresses.js'
-import { bounceHost, type DomainService } from '../domain/domains.js'
+import { bounceHost, type DomainService } from '../app/domains.js'
 import { MAX_RECIPIENT_INDEX, verpAddress } from '../domain/verp.js'
 import type { EmailRecord } from '../store/emails.js'
 import type { OutgoingMessage } from './transport.js'

@@ -239,6 +239,12 @@ export interface DeliveryStore {
    * one write per delivery instead of an insert at routing and an update after. A delivery whose webhook
    * is no longer enabled is stored as cancelled while in flight is (see above). `routed` moves the durable
    * cursor in the same write, while its token still holds.
+   *
+   * What each outcome does to its delivery is src/domain/delivery-transition.ts's table. An outcome that
+   * does not apply counts as stale, on every adapter: a token that no longer holds, an unknown delivery,
+   * a `leased` outcome of a stored delivery, and (an adapter without readEvents) any outcome with an
+   * origin. `routed` comes only from an engine that reads with readEvents: an adapter without it has no
+   * durable cursor and never receives one.
    */
   recordOutcomes(outcomes: DeliveryOutcome[], opts: { now: number; autoDisableMs: number; routed?: RoutedThrough }): Promise<{ stale: number }>
 

@@ -10,13 +10,14 @@
 // claimed by anyone (the same node included), a write from the old claim changes nothing. An expired
 // lease nobody has claimed again is still held by its claim. Renewal names the leases it extends, so a
 // node extends only what it still works on; what it drops simply runs out.
+import type { EmailTag } from '../domain/send-input.js'
 import type { EventRecord, EventType } from '../domain/events.js'
 
 /**
  * queued: accepted, not attempted yet. deferred: attempted, some recipients wait for a retry.
  * delivered / bounced: every recipient has that outcome (a complaint counts as delivered).
  * partially_delivered: final, some recipients delivered and some bounced. failed: final, the message could
- * not be built (src/domain/emails.ts planBuildFailure), so nothing more is sent.
+ * not be built (src/app/emails.ts planBuildFailure), so nothing more is sent.
  */
 export type EmailStatus = 'queued' | 'deferred' | 'delivered' | 'bounced' | 'partially_delivered' | 'failed'
 export type RecipientState = 'pending' | 'delivered' | 'bounced' | 'complained'
@@ -28,10 +29,7 @@ export interface EmailRecipient {
   state: RecipientState
 }
 
-export interface EmailTag {
-  name: string
-  value: string
-}
+export type { EmailTag }
 
 export interface EmailRecord {
   id: string

@@ -4,8 +4,7 @@
 // bytes kept beside it; all of them are written in one atomic step together with the email.received
 // event (the outbox row the delivery engine turns into webhook deliveries).
 import type { EventRecord } from '../domain/events.js'
-import type { AuthResult } from '../domain/received.js'
-import type { DomainRecord } from './types.js'
+import type { AuthResult } from '../domain/auth-results.js'
 
 export type AuthVerdict = AuthResult
 
@@ -56,10 +55,6 @@ export interface ReceivedQuery {
 }
 
 export interface ReceivedStore {
-  /** Turns receiving on or off; null when the account has no such domain. */
-  setDomainReceiving(accountId: string, id: string, receiving: boolean, at: string): Promise<DomainRecord | null>
-  /** Every account's verified domain of this name with receiving on (at most `limit`), oldest first. */
-  findReceivingDomains(name: string, limit: number): Promise<DomainRecord[]>
   /**
    * Stores the message, its raw bytes, its attachments' bytes and its event, in one atomic step, unless
    * the account's stored received bytes plus this message's `size` would exceed `limitBytes`

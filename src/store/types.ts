@@ -2,12 +2,18 @@
 // src/store/mongo) implements all of it and passes the shared contract suite (test/contract/).
 //
 // Rules every adapter keeps:
-// - Every method is asynchronous and every promise resolves only once the write is durable.
+// - Every method is asynchronous and every promise resolves only once the write is durable, except where
+//   a method says otherwise: the delivery engine's bookkeeping (DeliveryStore's routing, claims, leases
+//   and outcomes; SQLite writes them without fsync) and the rate-limit counters may lose their last writes
+//   to a power cut, which makes a delivery happen again, never disappear (see deliveries.ts).
 // - Ids and timestamps are made by the application (src/domain/ids.ts); the store never invents them.
 // - Values from requests are bound as parameters, never spliced into a query.
 // - "Not found" is `null` (or `false`), never an exception; exceptions mean the store itself failed.
-// - Timestamps are ISO 8601 UTC strings with milliseconds.
-import type { ApiKeyPermission } from '../domain/api-keys.js'
+// - Timestamps in records are ISO 8601 UTC strings with milliseconds. The delivery engine's interface
+//   (DeliveryStore's requests, work and outcomes) takes and gives epoch milliseconds instead; the records
+//   it answers for the API (DeliveryRecord) use ISO strings like every other record.
+import type { ApiKeyPermission } from '../domain/api-key-permissions.js'
+import type { WebhookStatus } from '../domain/webhook-health.js'
 import type { EventRecord, EventType } from '../domain/events.js'
 import type { Plan } from '../domain/plans.js'
 import type { DeliveryStore } from './deliveries.js'
@@ -43,7 +49,7 @@ export interface ApiKeyRecord {
   permission: ApiKeyPermission
 }
 
-export type WebhookStatus = 'enabled' | 'disabled' | 'auto_disabled'
+export type { WebhookStatus }
 
 export interface WebhookRecord {
   id: string
@@ -218,6 +224,11 @@ export interface Store extends DeliveryStore, EmailStore, ReceivedStore {
   deleteDomain(accountId: string, id: string): Promise<boolean>
   /** Domains of every account never checked or last checked before `before`, least recently checked first. */
   listDomainsCheckedBefore(before: string, limit: number): Promise<DomainRecord[]>
+  // Receiving at a domain (the rest of received mail: ./received.ts)
+  /** Turns receiving on or off; null when the account has no such domain. */
+  setDomainReceiving(accountId: string, id: string, receiving: boolean, at: string): Promise<DomainRecord | null>
+  /** Every account's verified domain of this name with receiving on (at most `limit`), oldest first. */
+  findReceivingDomains(name: string, limit: number): Promise<DomainRecord[]>
 
   // Returning mail (src/mail/inbound): bounces and complaints that arrive after the relay accepted the email
   /** The email whatever its account; null when there is none. */

@@ -6,6 +6,7 @@ import { afterEach, beforeEach, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { eventPayload, type EventRecord, type EventType } from '../../src/domain/events.js'
+import { BEFORE, OUTCOME_KINDS, transition } from '../../src/domain/delivery-transition.js'
 import { deliveryId, newId } from '../../src/domain/ids.js'
 import type { DeliveryOutcome, DeliveryRecord, DeliveryStatus, DeliveryWork, LeaseRequest, RoutingPosition } from '../../src/store/deliveries.js'
 import type { AccountRecord, Store, WebhookRecord } from '../../src/store/types.js'
@@ -369,7 +370,8 @@ export function deliveryContract (name: string, make: MakeStore): void {
       assert.deepEqual(await store.claimDeliveries(lease(T + 50)), [])
       assert.deepEqual(await store.claimDeliveries(lease(T + DAY)), [])
       const d = await store.findDelivery(a.id, doomed.id, workFor(doomed, e!).id)
-      if (d !== null) assert.equal(d.status, 'cancelled')
+      assert.ok(d, 'the delivery of a deleted webhook is kept, for its history')
+      assert.equal(d.status, 'cancelled')
     })
 
     test('renewLeases extends only the listed leases the owner holds', async () => {
@@ -789,6 +791,58 @@ export function deliveryContract (name: string, make: MakeStore): void {
       assert.deepEqual([d2.status, d2.attempts, d2.lastStatusCode, d2.lastAttemptAt], ['cancelled', 1, 410, iso(T + 150)])
       assert.deepEqual([d3.status, d3.attempts, d3.lastStatusCode], ['cancelled', 1, 503])
     })
+
+    // The transition table (src/domain/delivery-transition.ts), row by row: each outcome of a delivery
+    // live or cancelled while in flight leaves it as the table says, and its lease ends or holds as it says.
+    for (const kind of OUTCOME_KINDS) {
+      for (const before of BEFORE) {
+        test(`transition: ${kind} of a ${before} delivery`, async () => {
+          const a = await newAccount()
+          const hook = await newHook(a)
+          const [e] = await addEvents(a, [T]) as [EventRecord]
+          await store.routeEvents(lease(T))
+          if (before === 'cancelled') {
+            assert.ok(await store.updateWebhook(a.id, hook.id, { status: 'disabled' }, iso(T + 10)))
+            assert.equal(await statusOf(hook, e), 'cancelled')
+          }
+          const w = workFor(hook, e)
+          const outcome: DeliveryOutcome = kind === 'succeeded' ? succeeded(w, T + 100)
+            : kind === 'retry' ? retry(w, T + 100, T + 5_000, 500)
+              : kind === 'failed' ? failed(w, T + 100)
+                : kind === 'gone' ? gone(w, T + 100)
+                  : kind === 'deferred' ? deferred(w, T + 5_000)
+                    : kind === 'parked' ? parked(w, 'node-a', T + 9_000)
+                      : { kind: 'leased', id: w.id, webhookId: w.webhookId, lease: w.lease, owner: 'node-a', leaseUntil: T + 9_000 }
+          const was = await find(hook, e)
+          const t = transition(before, kind)
+          const r = await store.recordOutcomes([outcome], { now: T + 200, ...HEALTHY })
+          const d = await find(hook, e)
+          if (t === null) {
+            assert.deepEqual(r, { stale: 1 }, 'the outcome does not apply to a stored delivery')
+            assert.deepEqual(d, was, 'and changes nothing')
+            return
+          }
+          assert.deepEqual(r, { stale: 0 })
+          const status = t.status === 'same' ? was.status : t.status
+          assert.equal(d.status, status)
+          assert.equal(d.attempts, t.attempt ? 1 : 0)
+          assert.equal(d.lastAttemptAt, t.attempt ? iso(T + 100) : null)
+          // The log shows a next attempt only for a live delivery no node holds.
+          const live = status === 'pending' || status === 'retrying'
+          assert.equal(d.nextAttemptAt, live && t.lease === 'ended' && t.next === 'nextAttemptAt' ? iso(T + 5_000) : null)
+          if (t.lease === 'parked') {
+            assert.deepEqual(await store.claimDeliveries(lease(T + 8_000, { owner: 'node-b' })), [], 'parked: nobody claims it before its lease ends')
+            assert.deepEqual(ids(await store.unparkDeliveries({ owner: 'node-a', webhookId: hook.id, now: T + 8_000, leaseUntil: T + 20_000, limit: 10 })), [w.id])
+          } else {
+            // The lease ended: another outcome under the same token is stale.
+            assert.deepEqual(await store.recordOutcomes([deferred(w, T + 300)], { now: T + 300, ...HEALTHY }), { stale: 1 })
+            const due = t.next === 'nextAttemptAt' && live
+            assert.deepEqual(ids(await store.claimDeliveries(lease(T + 4_000, { owner: 'node-b' }))), [], 'not due before its next attempt')
+            assert.deepEqual(ids(await store.claimDeliveries(lease(T + 6_000, { owner: 'node-b' }))), due ? [w.id] : [])
+          }
+        })
+      }
+    }
 
     test('recordOutcomes with no outcomes is a no-op, and an outcome for an unknown delivery is ignored', async () => {
       await store.recordOutcomes([], { now: T, ...HEALTHY })

@@ -9,7 +9,7 @@ import net from 'node:net'
 import { join } from 'node:path'
 import type { TestContext } from 'node:test'
 import type { App } from '../../src/app.js'
-import { makeEvent } from '../../src/domain/emails.js'
+import { makeEvent } from '../../src/app/emails.js'
 import { newId } from '../../src/domain/ids.js'
 import { startReceiver, type Receiver } from '../helpers/receiver.js'
 import { PASSWORD, startServer, uniqueEmail, type TestServer } from '../helpers/server.js'
@@ -525,7 +525,8 @@ export class World {
       last = now
       await new Promise((resolve) => setTimeout(resolve, 15))
     }
-    if (process.env.FUZZ_DEBUG) console.error('settle: still busy after 10 s', this.busyWith())
+    // Not settled: say so, rather than go on and judge a world still moving.
+    throw new Error(`the fuzz world did not settle within 10 s: ${JSON.stringify(this.busyWith())}`)
   }
 
   busyWith (): unknown {

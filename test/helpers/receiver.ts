@@ -7,6 +7,7 @@ import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { TestContext } from 'node:test'
 import { Webhook } from 'standardwebhooks'
+import { waitFor } from './wait.js'
 
 export interface Received {
   path: string
@@ -126,11 +127,9 @@ export async function startReceiver (t: Pick<TestContext, 'after'>, scripts: Rec
 
 /** Polls `check` until it returns a value (not undefined); for store state the receiver cannot see. */
 export async function eventually<T> (check: () => Promise<T | undefined>, what: string, ms = 20_000): Promise<T> {
-  const deadline = Date.now() + ms
-  for (;;) {
+  // The one polling loop is test/helpers/wait.ts's; this keeps the argument order its callers use.
+  return await waitFor(what, async () => {
     const value = await check()
-    if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 25))
-  }
+    return value === undefined ? undefined : { value }
+  }, { timeoutMs: ms, intervalMs: 25 }).then((r) => r.value)
 }

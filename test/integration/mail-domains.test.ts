@@ -10,7 +10,7 @@ import { publishRecords, verifiedDomain, type ShownRecord } from '../helpers/dom
 import { TEST_SECRET, errorOf, signedUp, startServer } from '../helpers/server.js'
 import { systemClock } from '../../src/domain/clock.js'
 import { createDns } from '../../src/domain/dns.js'
-import { createDomainService } from '../../src/domain/domains.js'
+import { createDomainService } from '../../src/app/domains.js'
 import { sender } from '../helpers/sending.js'
 import { header, startSmtpSink } from '../helpers/smtp-sink.js'
 import { waitFor } from '../helpers/wait.js'

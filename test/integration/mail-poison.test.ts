@@ -3,7 +3,7 @@
 // cannot block or crash the mailer at every start. Real SQLite store, real mailer, sandbox transport.
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { MAX_BUILD_BODY_CHARS, makeEvent } from '../../src/domain/emails.js'
+import { MAX_BUILD_BODY_CHARS, makeEvent } from '../../src/app/emails.js'
 import { newId } from '../../src/domain/ids.js'
 import { createSandboxTransport } from '../../src/mail/sandbox-transport.js'
 import type { EmailRecord } from '../../src/store/emails.js'

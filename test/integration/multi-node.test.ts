@@ -178,16 +178,13 @@ describe(`two svc processes on one ${SHARED_STORE_KIND === 'mongo' ? 'MongoDB da
       return (res.body.data as Array<{ id: string; status: string; attempts: number; lastStatusCode: number | null }>).find((d) => d.id === deliveryId)
     }
     // A first attempt is written once, with its outcome (issue 16): while node B's attempt is in flight
-    // the delivery has no row, or, once that attempt has been in flight for 2 s (firstAttemptHoldMs), a
-    // row stored as leased: pending, no attempt counted, no answer. Which of the two depends on how long
-    // node A took to stop; both say the same thing. Node A's stale 500, refused by the routing token,
-    // must appear in neither.
-    const during = await entry()
-    if (during !== undefined) {
-      assert.deepEqual({ status: during.status, attempts: during.attempts, lastStatusCode: during.lastStatusCode },
-        { status: 'pending', attempts: 0, lastStatusCode: null },
-        'node A\'s stale 500 is not recorded while node B holds the delivery')
-    }
+    // the delivery has no row until that attempt has been in flight for 2 s (firstAttemptHoldMs); then its
+    // row is stored as leased: pending, no attempt counted, no answer. The receiver holds node B's request,
+    // so that row comes; node A's stale 500, refused by the routing token, must not be in it.
+    const during = await eventually(entry, 'node B\'s attempt in flight, stored as leased after firstAttemptHoldMs')
+    assert.deepEqual({ status: during.status, attempts: during.attempts, lastStatusCode: during.lastStatusCode },
+      { status: 'pending', attempts: 0, lastStatusCode: null },
+      'node A\'s stale 500 is not recorded while node B holds the delivery')
     assert.equal(receiver.on('/hook').length, 2, 'nobody sent it a third time while node B was sending it')
 
     // Node B's answer is the delivery's outcome.

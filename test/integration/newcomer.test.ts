@@ -23,6 +23,21 @@ async function freePort (): Promise<number> {
   return port
 }
 
+/**
+ * The server on a port that was free a moment ago. Another process may take it in between (the port is
+ * freed before the server binds it): then the server exits saying so, and another port is tried.
+ */
+async function startOnFreePort (t: Parameters<typeof startServerProcess>[0], env: Record<string, string>) {
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort()
+    try {
+      return { port, ...await startServerProcess(t, { ...env, PORT: String(port) }) }
+    } catch (err) {
+      if (attempt >= 5 || !String(err).includes('EADDRINUSE')) throw err
+    }
+  }
+}
+
 describe('the browser origin in development', () => {
   test('a browser on http://127.0.0.1:PORT, as the server prints, or on localhost:PORT is accepted; another origin is told which are', async (t) => {
     const server = await startServer(t, { env: { PORT: '3000' } })
@@ -41,8 +56,7 @@ describe('the browser origin in development', () => {
   })
 
   test('the server process prints the URL that PUBLIC_URL defaults to, and a browser there can sign up', async (t) => {
-    const port = await freePort()
-    const { url, output } = await startServerProcess(t, { DATA_DIR: tempDir(t), PORT: String(port) })
+    const { port, url, output } = await startOnFreePort(t, { DATA_DIR: tempDir(t) })
     assert.equal(url, `http://127.0.0.1:${port}`)
     const ready = await waitFor('the ready line', () => output().split('\n').find((l) => l.includes('svc is ready')))
     assert.equal(JSON.parse(ready).publicUrl, url)
@@ -113,18 +127,28 @@ describe('the README\'s first session with curl', () => {
     assert.match(walk, /^B=http:\/\/127\.0\.0\.1:3000$/m)
     assert.match(walk, /listen\(4000\)/)
     const server = await startServer(t)
-    const receiverPort = await freePort()
-    // The same commands, at this test's ports (tests never take fixed ones).
-    const script = walk.replaceAll('http://127.0.0.1:3000', server.url).replaceAll('4000', String(receiverPort))
-    const dir = tempDir(t)
-    const shell = spawn('bash', ['-c', script], { cwd: dir, detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
-    // The walk leaves its receiver running in the background (as in a terminal): its group goes with the test.
-    t.after(() => { try { process.kill(-shell.pid!, 'SIGTERM') } catch {} })
+    // The receiver's port was free a moment ago; if another process took it meanwhile, the walk's receiver
+    // says EADDRINUSE and the walk runs again on another port (a new account: the walk signs up afresh).
+    let code = -1
     let out = ''
     let err = ''
-    shell.stdout.on('data', (d: Buffer) => { out += d.toString() })
-    shell.stderr.on('data', (d: Buffer) => { err += d.toString() })
-    const [code] = await once(shell, 'exit') as [number]
+    for (let attempt = 1; attempt <= 3; attempt++) {
+      const receiverPort = await freePort()
+      // The same commands, at this test's ports (tests never take fixed ones).
+      const script = walk.replaceAll('http://127.0.0.1:3000', server.url).replaceAll('4000', String(receiverPort))
+        .replaceAll('you@example.com', `you-${attempt}@example.com`)
+      const dir = tempDir(t)
+      const shell = spawn('bash', ['-c', script], { cwd: dir, detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
+      // The walk leaves its receiver running in the background (as in a terminal): its group goes with the test.
+      t.after(() => { try { process.kill(-shell.pid!, 'SIGTERM') } catch {} })
+      out = ''
+      err = ''
+      shell.stdout.on('data', (d: Buffer) => { out += d.toString() })
+      shell.stderr.on('data', (d: Buffer) => { err += d.toString() })
+      ;[code] = await once(shell, 'exit') as [number]
+      if (!err.includes('EADDRINUSE')) break
+      try { process.kill(-shell.pid!, 'SIGTERM') } catch {}
+    }
     assert.equal(code, 0, `the walk failed:\n${out}\n${err}`)
     assert.equal(err, '', 'nothing on stderr')
     assert.doesNotMatch(out, /"success":false/, `no command was refused:\n${out}`)

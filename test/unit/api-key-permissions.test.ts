@@ -1,7 +1,7 @@
 // The one rule of what an API key's permission allows (src/domain/api-keys.ts).
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { API_KEY_PERMISSIONS, DEFAULT_API_KEY_PERMISSION, mayCreateKey, permissionAllows, requirePermission } from '../../src/domain/api-keys.js'
+import { API_KEY_PERMISSIONS, DEFAULT_API_KEY_PERMISSION, mayCreateKey, permissionAllows, requirePermission } from '../../src/app/api-keys.js'
 
 test('full_access may send and manage; sending_access may only send', () => {
   assert.deepEqual([...API_KEY_PERMISSIONS], ['full_access', 'sending_access'])

@@ -8,7 +8,7 @@ import { formatAddress, parseAddress } from '../../src/domain/addresses.js'
 import { systemClock } from '../../src/domain/clock.js'
 import {
   DEFAULT_RETRY_DELAYS_MS, createEmailService, planAttempt, requestHash, withJitter, type RecipientOutcome,
-} from '../../src/domain/emails.js'
+} from '../../src/app/emails.js'
 import { composeMessage } from '../../src/mail/mailer.js'
 import { verifyTrackingToken } from '../../src/mail/tracking.js'
 import type { EmailRecord } from '../../src/store/emails.js'

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import {
   LIMITS, attachmentDisposition, authResult, boundMessage, cut, safeContentType, splitRecipient, type ParsedMessage,
-} from '../../src/domain/received.js'
+} from '../../src/app/received.js'
 import { lastMessageIds, messageIds, readMessage } from '../../src/mail/inbound/receiving.js'
 
 const MEGABYTE = 1024 * 1024

@@ -2,9 +2,9 @@
 // reader, the header scan, and the domain-name rules; and the DSN verdicts.
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { normaliseDomainName, openKey, sealKey } from '../../src/domain/domains.js'
+import { normaliseDomainName, openKey, sealKey } from '../../src/app/domains.js'
 import { newId } from '../../src/domain/ids.js'
-import { addressField, classifyDsn, emailIdOfMessageId, statusCode } from '../../src/domain/returned-mail.js'
+import { addressField, classifyDsn, emailIdOfMessageId, statusCode } from '../../src/app/returned-mail.js'
 import { makeVerpToken, parseVerpAddress, readVerpToken, TOKEN_CHARS, verpAddress, verpKey } from '../../src/domain/verp.js'
 import { LIMITS, readFieldBlocks, scanHeaderFields } from '../../src/mail/inbound/fields.js'
 

@@ -1,3 +1,4 @@
+// @ts-check
 // The JSON API client: same origin, the session cookie rides along, every answer is the API's envelope.
 // A failure throws an ApiError carrying the envelope's code, message and details (per field).
 
@@ -32,6 +33,7 @@ export function query (params) {
  * `opts.quiet401` keeps a 401 from signalling a lost session (the first probe of the session uses it).
  */
 export async function request (method, path, body, opts = {}) {
+  /** @type {RequestInit & { headers: Record<string, string> }} */
   const init = { method, credentials: 'same-origin', headers: { accept: 'application/json' } }
   if (body !== undefined) {
     init.headers['content-type'] = 'application/json'

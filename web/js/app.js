@@ -1,3 +1,4 @@
+// @ts-check
 // The dashboard's entry: finds out whether a session is open, then shows the page the hash names.
 import { api, onSessionLost } from './api.js'
 import { announce, clear, errorBox, h, loading } from './dom.js'
@@ -84,6 +85,7 @@ async function onRoute ({ route, params, query, path }) {
     return
   }
   for (const a of nav.querySelectorAll('a[data-nav]')) {
+    if (!(a instanceof HTMLElement)) continue
     if (a.dataset.nav === route.nav) a.setAttribute('aria-current', 'page')
     else a.removeAttribute('aria-current')
   }

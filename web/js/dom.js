@@ -1,3 +1,4 @@
+// @ts-check
 // Small DOM helpers: build elements without innerHTML (nothing from the API is ever parsed as markup),
 // format times and numbers, badges, copy buttons, the confirmation dialog and the status announcer.
 
@@ -93,12 +94,15 @@ export function badge (status, text = label(status)) {
   return h('span', { class: `badge tone-${TONES[status] ?? 'neutral'}` }, text)
 }
 
+/** @type {ReturnType<typeof setTimeout> | undefined} */
+let toastTimer
+
 /** Politely tells screen readers (and shows, briefly) what just happened. */
 export function announce (message, tone = 'ok') {
   const toast = document.getElementById('toast')
   if (!toast) return
   toast.className = `toast show tone-${tone}`
-  clearTimeout(announce.timer)
+  clearTimeout(toastTimer)
   if (tone === 'danger') {
     // An error stays until it is dismissed: read at one's own pace, not gone after five seconds.
     clear(toast).append(h('span', {}, message),
@@ -106,7 +110,7 @@ export function announce (message, tone = 'ok') {
     return
   }
   toast.textContent = message
-  announce.timer = setTimeout(() => { toast.className = 'toast' }, 5000)
+  toastTimer = setTimeout(() => { toast.className = 'toast' }, 5000)
 }
 
 async function copyText (text) {
@@ -207,13 +211,17 @@ export function pageHeader (title, ...extra) {
   return h('div', { class: 'page-header' }, h('h1', { tabindex: '-1', class: 'page-title' }, title), ...extra)
 }
 
-/** A table with a caption for screen readers; `columns` are header texts, `rows` arrays of cells. */
-export function table ({ caption, columns, rows, className = '' }) {
+/**
+ * The dashboard's one table builder: a table with a caption for screen readers, header cells for
+ * `columns`, and its rows — `rows` (row elements), or `body`, a tbody the caller keeps to add rows to.
+ * @param {{ caption: string, columns: Array<string | Node>, rows?: Node[], body?: HTMLElement, className?: string }} spec
+ */
+export function table ({ caption, columns, rows = [], body, className = '' }) {
   return h('div', { class: 'table-wrap' },
-    h('table', { class: `table ${className}` },
+    h('table', { class: className ? `table ${className}` : 'table' },
       h('caption', { class: 'visually-hidden' }, caption),
       h('thead', {}, h('tr', {}, columns.map((c) => h('th', { scope: 'col' }, c)))),
-      h('tbody', {}, rows),
+      body ?? h('tbody', {}, rows),
     ),
   )
 }

@@ -1,3 +1,4 @@
+// @ts-check
 // Forms: labelled fields that validate as they are typed, and the API's own messages shown beside the
 // field they name (error.details[].path, like "body.email" or "body.events[1]").
 import { ApiError } from './api.js'
@@ -8,6 +9,18 @@ import { h, newId } from './dom.js'
  * returns a message or '' and runs as the person types (once they have left the field or submitted).
  * `control` may be given (a <select>, a fieldset of checkboxes); else an <input> of `type`.
  */
+/**
+ * @typedef {object} FieldSpec
+ * @property {string} name
+ * @property {string} label
+ * @property {string} [type] the input's type; default text
+ * @property {string} [hint] shown under the label, and read with the field
+ * @property {(value: string, form?: HTMLFormElement) => string} [validate] '' when fine, else what is wrong
+ * @property {HTMLElement} [control] a ready-made control instead of an input
+ * @property {string | number | boolean} [value]
+ */
+
+/** @param {FieldSpec & Record<string, unknown>} spec */
 export function field ({ name, label, type = 'text', hint, validate, control, ...attrs }) {
   const id = newId(`f-${name}`)
   const errorId = `${id}-error`

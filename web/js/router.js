@@ -1,3 +1,4 @@
+// @ts-check
 // Hash routes (#/emails/em_…?status=bounced): the server serves one page, and a reload or a shared link
 // lands on the same view. Each route names a page module's render function.
 

@@ -1,18 +1,26 @@
 import type { Config } from '../../../config/index.js'
-import type { AccountService } from '../../domain/accounts.js'
-import type { ApiKeyService } from '../../domain/api-keys.js'
-import type { EmailService } from '../../domain/emails.js'
-import type { SuppressionService } from '../../domain/suppressions.js'
-import type { DeliveryService } from '../../domain/deliveries.js'
-import type { DomainService } from '../../domain/domains.js'
-import type { ReceivedService } from '../../domain/received.js'
-import type { WebhookService } from '../../domain/webhooks.js'
+import type { AccountService } from '../../app/accounts.js'
+import type { ApiKeyService } from '../../app/api-keys.js'
+import type { EmailService } from '../../app/emails.js'
+import type { SuppressionService } from '../../app/suppressions.js'
+import type { DeliveryService } from '../../app/deliveries.js'
+import type { DomainService } from '../../app/domains.js'
+import type { ReceivedService } from '../../app/received.js'
+import type { WebhookService } from '../../app/webhooks.js'
+import type { UsageService } from '../../app/account-usage.js'
+import type { EmailListService } from '../../app/email-list.js'
+import type { StatsService } from '../../app/stats.js'
 import type { Store } from '../../store/types.js'
 import type { Clock } from '../../domain/clock.js'
 
 export interface Services {
-  store: Store
   clock: Clock
+  /** The store's kind and health, for the health routes (the rest of the store is reached through the use cases). */
+  storeStatus: Pick<Store, 'kind' | 'health' | 'ping'>
+  /** What an account uses of its plan's limits. */
+  usage: UsageService
+  stats: StatsService
+  emailList: EmailListService
   accounts: AccountService
   apiKeys: ApiKeyService
   webhooks: WebhookService

@@ -9,7 +9,7 @@ import type { RouteContext } from './context.js'
 const Status = component('Health', Type.Object({ status: Type.String(), checks: Type.Optional(Type.Record(Type.String(), Type.String())) }))
 
 const healthRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services }) => {
-  const { store } = services
+  const store = services.storeStatus
   const retryAfter = { 'retry-after': String(RETRY_AFTER_SECONDS) }
 
   // The store's fault state is logged here, once when it begins and once when it ends: the requests

@@ -1,9 +1,9 @@
 // The SMTP listener for mail that comes back (INBOUND_SMTP_PORT): bounces (DSNs) mailed to VERP
 // Return-Paths and feedback reports (ARF) mailed to the complaints address, and, with `receiving`, mail
-// to any address at a verified domain with receiving on (receiving.ts keeps it; src/domain/received.ts
+// to any address at a verified domain with receiving on (receiving.ts keeps it; src/app/received.ts
 // decides what). It is no relay: RCPT TO is refused unless it is a VERP address svc signed, the complaints
 // address or a receiving domain's; a report is held in memory only while it is read (at most MAX_BYTES)
-// and is never stored; what it means is decided in src/domain/returned-mail.ts. The answer to DATA comes
+// and is never stored; what it means is decided in src/app/returned-mail.ts. The answer to DATA comes
 // after the outcome is written, so a sender whose report could not be recorded (store down) gets a 451
 // and tries again later.
 import type { FastifyBaseLogger } from 'fastify'
@@ -13,7 +13,7 @@ import { Counter, type Registry } from 'prom-client'
 import { SMTPServer, type SMTPServerSession } from 'smtp-server'
 import {
   addressField, classifyDsn, type ComplaintMatch, type ReturnedMailService, type ReturnedOutcome,
-} from '../../domain/returned-mail.js'
+} from '../../app/returned-mail.js'
 import { parseVerpAddress, type VerpClaims } from '../../domain/verp.js'
 import { readFieldBlocks, scanHeaderFields, type Block } from './fields.js'
 import type { Receiving, ReceivingTarget } from './receiving.js'

@@ -1,5 +1,5 @@
 // The receiving branch of the inbound listener (listener.ts): mail to any address at a verified domain
-// with receiving on. At RCPT TO it says who takes the address (src/domain/received.ts); at the end of
+// with receiving on. At RCPT TO it says who takes the address (src/app/received.ts); at the end of
 // DATA it parses the message with mailparser, judges SPF, DKIM, DMARC and ARC with mailauth (through
 // DNS_SERVERS; BIMI, which fetches logos over HTTPS, is off: nothing a message names is ever loaded), and
 // has each account's copy kept with its email.received event. It also deletes messages older than
@@ -9,7 +9,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import { simpleParser, type AddressObject, type EmailAddress } from 'mailparser'
 import {
   LIMITS, authResult, type Authentication, type ParsedMessage, type ReceiveOutcome, type ReceivedService,
-} from '../../domain/received.js'
+} from '../../app/received.js'
 
 export interface ReceivingOptions {
   received: ReceivedService

@@ -1,5 +1,6 @@
-// The delivery engine's collections in MongoDB, with the semantics of the SQLite adapter (the reference:
-// src/store/sqlite/deliveries.ts) and the fencing rule of the contract (src/store/deliveries.ts).
+// The delivery engine's collections in MongoDB, keeping the contract (src/store/deliveries.ts, checked by
+// test/contract/delivery-contract.ts on both adapters), its fencing rule, and the transition table
+// (src/domain/delivery-transition.ts) that decides what each outcome does.
 //
 // Documents. `deliveries`: one per (event, webhook), `_id` = deliveryId(eventId, webhookId), so the same
 // routing done twice (a retried write, a router that crashed half way, two nodes) upserts the same
@@ -50,141 +51,22 @@
 // reaches a filter or an update, documents are built here field by field, and values inside update
 // pipelines are wrapped in $literal (a string starting with '$' is a field path there).
 import { randomUUID } from 'node:crypto'
-import { MongoBulkWriteError, type AnyBulkWriteOperation, type Collection, type Db, type Document, type Filter } from 'mongodb'
+import type { AnyBulkWriteOperation, Collection, Db, Filter } from 'mongodb'
 import pRetry from 'p-retry'
 import type { EventRecord, EventType } from '../../domain/events.js'
 import { decodeDeliveryCursor as decodeCursor, deliveryId, encodeDeliveryCursor as encodeCursor } from '../../domain/ids.js'
-import {
-  CANCEL_REASONS, GONE_ERROR, cancelReasonFor, decideHealth, healthKind, unchanged, type CancelReason, type HealthOutcome, type WebhookHealth,
-} from '../../domain/webhook-health.js'
+import { transition } from '../../domain/delivery-transition.js'
+import { CANCEL_REASONS, appliedAttempts, cancelReasonFor, type CancelReason } from '../../domain/webhook-health.js'
 import type {
   DeliveryOutcome, DeliveryPage, DeliveryRecord, DeliveryStats, DeliveryStatus, DeliveryStore, DeliveryWork, LeaseRequest,
 } from '../deliveries.js'
-import { eventDoc, type EventDoc, type WebhookDoc } from './documents.js'
+import { eventDoc, type EventDoc } from './documents.js'
+import { storeWebhookHealth } from './webhook-health.js'
+import {
+  CLAIM_PROJECTION, CLAIM_ROUNDS, FINAL, HOOK_PROJECTION, LIVE, RENEW_CHUNK, REQUEUABLE, count, iso, liveSecrets, outcomeSet, toRecord, tokenIs, tokenOf, upsertedIndexes, type ClaimDoc, type DeliveryDoc, type HookDoc,
+} from './delivery-docs.js'
 
-const LIVE: string[] = ['pending', 'retrying']
-const FINAL: string[] = ['succeeded', 'failed', 'cancelled']
-const REQUEUABLE: string[] = ['failed', 'cancelled']
-
-export interface DeliveryDoc {
-  _id: string
-  accountId: string
-  webhookId: string
-  eventId: string
-  eventType: string
-  emailId: string
-  /** When the event happened (ms). */
-  eventAt: number
-  status: string
-  attempts: number
-  /** Of the attempts, those the receiver pushed back (see DeliveryWork.pushbacks); absent means 0. */
-  pushbacks?: number
-  /** Present exactly while live: when due; while leased, the lease's expiry. */
-  nextAttemptAt?: number
-  /** Present only while leased. */
-  leaseOwner?: string
-  /** The lease token (see the contract's Fencing); absent means 0. */
-  lease?: number
-  /** Present (true) only while parked: leased to `leaseOwner`, out of its memory, due when the lease expires. */
-  parked?: true
-  lastAttemptAt: number | null
-  lastStatusCode: number | null
-  lastError: string | null
-  lastDurationMs: number | null
-  createdAt: number
-  updatedAt: number
-}
-
-
-/** A webhook document with its health fields (absent on webhooks that never had an outcome). */
-interface HookDoc extends WebhookDoc {
-  failingSince?: number | null
-  lastSuccessAt?: number | null
-}
-
-type HookForWork = Pick<HookDoc, '_id' | 'url' | 'secret' | 'previousSecret' | 'previousSecretExpiresAt'>
-
-function iso (ms: number | null | undefined): string | null {
-  return ms === null || ms === undefined ? null : new Date(ms).toISOString()
-}
-
-/** A count from a caller: a whole number, at least 0 (a Mongo limit of 0 would mean "no limit"). */
-function count (n: number): number {
-  const v = Math.floor(Number(n))
-  return Number.isFinite(v) && v > 0 ? v : 0
-}
-
-function toRecord (d: DeliveryDoc): DeliveryRecord {
-  const live = LIVE.includes(d.status)
-  return {
-    id: d._id,
-    webhookId: d.webhookId,
-    eventId: d.eventId,
-    event: d.eventType as EventType,
-    emailId: d.emailId,
-    status: d.status as DeliveryStatus,
-    attempts: d.attempts,
-    lastAttemptAt: iso(d.lastAttemptAt),
-    nextAttemptAt: live && (d.leaseOwner === undefined || d.leaseOwner === null) ? iso(d.nextAttemptAt) : null,
-    lastStatusCode: d.lastStatusCode ?? null,
-    lastError: d.lastError ?? null,
-    lastDurationMs: d.lastDurationMs ?? null,
-    createdAt: iso(d.createdAt)!,
-  }
-}
-
-/** The secrets that sign now: the current one, and the previous one until its overlap ends. */
-function liveSecrets (h: HookForWork, now: number): string[] {
-  const secrets = [h.secret]
-  if (h.previousSecret && h.previousSecretExpiresAt && Date.parse(h.previousSecretExpiresAt) > now) secrets.push(h.previousSecret)
-  return secrets
-}
-
-/** The indexes of an upsert bulkWrite that inserted a document (a duplicate key means "already there"). */
-async function upsertedIndexes (run: () => Promise<{ upsertedIds: Record<number, unknown> }>): Promise<Set<number>> {
-  try {
-    const r = await run()
-    return new Set(Object.keys(r.upsertedIds).map(Number))
-  } catch (err) {
-    // Two upserts of the same new _id at once: one inserts, the other may fail with E11000 (servers
-    // before 4.2 do not retry it). The document exists, so that op made nothing: not ours to hand out.
-    if (err instanceof MongoBulkWriteError && err.err === undefined) {
-      const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors]
-      if (errors.length > 0 && errors.every((e) => e.code === 11000)) return new Set(Object.keys(err.result.upsertedIds).map(Number))
-    }
-    throw err
-  }
-}
-
-const CLAIM_PROJECTION = { _id: 1, webhookId: 1, eventId: 1, eventType: 1, attempts: 1, pushbacks: 1, eventAt: 1, nextAttemptAt: 1, lease: 1 } as const
-/** Rounds of read-and-lease one claim makes at most when other nodes win part of what it read. */
-const CLAIM_ROUNDS = 3
-/** Ids per renewal update. */
-const RENEW_CHUNK = 5000
-
-type ClaimDoc = Pick<DeliveryDoc, '_id' | 'webhookId' | 'eventId' | 'eventType' | 'attempts' | 'pushbacks' | 'eventAt' | 'nextAttemptAt' | 'lease'>
-
-/** A stored token: absent is 0. */
-function tokenOf (d: { lease?: number | null }): number {
-  return typeof d.lease === 'number' ? d.lease : 0
-}
-
-/** A filter on the stored token (0 also matches documents written before tokens existed). */
-function tokenIs (lease: number): Filter<DeliveryDoc>['lease'] {
-  const t = Number(lease)
-  return t === 0 ? { $not: { $gt: 0 } } : t
-}
-
-/** A constant inside an update pipeline (a string there could otherwise be read as a field path). */
-function lit (value: unknown): Document {
-  return { $literal: value }
-}
-
-const CANCELLED = { $eq: ['$status', 'cancelled'] }
-const NEXT_TOKEN = { $add: [{ $ifNull: ['$lease', 0] }, 1] }
-/** `value`, or the field removed when the delivery was cancelled meanwhile. */
-const unlessCancelled = (value: unknown): Document => ({ $cond: [CANCELLED, '$$REMOVE', value] })
-const HOOK_PROJECTION = { _id: 1, url: 1, secret: 1, previousSecret: 1, previousSecretExpiresAt: 1, status: 1, deletedAt: 1, events: 1, accountId: 1, rateLimit: 1 } as const
+export type { DeliveryDoc }
 
 export abstract class MongoDeliveries implements DeliveryStore {
   readonly deliveries: Collection<DeliveryDoc>
@@ -420,126 +302,37 @@ export abstract class MongoDeliveries implements DeliveryStore {
   async recordOutcomes (outcomes: DeliveryOutcome[], opts: { now: number; autoDisableMs: number }): Promise<{ stale: number }> {
     if (outcomes.length === 0) return { stale: 0 }
     const now = Number(opts.now)
-    const code = (c: number | undefined): number | null => (c === undefined || c === null ? null : Number(c))
-    // Every outcome is one update of one document, conditional on its token (fencing), as a pipeline so
-    // that one update serves a live delivery and one cancelled while in flight alike.
-    // First attempts held in memory (an origin, a 'leased' outcome) come only from readEvents, which this
-    // adapter does not offer: its deliveries are stored when routed.
-    if (outcomes.some((o) => o.origin !== undefined || o.kind === 'leased')) throw new Error('mongo: outcomes of first attempts held in memory need readEvents')
-    const ops: AnyBulkWriteOperation<DeliveryDoc>[] = outcomes.map((o) => {
+    // Every outcome is one update of one document, conditional on its token (fencing), as a pipeline built
+    // from the transition table (src/domain/delivery-transition.ts), so that one update serves a live
+    // delivery and one cancelled while in flight alike. First attempts held in memory (an origin, a
+    // 'leased' outcome) come only from readEvents, which this adapter does not offer: like any outcome
+    // that does not apply to a stored delivery, they are stale.
+    const applicable = new Set(outcomes.filter((o) => o.origin === undefined && transition('live', o.kind) !== null))
+    const ops: AnyBulkWriteOperation<DeliveryDoc>[] = [...applicable].map((o) => {
       const filter: Filter<DeliveryDoc> = { _id: String(o.id), lease: tokenIs(o.lease), status: { $in: [...LIVE, 'cancelled'] } }
-      const attempt = (at: number, statusCode: number | null, error: string | null, durationMs: number): Document => ({
-        attempts: { $add: [{ $ifNull: ['$attempts', 0] }, 1] }, lease: NEXT_TOKEN,
-        lastAttemptAt: lit(Number(at)), lastStatusCode: lit(statusCode), lastError: lit(error), lastDurationMs: lit(Number(durationMs)), updatedAt: lit(now),
-      })
-      let update: Document[]
-      switch (o.kind) {
-        case 'succeeded':
-          // A success is recorded even for a delivery cancelled meanwhile: it did arrive.
-          update = [
-            { $set: { status: lit('succeeded'), ...attempt(o.at, code(o.statusCode), null, o.durationMs) } },
-            { $unset: ['nextAttemptAt', 'leaseOwner', 'parked'] },
-          ]
-          break
-        case 'retry':
-          update = [
-            {
-              $set: {
-                status: { $cond: [CANCELLED, 'cancelled', 'retrying'] }, nextAttemptAt: unlessCancelled(lit(Number(o.nextAttemptAt))), ...attempt(o.at, code(o.statusCode), String(o.error), o.durationMs),
-                ...(o.pushback === true ? { pushbacks: { $add: [{ $ifNull: ['$pushbacks', 0] }, 1] } } : {}),
-              },
-            },
-            { $unset: ['leaseOwner', 'parked'] },
-          ]
-          break
-        case 'failed':
-        case 'gone':
-          update = [
-            { $set: { status: { $cond: [CANCELLED, 'cancelled', 'failed'] }, ...attempt(o.at, code(o.statusCode), o.kind === 'gone' ? GONE_ERROR : String(o.error), o.durationMs) } },
-            { $unset: ['nextAttemptAt', 'leaseOwner', 'parked'] },
-          ]
-          break
-        case 'deferred':
-          update = [
-            { $set: { nextAttemptAt: unlessCancelled(lit(Number(o.nextAttemptAt))), lease: NEXT_TOKEN } },
-            { $unset: ['leaseOwner', 'parked'] },
-          ]
-          break
-        case 'parked':
-          // Parked under the same token; for a delivery cancelled meanwhile it only ends the lease.
-          update = [{ $set: {
-            leaseOwner: unlessCancelled(lit(String(o.owner))), nextAttemptAt: unlessCancelled(lit(Number(o.leaseUntil))),
-            parked: unlessCancelled(true), lease: { $cond: [CANCELLED, NEXT_TOKEN, { $ifNull: ['$lease', 0] }] },
-          } }]
-          break
-        case 'leased':
-          throw new Error('unreachable')
-      }
-      return { updateOne: { filter, update } }
+      return { updateOne: { filter, update: [{ $set: outcomeSet(o, now) }] } }
     })
     // Ordered: two outcomes of one delivery in a batch apply in the order given, as in SQLite.
-    const r = await this.deliveries.bulkWrite(ops, { ordered: true })
-    let applied: boolean[] = outcomes.map(() => true)
+    const r = ops.length > 0 ? await this.deliveries.bulkWrite(ops, { ordered: true }) : { matchedCount: 0 }
+    let applied: boolean[] = outcomes.map((o) => applicable.has(o))
     if (r.matchedCount !== ops.length) {
       // Some were stale. Which: an outcome applied when the stored token is where it left it (one more
       // than the outcome's, or the same for a parking); a takeover since would move it further.
       const tokens = new Map((await this.deliveries.find({ _id: { $in: [...new Set(outcomes.map((o) => String(o.id)))] } },
         { projection: { _id: 1, lease: 1 } }).toArray()).map((d) => [d._id, tokenOf(d)]))
       applied = outcomes.map((o) => {
+        if (!applicable.has(o)) return false
         const t = tokens.get(String(o.id))
         return t === Number(o.lease) + 1 || (o.kind === 'parked' && t === Number(o.lease))
       })
     }
     const stale = applied.filter((a) => !a).length
 
-    // The attempts that applied, by webhook, in order: what webhook health is decided from.
-    const attempts = new Map<string, HealthOutcome[]>()
-    outcomes.forEach((o, i) => {
-      const kind = healthKind(o.kind)
-      if (!applied[i] || kind === null) return
-      const hook = String(o.webhookId)
-      let list = attempts.get(hook)
-      if (!list) attempts.set(hook, list = [])
-      list.push({ kind, at: Number((o as { at: number }).at) })
-    })
-    if (attempts.size > 0) await this.storeHealth(attempts, { now, autoDisableMs: Number(opts.autoDisableMs) })
+    const attempts = appliedAttempts(outcomes.map((o) => ({ kind: o.kind, webhookId: String(o.webhookId), ...('at' in o ? { at: o.at } : {}) })), (i) => applied[i] === true)
+    if (attempts.size > 0) {
+      await storeWebhookHealth(this.hookDocs, attempts, { now, autoDisableMs: Number(opts.autoDisableMs) }, (hook, reason) => this.cancelPendingFor(hook, reason, now))
+    }
     return { stale }
-  }
-
-  /**
-   * Stores what src/domain/webhook-health.ts decides for each webhook: the last success with $max (it
-   * only grows), the streak and an auto-disable with a compare-and-set on the health it was decided from;
-   * when another node changed that meanwhile, the webhook is read and decided again.
-   */
-  private async storeHealth (attempts: Map<string, HealthOutcome[]>, opts: { now: number; autoDisableMs: number }): Promise<void> {
-    const projection = { _id: 1, status: 1, deletedAt: 1, failingSince: 1 } as const
-    const healthOf = (h: Pick<HookDoc, 'status' | 'deletedAt' | 'failingSince'>): WebhookHealth => ({
-      status: h.status as WebhookHealth['status'], deleted: (h.deletedAt ?? null) !== null, failingSince: typeof h.failingSince === 'number' ? h.failingSince : null,
-    })
-    const docs = new Map((await this.hookDocs.find({ _id: { $in: [...attempts.keys()] } }, { projection }).toArray()).map((h) => [h._id, h]))
-    await Promise.all([...attempts].map(async ([hook, list]) => {
-      let doc = docs.get(hook) ?? null
-      for (let round = 0; doc !== null && round < 5; round++) {
-        const before = healthOf(doc)
-        const decision = decideHealth(before, list, opts)
-        const success = decision.lastSuccessAt !== null ? { $max: { lastSuccessAt: decision.lastSuccessAt } } : {}
-        if (unchanged(before, decision)) {
-          if (decision.lastSuccessAt !== null) await this.hookDocs.updateOne({ _id: hook }, success)
-          return
-        }
-        const set: Partial<HookDoc> = { failingSince: decision.failingSince }
-        if (decision.disable !== null) Object.assign(set, { status: 'auto_disabled', updatedAt: iso(opts.now)! })
-        const r = await this.hookDocs.updateOne({
-          _id: hook, status: doc.status, deletedAt: before.deleted ? { $ne: null } : null, failingSince: before.failingSince,
-        } as Filter<HookDoc>, { $set: set, ...success })
-        if (r.matchedCount === 1) {
-          // If this process stops here, the next claim cancels what this would have cancelled.
-          if (decision.disable !== null) await this.cancelPendingFor(hook, decision.disable, opts.now)
-          return
-        }
-        doc = await this.hookDocs.findOne({ _id: hook }, { projection })
-      }
-    }))
   }
 
   // The delivery log

@@ -4,7 +4,7 @@
 // from the record's typed fields with String(): an object smuggled into a record can never become
 // query or update syntax, and nothing beyond the listed fields reaches the database.
 import type { ClientSession, MongoClient } from 'mongodb'
-import { DEFAULT_API_KEY_PERMISSION } from '../../domain/api-keys.js'
+import { DEFAULT_API_KEY_PERMISSION } from '../../domain/api-key-permissions.js'
 import type { EventRecord, EventType } from '../../domain/events.js'
 import type { Plan } from '../../domain/plans.js'
 import type { AccountRecord, ApiKeyRecord, SessionRecord, WebhookRecord, WebhookStatus } from '../types.js'

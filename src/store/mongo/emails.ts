@@ -24,165 +24,20 @@
 // Query safety, as in index.ts: every value from a caller goes through String()/Number() and every
 // document is rebuilt field by field, so no request value can become an operator.
 import { randomUUID } from 'node:crypto'
-import {
-  MongoBulkWriteError, MongoServerError, MongoWriteConcernError, type AnyBulkWriteOperation, type Collection, type Db, type Filter,
-  type MongoClient,
-} from 'mongodb'
+import type { AnyBulkWriteOperation, Collection, Db, Filter, MongoClient } from 'mongodb'
 import type { EventRecord, EventType } from '../../domain/events.js'
 import type {
-  AcceptResult, EmailAttempt, EmailLease, EmailRecipient, EmailRecord, EmailStatus, EmailStore, EmailTag, EngagementEvent, IdempotencyRecord, QuotaCharge,
-  RecipientState, SuppressionCursor, SuppressionReason, SuppressionRecord, UnsubscribeResult,
+  AcceptResult, EmailAttempt, EmailLease, EmailRecord, EmailStatus, EmailStore, EngagementEvent, IdempotencyRecord, QuotaCharge, SuppressionCursor,
+  SuppressionRecord, UnsubscribeResult,
 } from '../emails.js'
 import type { DailyEventCount, EmailListQuery, EmailSummary } from '../emails.js'
 import { eventDoc, inTransaction, nullableString, toDate, type EventDoc } from './documents.js'
 import { syncIndexes } from './indexes.js'
+import {
+  CLAIM_ROUNDS, NO_OUTBOX, REPAIR_BATCH, isDuplicate, onlyDuplicates, outboxSuppression, recipientsDoc, toEmail, toIdempotency, toSuppression, type EmailDoc, type IdempotencyDoc, type OutboxSuppression, type SuppressionDoc,
+} from './email-docs.js'
 
-interface OutboxSuppression {
-  email: string
-  reason: string
-  createdAt: string
-}
-
-export interface EmailDoc {
-  _id: string
-  accountId: string
-  from: string
-  to: string[]
-  cc: string[]
-  bcc: string[]
-  replyTo: string[]
-  subject: string
-  html: string | null
-  text: string | null
-  // Pairs, not an object: header names may hold '.' or start with '$', which field names must not.
-  headers: Array<{ name: string; value: string }>
-  tags: EmailTag[]
-  suppressed: string[]
-  recipients: EmailRecipient[]
-  status: string
-  attempts: number
-  nextAttemptAt: string | null
-  leaseOwner: string | null
-  leaseExpiresAt: string | null
-  /** The claim that leased it last; absent on documents written before fencing (read as 0). */
-  leaseToken?: number
-  /** A random id of the claim that leased it last, to read back what one claim won. */
-  leaseClaim?: string | null
-  lastError: string | null
-  createdAt: string
-  updatedAt: string
-  /** Events and suppressions written with the last changes and not yet published. */
-  outbox: EventDoc[]
-  outboxSuppressions: OutboxSuppression[]
-  /** Set while the outbox may hold something: when it was last written to. */
-  outboxAt: string | null
-}
-
-interface IdempotencyDoc {
-  accountId: string
-  key: string
-  requestHash: string
-  responseStatus: number
-  responseBody: string
-  createdAt: string
-  expiresAt: string
-  /** For the TTL index; set once the journal is applied, so an unapplied claim is never expired away. */
-  expiresAtDate: Date | null
-  /** The accepted emails (with their outboxes), until they are inserted. */
-  journal: EmailDoc[] | null
-  applied: boolean
-}
-
-interface SuppressionDoc {
-  accountId: string
-  email: string
-  reason: string
-  createdAt: string
-  /** An unsubscribe's event, written with the suppression and published after. */
-  pendingEvent: EventDoc | null
-  pendingEventAt: string | null
-}
-
-const NO_OUTBOX = { outbox: 0, outboxSuppressions: 0 } as const
-// Bounds the work of one repair pass; the next pass takes the rest.
-const REPAIR_BATCH = 500
-// A claim reads the due emails, leases those still free, and reads back what it won; when other nodes
-// won some, it tries again for the rest, at most this many times (3 round trips each).
-const CLAIM_ROUNDS = 3
-
-/**
- * A single-document write refused as a duplicate key. Not a bulk error (its code is only its first
- * write error's) and not a write-concern error (the write may not be durable).
- */
-function isDuplicate (err: unknown): boolean {
-  return err instanceof MongoServerError && !(err instanceof MongoBulkWriteError) && !(err instanceof MongoWriteConcernError) &&
-    err.code === 11000
-}
-
-/**
- * True when a write failed only because what it inserts is there already: a single duplicate key, or a
- * bulk error whose EVERY write error is a duplicate key and that carries no write-concern error. A bulk
- * error of another kind (a network failure, a write concern not met) has no write errors: false.
- */
-function onlyDuplicates (err: unknown): boolean {
-  if (isDuplicate(err)) return true
-  if (!(err instanceof MongoBulkWriteError)) return false
-  if (err.err !== undefined || err.result?.getWriteConcernError() !== undefined) return false
-  const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors]
-  return errors.length > 0 && errors.every((e) => e?.code === 11000)
-}
-
-function recipientsDoc (list: EmailRecipient[]): EmailRecipient[] {
-  return Array.from(list, (r) => ({ address: String(r.address), state: String(r.state) as RecipientState }))
-}
-
-function toEmail (d: EmailDoc): EmailRecord {
-  return {
-    id: d._id,
-    accountId: d.accountId,
-    from: d.from,
-    to: [...d.to],
-    cc: [...d.cc],
-    bcc: [...d.bcc],
-    replyTo: [...d.replyTo],
-    subject: d.subject,
-    html: d.html ?? null,
-    text: d.text ?? null,
-    headers: Object.fromEntries(d.headers.map((h) => [h.name, h.value])),
-    tags: d.tags.map((t) => ({ name: t.name, value: t.value })),
-    suppressed: [...d.suppressed],
-    recipients: d.recipients.map((r) => ({ address: r.address, state: r.state })),
-    status: d.status as EmailStatus,
-    attempts: d.attempts,
-    nextAttemptAt: d.nextAttemptAt ?? null,
-    leaseOwner: d.leaseOwner ?? null,
-    leaseExpiresAt: d.leaseExpiresAt ?? null,
-    leaseToken: d.leaseToken ?? 0,
-    lastError: d.lastError ?? null,
-    createdAt: d.createdAt,
-    updatedAt: d.updatedAt,
-  }
-}
-
-function toIdempotency (d: IdempotencyDoc): IdempotencyRecord {
-  return {
-    accountId: d.accountId,
-    key: d.key,
-    requestHash: d.requestHash,
-    responseStatus: d.responseStatus,
-    responseBody: d.responseBody,
-    createdAt: d.createdAt,
-    expiresAt: d.expiresAt,
-  }
-}
-
-function toSuppression (d: SuppressionDoc): SuppressionRecord {
-  return { accountId: d.accountId, email: d.email, reason: d.reason as SuppressionReason, createdAt: d.createdAt }
-}
-
-function outboxSuppression (s: SuppressionRecord): OutboxSuppression {
-  return { email: String(s.email), reason: String(s.reason), createdAt: String(s.createdAt) }
-}
+export type { EmailDoc }
 
 /** One account's sending count in one period (src/domain/quotas.ts); _id `<accountId>|<period>`. */
 interface SendUsageDoc {

@@ -16,7 +16,7 @@
 // through String() (or Number()) where a caller could hand in an object; no request object is ever used
 // as a filter, and inserted documents are rebuilt field by field (documents.ts). `$ne`, `{"$gt":""}` and
 // the like are therefore plain strings to MongoDB.
-import { MongoClient, MongoServerError, type Collection, type Db, type Filter, type UpdateFilter, type W } from 'mongodb'
+import { MongoClient, MongoServerError, type Collection, type Db, type Filter, type UpdateFilter } from 'mongodb'
 import pRetry from 'p-retry'
 import type { EventRecord } from '../../domain/events.js'
 import type { Plan } from '../../domain/plans.js'
@@ -28,61 +28,13 @@ import {
   accountDoc, apiKeyDoc, eventDoc, inTransaction, nullableString, sessionDoc, toAccount, toApiKey, toDate, toEvent, toSession, toWebhook, webhookDoc,
   type AccountDoc, type ApiKeyDoc, type EventDoc, type SessionDoc, type WebhookDoc,
 } from './documents.js'
-import { MongoDeliveries } from './deliveries.js'
+import { MongoForwarders } from './forwarders.js'
 import { MongoEmails } from './emails.js'
 import { MongoDomains, domainDoc } from './domains.js'
 import { MongoReceived } from './received.js'
-import type { ReceivedQuery, ReceivedRecord } from '../received.js'
 import { StoreHealth } from '../faults.js'
 import { syncIndexes } from './indexes.js'
-import type {
-  AcceptResult, EmailAttempt, EmailLease, EmailRecord, EngagementEvent, IdempotencyRecord, QuotaCharge, SuppressionCursor, SuppressionRecord, UnsubscribeResult,
-} from '../emails.js'
-import type { DailyEventCount, EmailListQuery, EmailSummary } from '../emails.js'
-
-export interface MongoOptions {
-  uri: string
-  /** Database name; default: the one in the URI's path, else 'svc'. */
-  dbName?: string
-  /** The write concern's `w` (writes are always journaled); default 'majority'. */
-  writeConcern?: W
-}
-
-/** The database named in a MongoDB connection string (`mongodb[+srv]://auth@hosts/<db>?options`), if any. */
-export function dbNameFromUri (uri: string): string | undefined {
-  const rest = uri.replace(/^mongodb(\+srv)?:\/\//i, '')
-  // Reserved characters in credentials and socket paths are percent-encoded, so the first '/' ends the hosts.
-  const slash = rest.indexOf('/')
-  if (slash < 0) return undefined
-  const path = rest.slice(slash + 1).split('?')[0] ?? ''
-  const name = decodeURIComponent(path)
-  return name === '' ? undefined : name
-}
-
-export async function openMongoStore (options: MongoOptions): Promise<MongoStore> {
-  // Set here, it wins over a `w` or `journal` in the URI.
-  const client = new MongoClient(options.uri, { appName: 'svc', writeConcern: { w: options.writeConcern ?? 'majority', journal: true } })
-  try {
-    await client.connect()
-    await requireTransactions(client)
-    const store = new MongoStore(client, client.db(options.dbName ?? dbNameFromUri(options.uri) ?? 'svc'))
-    await store.ensureIndexes()
-    await store.ensureRateLimitIndexes()
-    return store
-  } catch (err) {
-    await client.close().catch(() => {})
-    throw err
-  }
-}
-
-/** Fails the start with a clear message on a standalone server, where every transaction would fail. */
-async function requireTransactions (client: MongoClient): Promise<void> {
-  const hello = await client.db('admin').command({ hello: 1 })
-  if (typeof hello.setName === 'string' || hello.msg === 'isdbgrid') return
-  throw new Error('MongoDB: svc needs a replica set or a sharded cluster (it writes batches in transactions), and this server ' +
-    'is a standalone mongod. A single-node replica set will do: start mongod with --replSet rs0, run rs.initiate() once, ' +
-    'and add ?replicaSet=rs0 to MONGODB_URI.')
-}
+import type { EmailRecord, SuppressionRecord } from '../emails.js'
 
 type SlotField = 'activeApiKeyIds' | 'webhookIds' | 'domainIds'
 
@@ -119,7 +71,7 @@ function isDuplicateKeyOn (err: unknown, field: string, indexName: string): bool
  * never exceeded. Counting (countActiveApiKeys, countWebhooks) reads the records, which are the truth; a
  * leaked slot shows up as `slots - count > 0` and can be pulled by id.
  */
-export class MongoStore extends MongoDeliveries implements Store {
+export class MongoStore extends MongoForwarders implements Store {
   readonly kind = 'mongo' as const
   readonly accounts: Collection<AccountDoc>
   readonly sessions: Collection<SessionDoc>
@@ -525,39 +477,6 @@ export class MongoStore extends MongoDeliveries implements Store {
   recordReturnedMail (input: { event: EventRecord; suppression: SuppressionRecord | null; timelineOnly: boolean }): Promise<'recorded' | 'duplicate'> {
     return this.senderDomains.recordReturnedMail(input)
   }
-
-  // Received mail (src/store/mongo/received.ts; the switch lives with the domains)
-
-  setDomainReceiving (accountId: string, id: string, receiving: boolean, at: string): Promise<DomainRecord | null> { return this.senderDomains.setDomainReceiving(accountId, id, receiving, at) }
-  findReceivingDomains (name: string, limit: number): Promise<DomainRecord[]> { return this.senderDomains.findReceivingDomains(name, limit) }
-  insertReceived (input: { message: ReceivedRecord; raw: Buffer; contents: Array<{ id: string; content: Buffer }>; event: EventRecord; limitBytes: number }): Promise<'recorded' | 'limit_reached'> { return this.receivedMail.insertReceived(input) }
-  receivedBytes (accountId: string): Promise<number> { return this.receivedMail.receivedBytes(accountId) }
-  listReceived (accountId: string, q: ReceivedQuery): Promise<ReceivedRecord[]> { return this.receivedMail.listReceived(accountId, q) }
-  findReceived (accountId: string, id: string): Promise<ReceivedRecord | null> { return this.receivedMail.findReceived(accountId, id) }
-  readReceivedRaw (accountId: string, id: string): Promise<Buffer | null> { return this.receivedMail.readReceivedRaw(accountId, id) }
-  readReceivedAttachment (accountId: string, id: string, attachmentId: string): Promise<Buffer | null> { return this.receivedMail.readReceivedAttachment(accountId, id, attachmentId) }
-  pruneReceived (before: string, limit: number): Promise<number> { return this.receivedMail.pruneReceived(before, limit) }
-
-  // Sending (src/store/mongo/emails.ts)
-
-  acceptEmails (input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord; quota?: QuotaCharge }): Promise<AcceptResult> { return this.mail.acceptEmails(input) }
-  readSendUsage (accountId: string, periods: string[]): Promise<Record<string, number>> { return this.mail.readSendUsage(accountId, periods) }
-  findIdempotencyKey (accountId: string, key: string, now: string): Promise<IdempotencyRecord | null> { return this.mail.findIdempotencyKey(accountId, key, now) }
-  pruneIdempotencyKeys (now: string): Promise<number> { return this.mail.pruneIdempotencyKeys(now) }
-  findEmail (accountId: string, id: string): Promise<EmailRecord | null> { return this.mail.findEmail(accountId, id) }
-  listEmails (accountId: string, query: EmailListQuery): Promise<EmailSummary[]> { return this.mail.listEmails(accountId, query) }
-  countEvents (accountId: string, window: { since: string; until: string }): Promise<DailyEventCount[]> { return this.mail.countEvents(accountId, window) }
-  claimDueEmails (req: { owner: string; now: string; leaseUntil: string; limit: number }): Promise<EmailRecord[]> { return this.mail.claimDueEmails(req) }
-  recordEmailAttempt (attempt: EmailAttempt): Promise<boolean> { return this.mail.recordEmailAttempt(attempt) }
-  renewEmailLeases (owner: string, leases: EmailLease[], leaseUntil: string): Promise<number> { return this.mail.renewEmailLeases(owner, leases, leaseUntil) }
-  releaseEmailLeases (owner: string, leases?: EmailLease[]): Promise<number> { return this.mail.releaseEmailLeases(owner, leases) }
-  findSuppressions (accountId: string, emails: string[]): Promise<SuppressionRecord[]> { return this.mail.findSuppressions(accountId, emails) }
-  listSuppressions (accountId: string, opts: { limit: number; after?: SuppressionCursor }): Promise<SuppressionRecord[]> { return this.mail.listSuppressions(accountId, opts) }
-  addSuppression (s: SuppressionRecord): Promise<{ created: boolean; record: SuppressionRecord }> { return this.mail.addSuppression(s) }
-  deleteSuppression (accountId: string, email: string): Promise<boolean> { return this.mail.deleteSuppression(accountId, email) }
-  recordEngagement (event: EngagementEvent): Promise<EventRecord | null> { return this.mail.recordEngagement(event) }
-  unsubscribeRecipient (event: EngagementEvent, at: string): Promise<UnsubscribeResult> { return this.mail.unsubscribeRecipient(event, at) }
-  repairInterruptedWrites (before: string): Promise<number> { return this.mail.repairInterruptedWrites(before) }
 
   // Several nodes: shared rate limits. One document per key and window; the TTL monitor removes ended
   // windows about once a minute, pruneRateLimits at once.

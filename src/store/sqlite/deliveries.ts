@@ -3,7 +3,8 @@
 import type Database from 'better-sqlite3'
 import type { EventRecord, EventType } from '../../domain/events.js'
 import { decodeDeliveryCursor as decodeCursor, deliveryId, encodeDeliveryCursor as encodeCursor } from '../../domain/ids.js'
-import { GONE_ERROR, cancelReasonFor, decideHealth, healthKind, unchanged, type CancelReason, type HealthOutcome } from '../../domain/webhook-health.js'
+import { OUTCOME_KINDS, firstStatus, firstTransition, shownNextAttempt, transition, type OutcomeKind, type Transition } from '../../domain/delivery-transition.js'
+import { GONE_ERROR, appliedAttempts, cancelReasonFor, decideHealth, unchanged, type CancelReason } from '../../domain/webhook-health.js'
 import type {
   DeliveryOrigin, DeliveryOutcome, DeliveryPage, DeliveryRecord, DeliveryStats, DeliveryStatus, DeliveryStore, DeliveryWork, LeaseRequest,
   RoutedThrough, RoutingPosition,
@@ -14,9 +15,56 @@ type Row = Record<string, any>
 
 const LIVE = `status IN ('pending', 'retrying')`
 /** An outcome's row: this delivery, still under the lease token the outcome was claimed under (fencing). */
-const HELD = `id = ? AND lease = ? AND status IN ('pending', 'retrying', 'cancelled')`
-/** A failure of a delivery cancelled while in flight records the attempt and leaves it cancelled. */
-const UNLESS_CANCELLED = (value: string) => `CASE WHEN status = 'cancelled' THEN 'cancelled' ELSE ${value} END`
+const HELD = `id = @id AND lease = @lease AND status IN ('pending', 'retrying', 'cancelled')`
+
+/** What each column becomes under one row of the transition table (named parameters: see outcomeParams). */
+function columnsOf (t: Transition): Record<string, string> {
+  return {
+    status: t.status === 'same' ? 'status' : `'${t.status}'`,
+    attempts: t.attempt ? 'attempts + 1' : 'attempts',
+    pushbacks: t.attempt ? 'pushbacks + @pushbacks' : 'pushbacks',
+    next_attempt_at: t.next === null ? 'NULL' : t.next === 'nextAttemptAt' ? '@next' : '@leaseUntil',
+    lease_owner: t.lease === 'ended' ? 'NULL' : '@owner',
+    parked: t.lease === 'parked' ? '1' : '0',
+    lease: t.lease === 'ended' ? 'lease + 1' : 'lease',
+    last_attempt_at: t.attempt ? '@at' : 'last_attempt_at',
+    last_status_code: t.attempt ? '@code' : 'last_status_code',
+    last_error: t.attempt ? '@error' : 'last_error',
+    last_duration_ms: t.attempt ? '@duration' : 'last_duration_ms',
+    updated_at: t.attempt ? '@now' : 'updated_at',
+  }
+}
+
+/** The UPDATE that applies an outcome of `kind` (src/domain/delivery-transition.ts), live or cancelled alike. */
+function outcomeSql (kind: OutcomeKind): string | null {
+  const live = transition('live', kind)
+  const cancelled = transition('cancelled', kind)
+  if (live === null || cancelled === null) return null
+  const l = columnsOf(live)
+  const c = columnsOf(cancelled)
+  const set = Object.keys(l)
+    .filter((col) => l[col] !== col || c[col] !== col)
+    .map((col) => `${col} = ${l[col] === c[col] ? l[col] : `CASE WHEN status = 'cancelled' THEN ${c[col]} ELSE ${l[col]} END`}`)
+  return `UPDATE deliveries SET ${set.join(', ')} WHERE ${HELD}`
+}
+
+/** Every named parameter an outcome's UPDATE may use. */
+function outcomeParams (o: DeliveryOutcome, now: number): Record<string, unknown> {
+  const attempt = 'at' in o
+  return {
+    id: o.id,
+    lease: o.lease,
+    now,
+    pushbacks: o.kind === 'retry' && o.pushback ? 1 : 0,
+    next: 'nextAttemptAt' in o ? o.nextAttemptAt : null,
+    leaseUntil: 'leaseUntil' in o ? o.leaseUntil : null,
+    owner: 'owner' in o ? o.owner : null,
+    at: attempt ? o.at : null,
+    code: attempt ? (o.statusCode ?? null) : null,
+    error: o.kind === 'gone' ? GONE_ERROR : o.kind === 'retry' || o.kind === 'failed' ? o.error : null,
+    duration: attempt ? o.durationMs : null,
+  }
+}
 
 /**
  * The engine's bookkeeping is written without fsync (see WriteQueue): losing the last of it to a power
@@ -30,7 +78,6 @@ function iso (ms: number | null | undefined): string | null {
 }
 
 function toRecord (r: Row): DeliveryRecord {
-  const live = r.status === 'pending' || r.status === 'retrying'
   return {
     id: r.id,
     webhookId: r.webhook_id,
@@ -40,7 +87,7 @@ function toRecord (r: Row): DeliveryRecord {
     status: r.status as DeliveryStatus,
     attempts: r.attempts,
     lastAttemptAt: iso(r.last_attempt_at),
-    nextAttemptAt: live && r.lease_owner === null ? iso(r.next_attempt_at) : null,
+    nextAttemptAt: iso(shownNextAttempt(r.status, r.lease_owner !== null, r.next_attempt_at)),
     lastStatusCode: r.last_status_code ?? null,
     lastError: r.last_error ?? null,
     lastDurationMs: r.last_duration_ms ?? null,
@@ -57,6 +104,8 @@ function liveSecrets (r: Row, now: number): string[] {
 
 export abstract class SqliteDeliveries implements DeliveryStore {
   private readonly d
+  /** Per outcome kind, the UPDATE built from the transition table (absent: the outcome is stale). */
+  private readonly outcomeUpdates = new Map<OutcomeKind, Database.Statement>()
   private readonly listeners = new Set<() => void>()
   /** Set inside a write that makes work for the engine; listeners hear of it after the commit. */
   protected workHint = false
@@ -68,6 +117,10 @@ export abstract class SqliteDeliveries implements DeliveryStore {
       for (const listener of this.listeners) listener()
     }
     const p = (sql: string) => db.prepare(sql)
+    for (const kind of OUTCOME_KINDS) {
+      const sql = outcomeSql(kind)
+      if (sql !== null) this.outcomeUpdates.set(kind, p(sql))
+    }
     const claimColumns = `d.id, d.webhook_id, d.event_type, d.attempts, d.pushbacks, d.event_at, d.lease, e.payload, w.url, w.secret,
       w.previous_secret, w.previous_secret_expires_at, w.status AS webhook_status, w.deleted_at, w.rate_limit`
     // Events up to here are routed (see migration 5).
@@ -103,12 +156,6 @@ export abstract class SqliteDeliveries implements DeliveryStore {
       due: p(`SELECT ${claimColumns} ${claimFrom} WHERE d.${LIVE} AND d.next_attempt_at <= ? ORDER BY d.next_attempt_at LIMIT ?`),
       parkedFor: p(`SELECT ${claimColumns} ${claimFrom}
                     WHERE d.webhook_id = ? AND d.lease_owner = ? AND d.parked = 1 AND d.${LIVE} ORDER BY d.next_attempt_at LIMIT ?`),
-      // Parked under the same token; for a delivery cancelled meanwhile it only ends the lease.
-      park: p(`UPDATE deliveries SET lease_owner = CASE WHEN status = 'cancelled' THEN NULL ELSE ? END,
-                 next_attempt_at = CASE WHEN status = 'cancelled' THEN NULL ELSE ? END,
-                 parked = CASE WHEN status = 'cancelled' THEN 0 ELSE 1 END,
-                 lease = CASE WHEN status = 'cancelled' THEN lease + 1 ELSE lease END
-               WHERE ${HELD}`),
       dueForWebhook: p(`SELECT ${claimColumns} ${claimFrom}
                         WHERE d.webhook_id = ? AND d.${LIVE} AND d.next_attempt_at <= ? ORDER BY d.next_attempt_at LIMIT ?`),
       // A claim: a fresh token (see Fencing in ../deliveries.ts).
@@ -123,20 +170,6 @@ export abstract class SqliteDeliveries implements DeliveryStore {
       release: p(`UPDATE deliveries SET lease_owner = NULL, parked = 0, next_attempt_at = ?, lease = lease + 1 WHERE lease_owner = ? AND ${LIVE}`),
       releaseStale: p(`UPDATE deliveries SET lease_owner = NULL, parked = 0 WHERE lease_owner = ? AND NOT (${LIVE})`),
 
-      succeeded: p(`UPDATE deliveries SET status = 'succeeded', attempts = attempts + 1, next_attempt_at = NULL, lease_owner = NULL, parked = 0,
-                      lease = lease + 1, last_attempt_at = ?, last_status_code = ?, last_error = NULL, last_duration_ms = ?, updated_at = ?
-                    WHERE ${HELD}`),
-      retry: p(`UPDATE deliveries SET status = ${UNLESS_CANCELLED(`'retrying'`)}, attempts = attempts + 1, pushbacks = pushbacks + ?,
-                  next_attempt_at = CASE WHEN status = 'cancelled' THEN NULL ELSE ? END, lease_owner = NULL, parked = 0, lease = lease + 1,
-                  last_attempt_at = ?, last_status_code = ?, last_error = ?, last_duration_ms = ?, updated_at = ?
-                WHERE ${HELD}`),
-      failed: p(`UPDATE deliveries SET status = ${UNLESS_CANCELLED(`'failed'`)}, attempts = attempts + 1, next_attempt_at = NULL,
-                   lease_owner = NULL, parked = 0, lease = lease + 1,
-                   last_attempt_at = ?, last_status_code = ?, last_error = ?, last_duration_ms = ?, updated_at = ?
-                 WHERE ${HELD}`),
-      deferred: p(`UPDATE deliveries SET lease_owner = NULL, parked = 0, lease = lease + 1,
-                     next_attempt_at = CASE WHEN status = 'cancelled' THEN NULL ELSE ? END
-                   WHERE ${HELD}`),
       // Re-drive (see redriveDeliveries): what waits for a later time is due now; leased and parked work is not touched.
       redrive: p(`UPDATE deliveries SET next_attempt_at = ? WHERE webhook_id = ? AND ${LIVE} AND next_attempt_at > ? AND lease_owner IS NULL`),
       hookHealth: p('SELECT status, deleted_at, failing_since FROM webhooks WHERE id = ?'),
@@ -272,45 +305,13 @@ export abstract class SqliteDeliveries implements DeliveryStore {
 
   /** A first attempt's row, as its outcome leaves it (written once); `cancelled`: its webhook may no longer be called. */
   private writeFirst (o: DeliveryOutcome, origin: DeliveryOrigin, cancelled: CancelReason | null, now: number): number {
-    let status: DeliveryStatus
-    let attempts = 1
-    let pushbacks = 0
-    let next: number | null = null
-    let owner: string | null = null
-    let parked = 0
-    let at: number | null = null
-    let code: number | null = null
-    let error: string | null = null
-    let duration: number | null = null
-    switch (o.kind) {
-      case 'succeeded':
-        status = 'succeeded'; at = o.at; code = o.statusCode; duration = o.durationMs
-        break
-      case 'retry':
-        status = cancelled ? 'cancelled' : 'retrying'; next = cancelled ? null : o.nextAttemptAt
-        pushbacks = o.pushback ? 1 : 0
-        at = o.at; code = o.statusCode ?? null; error = o.error; duration = o.durationMs
-        break
-      case 'failed':
-      case 'gone':
-        status = cancelled ? 'cancelled' : 'failed'
-        at = o.at; code = o.statusCode ?? null; error = o.kind === 'gone' ? GONE_ERROR : o.error; duration = o.durationMs
-        break
-      case 'deferred':
-        attempts = 0; status = cancelled ? 'cancelled' : 'pending'; next = cancelled ? null : o.nextAttemptAt; error = cancelled
-        break
-      case 'parked':
-        attempts = 0; status = cancelled ? 'cancelled' : 'pending'; error = cancelled
-        if (!cancelled) { next = o.leaseUntil; owner = o.owner; parked = 1 }
-        break
-      case 'leased':
-        // Still in flight: its outcome updates this row under token 1 (a cancelled one records the attempt).
-        attempts = 0; status = cancelled ? 'cancelled' : 'pending'; error = cancelled
-        if (!cancelled) { next = o.leaseUntil; owner = o.owner }
-        break
-    }
+    const before = cancelled ? 'cancelled' : 'live'
+    const t = firstTransition(before, o.kind)
+    const v = outcomeParams(o, now)
+    const next = t.next === 'nextAttemptAt' ? v.next : t.next === 'leaseUntil' ? v.leaseUntil : null
     return this.d.insertWritten.run(o.id, origin.accountId, o.webhookId, origin.seq, origin.eventId, origin.eventType, origin.emailId, origin.eventAt,
-      status, attempts, pushbacks, next, owner, parked, at, code, error, duration, origin.createdAt, now).changes
+      firstStatus(before, t), t.attempt ? 1 : 0, t.attempt ? v.pushbacks : 0, next, t.lease === 'ended' ? null : v.owner, t.lease === 'parked' ? 1 : 0,
+      v.at, v.code, t.attempt ? v.error : cancelled, v.duration, origin.createdAt, now).changes
   }
 
   claimDeliveries (req: LeaseRequest & { webhookId?: string }): Promise<DeliveryWork[]> {
@@ -362,17 +363,16 @@ export abstract class SqliteDeliveries implements DeliveryStore {
     if (outcomes.length === 0 && opts.routed === undefined) return { stale: 0 }
     return await this.writes.run(() => {
       let stale = 0
-      // The attempts that applied, by webhook, in order: what webhook health is decided from.
-      const attempts = new Map<string, HealthOutcome[]>()
+      const applied: boolean[] = []
       // For first attempts (written once): the routing token that holds now, and each webhook's state.
       let router: number | undefined
       const cancelled = new Map<string, CancelReason | null>()
       for (const o of outcomes) {
-        let applied: number
+        let n: number
         if (o.origin !== undefined) {
           router ??= (this.d.routingRow.get() as Row).router_token as number
           if (router !== o.origin.router) {
-            applied = 0
+            n = 0
           } else {
             let reason = cancelled.get(o.webhookId)
             if (reason === undefined) {
@@ -380,41 +380,16 @@ export abstract class SqliteDeliveries implements DeliveryStore {
               reason = cancelReasonFor(h ? { status: h.status, deleted: h.deleted_at !== null } : null)
               cancelled.set(o.webhookId, reason)
             }
-            applied = this.writeFirst(o, o.origin, reason, opts.now)
+            n = this.writeFirst(o, o.origin, reason, opts.now)
           }
-        } else switch (o.kind) {
-          case 'succeeded':
-            applied = this.d.succeeded.run(o.at, o.statusCode, o.durationMs, opts.now, o.id, o.lease).changes
-            break
-          case 'retry':
-            applied = this.d.retry.run(o.pushback ? 1 : 0, o.nextAttemptAt, o.at, o.statusCode ?? null, o.error, o.durationMs, opts.now, o.id, o.lease).changes
-            break
-          case 'failed':
-            applied = this.d.failed.run(o.at, o.statusCode ?? null, o.error, o.durationMs, opts.now, o.id, o.lease).changes
-            break
-          case 'gone':
-            applied = this.d.failed.run(o.at, o.statusCode, GONE_ERROR, o.durationMs, opts.now, o.id, o.lease).changes
-            break
-          case 'deferred':
-            applied = this.d.deferred.run(o.nextAttemptAt, o.id, o.lease).changes
-            break
-          case 'parked':
-            applied = this.d.park.run(o.owner, o.leaseUntil, o.id, o.lease).changes
-            break
-          case 'leased':
-            applied = 0 // only a first attempt held in memory is stored this way
-            break
+        } else {
+          // Only a first attempt held in memory is stored as `leased`: of a stored delivery it is stale.
+          n = this.outcomeUpdates.get(o.kind)?.run(outcomeParams(o, opts.now)).changes ?? 0
         }
-        if (applied === 0) {
-          stale += 1
-          continue
-        }
-        const kind = healthKind(o.kind)
-        if (kind === null) continue
-        let list = attempts.get(o.webhookId)
-        if (!list) attempts.set(o.webhookId, list = [])
-        list.push({ kind, at: (o as { at: number }).at })
+        applied.push(n > 0)
+        if (n === 0) stale += 1
       }
+      const attempts = appliedAttempts(outcomes, (i) => applied[i] === true)
       for (const [hook, list] of attempts) {
         const row = this.d.hookHealth.get(hook) as Row | undefined
         if (!row) continue

@@ -1,3 +1,4 @@
+// @ts-check
 // The account: who, which plan, its limits and what is used of them.
 import { api } from '../api.js'
 import { h, pageHeader, time } from '../dom.js'

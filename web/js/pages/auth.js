@@ -1,9 +1,15 @@
+// @ts-check
 // Sign up and log in. Both open a session (the HttpOnly cookie the API sets) and go where the person
 // was heading.
 import { api } from '../api.js'
 import { announce, h } from '../dom.js'
 import { field, form, rules } from '../form.js'
 
+/**
+ * @param {HTMLElement} view
+ * @param {any} ctx the page context (app.js)
+ * @param {{ title: string, intro: string, submitLabel: string, path: string, switchText: string, switchHref: string, switchLabel: string, passwordHint?: string }} page
+ */
 function authPage (view, ctx, { title, intro, submitLabel, path, switchText, switchHref, switchLabel, passwordHint }) {
   const email = field({ name: 'email', label: 'Email', type: 'email', autocomplete: 'email', required: true, validate: rules.email })
   const password = field({

@@ -1,7 +1,8 @@
+// @ts-check
 // Sender domains: the list and the add form, and one domain: the DNS records to publish (each name and
 // value with a copy button), "Verify now" (asks DNS through svc and shows each record's status), delete.
 import { api } from '../api.js'
-import { announce, badge, clear, confirmDialog, copyButton, empty, errorBox, h, pageHeader, td, time } from '../dom.js'
+import { announce, badge, clear, confirmDialog, copyButton, empty, errorBox, h, pageHeader, td, time, table } from '../dom.js'
 import { field, form } from '../form.js'
 
 const PURPOSES = { dkim: 'DKIM', return_path: 'Return-Path', spf: 'SPF', dmarc: 'DMARC', receiving: 'Receiving (MX)' }
@@ -86,10 +87,7 @@ export async function list (view, ctx) {
       listArea.append(empty('No sender domains yet', 'Add the domain you send from above: svc signs its mail with DKIM once its records are published.'))
       return
     }
-    listArea.append(h('div', { class: 'table-wrap' }, h('table', { class: 'table' },
-      h('caption', { class: 'visually-hidden' }, 'Sender domains, newest first'),
-      h('thead', {}, h('tr', {}, ['Domain', 'Status', 'Required records', 'Last checked', 'Added'].map((c) => h('th', { scope: 'col' }, c)))),
-      h('tbody', {}, domains.data.map((d) => {
+    listArea.append(table({ caption: 'Sender domains, newest first', columns: ['Domain', 'Status', 'Required records', 'Last checked', 'Added'], body: h('tbody', {}, domains.data.map((d) => {
         const { found, of } = requiredFound(d)
         return h('tr', { dataset: { domain: d.id, status: d.status } },
           td('Domain', h('a', { href: `#/domains/${encodeURIComponent(d.id)}`, class: 'mono truncate' }, d.name)),
@@ -98,8 +96,7 @@ export async function list (view, ctx) {
           td('Last checked', d.lastCheckedAt ? time(d.lastCheckedAt) : h('span', { class: 'muted' }, 'never')),
           td('Added', time(d.createdAt)),
         )
-      })),
-    )))
+      })) }))
   }
 
   view.append(
@@ -203,10 +200,7 @@ export async function detail (view, ctx) {
       h('p', { class: 'muted small card-note' },
         'Publish these at your DNS provider, then press Verify now. Pending: not checked yet, or DNS did not answer. ',
         'Not found: DNS has no such record, or a different value.'),
-      h('div', { class: 'table-wrap' }, h('table', { class: 'table dns-records' },
-        h('caption', { class: 'visually-hidden' }, `DNS records for ${d.name}`),
-        h('thead', {}, h('tr', {}, ['Type', 'Name', 'Value', 'Priority', 'Purpose', 'Required', 'Status'].map((c) => h('th', { scope: 'col' }, c)))),
-        h('tbody', {}, d.records.map((r) => {
+      table({ caption: `DNS records for ${d.name}`, columns: ['Type', 'Name', 'Value', 'Priority', 'Purpose', 'Required', 'Status'], className: 'dns-records', body: h('tbody', {}, d.records.map((r) => {
           const what = `${PURPOSES[r.purpose] ?? r.purpose} record`
           return h('tr', { dataset: { purpose: r.purpose, status: r.status } },
             td('Type', h('code', {}, r.type)),
@@ -217,8 +211,7 @@ export async function detail (view, ctx) {
             td('Required', r.required ? 'required' : h('span', { class: 'muted' }, 'suggested')),
             td('Status', badge(r.status === 'verified' ? 'verified' : r.status, RECORD_STATUS[r.status] ?? r.status)),
           )
-        })),
-      )),
+        })) }),
     )
   }
 

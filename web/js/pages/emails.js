@@ -1,6 +1,7 @@
+// @ts-check
 // Emails: the list (filtered by status, recipient and date, paged) and one email with its timeline.
 import { api, query } from '../api.js'
-import { badge, empty, h, label, pageHeader, td, time } from '../dom.js'
+import { badge, empty, h, label, pageHeader, td, time, table } from '../dom.js'
 import { morePages } from '../pager.js'
 import { field, rules } from '../form.js'
 
@@ -81,10 +82,7 @@ export async function list (view, ctx) {
     }
   }
   addRows(first.data)
-  results.append(h('div', { class: 'table-wrap' }, h('table', { class: 'table' },
-    h('caption', { class: 'visually-hidden' }, 'Emails, newest first'),
-    h('thead', {}, h('tr', {}, ['Created', 'To', 'Subject', 'Status'].map((c) => h('th', { scope: 'col' }, c)))),
-    body)))
+  results.append(table({ caption: 'Emails, newest first', columns: ['Created', 'To', 'Subject', 'Status'], body: body }))
   morePages({ results, count, first, noun: 'email', load: (cursor) => api.get(`/api/emails${query({ ...params, cursor })}`), addRows })
 }
 

@@ -1,6 +1,7 @@
+// @ts-check
 // API keys: create (the key shown once, with a copy button and a warning), list, revoke after a confirmation.
 import { api } from '../api.js'
-import { announce, badge, clear, confirmDialog, empty, errorBox, h, pageHeader, secretPanel, td, time } from '../dom.js'
+import { announce, badge, clear, confirmDialog, empty, errorBox, h, pageHeader, secretPanel, td, time, table } from '../dom.js'
 import { field, form, rules } from '../form.js'
 
 export async function render (view, ctx) {
@@ -76,10 +77,7 @@ export async function render (view, ctx) {
       listArea.append(empty('No API keys yet', 'Create one above to send email with POST /api/send.'))
       return
     }
-    listArea.append(h('div', { class: 'table-wrap' }, h('table', { class: 'table' },
-      h('caption', { class: 'visually-hidden' }, 'API keys, newest first'),
-      h('thead', {}, h('tr', {}, ['Name', 'Key', 'Permission', 'Created', 'Last used', 'Status', h('span', { class: 'visually-hidden' }, 'Actions')].map((c) => h('th', { scope: 'col' }, c)))),
-      h('tbody', {}, keys.data.map((k) => h('tr', { dataset: { key: k.id } },
+    listArea.append(table({ caption: 'API keys, newest first', columns: ['Name', 'Key', 'Permission', 'Created', 'Last used', 'Status', h('span', { class: 'visually-hidden' }, 'Actions')], body: h('tbody', {}, keys.data.map((k) => h('tr', { dataset: { key: k.id } },
         td('Name', h('strong', {}, k.name)),
         td('Key', h('code', {}, `${k.keyPrefix}…`)),
         td('Permission', k.permission === 'sending_access' ? 'Sending only' : 'Full access'),
@@ -89,8 +87,7 @@ export async function render (view, ctx) {
         td('Actions', k.status === 'active'
           ? h('button', { type: 'button', class: 'button small danger-outline', 'aria-label': `Revoke ${k.name}`, onclick: () => revoke(k) }, 'Revoke')
           : h('span', { class: 'muted small' }, 'revoked ', time(k.revokedAt))),
-      ))),
-    )))
+      ))) }))
   }
 
   view.append(

@@ -1,7 +1,9 @@
+// @ts-check
 // The overview: the last 30 days of mail (sent and events per day), the delivery, bounce and complaint
 // rates beside the lines mailbox providers draw, and the webhooks that need attention.
 import { api, query } from '../api.js'
 import { badge, empty, errorBox, fmtDay, fmtNumber, fmtRate, h, label, pageHeader } from '../dom.js'
+import { SENT_EVENT_TYPES } from '../events.js'
 
 // The chart draws four series; the table under it has them all.
 const BARS = [
@@ -38,6 +40,11 @@ export async function render (view) {
   )
 }
 
+/**
+ * @param {string} title
+ * @param {unknown} value
+ * @param {{ note?: string, tone?: string, id?: string }} [options]
+ */
 function metric (title, value, { note, tone, id } = {}) {
   return h('div', { class: `metric ${tone ? `tone-${tone}` : ''}`, role: 'group', 'aria-labelledby': id },
     h('p', { class: 'metric-title', id }, title),
@@ -126,7 +133,7 @@ function niceStep (n) {
 }
 
 function totalsCard (s) {
-  const types = ['email.sent', 'email.delivered', 'email.opened', 'email.clicked', 'email.bounced', 'email.complained', 'email.unsubscribed']
+  const types = SENT_EVENT_TYPES
   return h('section', { class: 'card', 'aria-labelledby': 'totals-title' },
     h('div', { class: 'card-head' }, h('h2', { id: 'totals-title' }, 'Events'), h('a', { href: '#/emails', class: 'link-more' }, 'All emails')),
     h('dl', { class: 'totals' }, types.map((t) => [h('dt', {}, badge(t, label(t))), h('dd', {}, fmtNumber(s.totals[t]))])),

@@ -1,8 +1,9 @@
+// @ts-check
 // Received mail: the list (filtered by recipient, paged) and one message: its fields, the sender's
 // SPF, DKIM and DMARC verdicts, its text, its attachments and the raw message as downloads. The html part
 // is never rendered here: it is shown as source text (a message's html may hold anything).
 import { api, query } from '../api.js'
-import { badge, empty, h, pageHeader, td, time } from '../dom.js'
+import { badge, empty, h, pageHeader, td, time, table } from '../dom.js'
 import { field, rules } from '../form.js'
 import { morePages } from '../pager.js'
 
@@ -57,10 +58,7 @@ export async function list (view, ctx) {
     }
   }
   addRows(first.data)
-  results.append(h('div', { class: 'table-wrap' }, h('table', { class: 'table' },
-    h('caption', { class: 'visually-hidden' }, 'Received mail, newest first'),
-    h('thead', {}, h('tr', {}, ['Received', 'To', 'From', 'Subject', 'Sender checks'].map((c) => h('th', { scope: 'col' }, c)))),
-    body)))
+  results.append(table({ caption: 'Received mail, newest first', columns: ['Received', 'To', 'From', 'Subject', 'Sender checks'], body: body }))
   morePages({ results, count, first, noun: 'message', load: (cursor) => api.get(`/api/received${query({ ...params, cursor })}`), addRows })
 }
 

@@ -1,8 +1,10 @@
+// @ts-check
 // Suppressions: addresses later sends skip. Look one up, add one, remove one (after a confirmation),
 // and page through the list.
 import { ApiError, api, query } from '../api.js'
-import { announce, badge, clear, confirmDialog, empty, errorBox, h, pageHeader, td, time } from '../dom.js'
+import { announce, badge, clear, confirmDialog, empty, errorBox, h, pageHeader, td, time, table } from '../dom.js'
 import { field, form, rules } from '../form.js'
+import { morePages } from '../pager.js'
 
 const REASONS = ['manual', 'bounced', 'complained', 'unsubscribed']
 const PAGE = 50
@@ -92,25 +94,12 @@ export async function render (view) {
       td('Since', time(s.createdAt)),
       td('Actions', removeButton(s)))
     const body = h('tbody', {}, page.data.map(rowOf))
-    listArea.append(h('div', { class: 'table-wrap' }, h('table', { class: 'table' },
-      h('caption', { class: 'visually-hidden' }, 'Suppressed addresses, newest first'),
-      h('thead', {}, h('tr', {}, ['Address', 'Reason', 'Since', h('span', { class: 'visually-hidden' }, 'Actions')].map((c) => h('th', { scope: 'col' }, c)))),
-      body)))
-    let cursor = page.nextCursor
-    if (cursor) {
-      const more = h('button', { type: 'button', class: 'button secondary' }, 'Load more')
-      const pager = h('div', { class: 'pager' }, more)
-      more.addEventListener('click', async () => {
-        more.disabled = true
-        try {
-          const next = await api.get(`/api/suppressions${query({ limit: PAGE, cursor })}`)
-          body.append(...next.data.map(rowOf))
-          cursor = next.nextCursor
-          if (!cursor) pager.remove()
-        } catch (err) { pager.append(errorBox(err)) } finally { more.disabled = false }
-      })
-      listArea.append(pager)
-    }
+    listArea.append(table({ caption: 'Suppressed addresses, newest first', columns: ['Address', 'Reason', 'Since', h('span', { class: 'visually-hidden' }, 'Actions')], body: body }))
+    morePages({
+      results: listArea, first: page, noun: 'address', plural: 'addresses',
+      load: (cursor) => api.get(`/api/suppressions${query({ limit: PAGE, cursor })}`),
+      addRows: (rows) => body.append(...rows.map(rowOf)),
+    })
   }
 
   view.append(

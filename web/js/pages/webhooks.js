@@ -1,11 +1,14 @@
+// @ts-check
 // Webhooks: the list and the create form (URL and an event picker; the secret shown once), and one
 // webhook: edit, enable or disable, rotate the secret, send a test event, delete, and its delivery log
 // (filtered by status, each attempt's answer, retry one, recover the failed ones since a time).
 import { api, query } from '../api.js'
-import { announce, badge, clear, confirmDialog, empty, errorBox, h, label, newId, pageHeader, secretPanel, td, time } from '../dom.js'
+import { announce, badge, clear, confirmDialog, empty, errorBox, h, label, newId, pageHeader, secretPanel, td, time, table } from '../dom.js'
 import { checkboxGroup, field, form, isoToLocal, localToIso, rules } from '../form.js'
+import { morePages } from '../pager.js'
+import { EVENT_TYPES } from '../events.js'
 
-export const EVENT_TYPES = ['email.sent', 'email.delivered', 'email.opened', 'email.clicked', 'email.bounced', 'email.complained', 'email.unsubscribed', 'email.received']
+
 const DELIVERY_STATUSES = ['pending', 'succeeded', 'retrying', 'failed', 'cancelled']
 const PAGE = 20
 
@@ -60,16 +63,12 @@ export async function list (view) {
       listArea.append(empty('No webhooks yet', 'Create one above to receive delivery events.'))
       return
     }
-    listArea.append(h('div', { class: 'table-wrap' }, h('table', { class: 'table' },
-      h('caption', { class: 'visually-hidden' }, 'Webhooks, newest first'),
-      h('thead', {}, h('tr', {}, ['Endpoint', 'Events', 'Status', 'Created'].map((c) => h('th', { scope: 'col' }, c)))),
-      h('tbody', {}, hooks.data.map((w) => h('tr', {},
+    listArea.append(table({ caption: 'Webhooks, newest first', columns: ['Endpoint', 'Events', 'Status', 'Created'], body: h('tbody', {}, hooks.data.map((w) => h('tr', {},
         td('Endpoint', h('a', { href: `#/webhooks/${encodeURIComponent(w.id)}`, class: 'mono truncate' }, w.url)),
         td('Events', h('span', { class: 'muted small' }, w.events.map(label).join(', '))),
         td('Status', badge(w.status)),
         td('Created', time(w.createdAt)),
-      ))),
-    )))
+      ))) }))
   }
 
   view.append(
@@ -237,7 +236,6 @@ function deliveryLog (base, ctx) {
     count,
     area,
   )
-  let cursor = null
 
   function row (d) {
     const retry = h('button', { type: 'button', class: 'button small secondary', 'aria-label': `Retry delivery ${d.id}` }, 'Retry')
@@ -270,10 +268,9 @@ function deliveryLog (base, ctx) {
     return tr
   }
 
-  let shown = 0
   async function reload ({ keepFocus = false } = {}) {
     const active = keepFocus ? document.activeElement : null
-    const focusedRow = active instanceof HTMLElement ? active.closest('tr[data-delivery]')?.dataset.delivery : undefined
+    const focusedRow = active instanceof HTMLElement ? /** @type {HTMLElement | null} */ (active.closest('tr[data-delivery]'))?.dataset.delivery : undefined
     let page
     try {
       page = await api.get(`${base}/deliveries${query({ status: status.value, limit: PAGE })}`)
@@ -281,8 +278,6 @@ function deliveryLog (base, ctx) {
       clear(area).append(errorBox(err))
       return
     }
-    cursor = page.nextCursor
-    shown = page.data.length
     clear(area)
     if (page.data.length === 0) {
       count.textContent = ''
@@ -290,28 +285,12 @@ function deliveryLog (base, ctx) {
       return
     }
     const body = h('tbody', {}, page.data.map(row))
-    area.append(h('div', { class: 'table-wrap' }, h('table', { class: 'table deliveries' },
-      h('caption', { class: 'visually-hidden' }, 'Deliveries, newest first'),
-      h('thead', {}, h('tr', {}, ['Event', 'Status', 'Attempts', 'Last attempt', 'Answer', 'Duration', 'Error', 'Next try', h('span', { class: 'visually-hidden' }, 'Actions')].map((c) => h('th', { scope: 'col' }, c)))),
-      body)))
-    const updateCount = () => { count.textContent = `${shown} deliver${shown === 1 ? 'y' : 'ies'} shown${cursor ? ', more below' : ''}` }
-    updateCount()
-    if (cursor) {
-      const more = h('button', { type: 'button', class: 'button secondary' }, 'Load more')
-      const pager = h('div', { class: 'pager' }, more)
-      more.addEventListener('click', async () => {
-        more.disabled = true
-        try {
-          const next = await api.get(`${base}/deliveries${query({ status: status.value, limit: PAGE, cursor })}`)
-          body.append(...next.data.map(row))
-          shown += next.data.length
-          cursor = next.nextCursor
-          updateCount()
-          if (!cursor) pager.remove()
-        } catch (err) { pager.append(errorBox(err)) } finally { more.disabled = false }
-      })
-      area.append(pager)
-    }
+    area.append(table({ caption: 'Deliveries, newest first', columns: ['Event', 'Status', 'Attempts', 'Last attempt', 'Answer', 'Duration', 'Error', 'Next try', h('span', { class: 'visually-hidden' }, 'Actions')], className: 'deliveries', body: body }))
+    morePages({
+      results: area, count, first: page, noun: 'delivery', plural: 'deliveries',
+      load: (after) => api.get(`${base}/deliveries${query({ status: status.value, limit: PAGE, cursor: after })}`),
+      addRows: (rows) => body.append(...rows.map(row)),
+    })
     if (active instanceof HTMLElement && !active.isConnected) {
       const again = focusedRow && [...body.querySelectorAll('tr[data-delivery]')].find((r) => r.dataset.delivery === focusedRow)
       if (again) again.focus()

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
-import { normaliseEmail } from '../../../domain/accounts.js'
+import { normaliseEmail } from '../../../app/accounts.js'
 import { createLoginThrottle } from '../../../domain/login-throttle.js'
 import { limitsOf } from '../../../domain/plans.js'
 import { quotaPeriods } from '../../../domain/quotas.js'
@@ -84,17 +84,12 @@ const accountRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { ser
   app.get('/api/account', { schema: AccountRoute, onRequest: [sameOrigin, session] }, async (request) => {
     const account = requireAccount(request)
     const periods = quotaPeriods(account.plan, config.quotas, services.clock.now())
-    const [apiKeys, webhooks, domains, sent] = await Promise.all([
-      services.store.countActiveApiKeys(account.id),
-      services.store.countWebhooks(account.id),
-      services.store.listDomains(account.id).then((list) => list.length),
-      services.store.readSendUsage(account.id, periods.map((p) => p.period)),
-    ])
+    const [usage, sent] = await Promise.all([services.usage.of(account.id), services.usage.sending(account.id, periods.map((p) => p.period))])
     const [day, month] = periods.map((p) => ({ used: sent[p.period] ?? 0, limit: p.limit, resetsAt: new Date(p.resetsAt).toISOString() }))
     return {
       success: true as const,
       data: {
-        ...publicAccount(account), limits: limitsOf(account.plan), usage: { apiKeys, webhooks, domains }, sending: { day: day!, month: month! },
+        ...publicAccount(account), limits: limitsOf(account.plan), usage, sending: { day: day!, month: month! },
         // Every node has the same SMTP_URL: what this one would use is what the mailers use.
         transport: config.smtpUrl !== undefined ? 'smtp' as const : 'sandbox' as const,
       },

@@ -1,7 +1,6 @@
 // Reading emails: the list and one email with its timeline, for the dashboard (cookie) and for
 // programs (x-api-key). Sending stays in ../emails, behind the API key alone.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { createEmailListService } from '../../../domain/email-list.js'
 import { accountIdOf, cookieOrKey, perCallerLimit } from '../../cookie-or-key.js'
 import type { RouteContext } from '../context.js'
 import { GetEmailRoute, ListEmailsRoute } from './schema.js'
@@ -9,7 +8,7 @@ import { GetEmailRoute, ListEmailsRoute } from './schema.js'
 const emailListRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
   app.addHook('onRequest', cookieOrKey(services, config, 'send'))
   app.addHook('onRequest', perCallerLimit(app, config.rateLimits.apiPerSecond))
-  const emails = createEmailListService({ store: services.store })
+  const emails = services.emailList
 
   app.get('/api/emails', { schema: ListEmailsRoute }, async (request) => {
     const { status, event, to, since, until, limit, cursor } = request.query

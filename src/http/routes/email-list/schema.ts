@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { EMAIL_STATUSES } from '../../../domain/email-list.js'
+import { EMAIL_STATUSES } from '../../../app/email-list.js'
 import { EventTypeSchema, IdParams, Literals, Page, Success, Timestamp, component, errors, SESSION_OR_API_KEY } from '../../schemas.js'
 import { EmailViewSchema } from '../emails/schema.js'
 

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { requestHash, sendProblems, type SendAnswer } from '../../../domain/emails.js'
+import { requestHash, sendProblems, type SendAnswer } from '../../../app/emails.js'
 import { RateLimited, ValidationError, type ErrorDetail } from '../../../errors.js'
 import { apiKeyAuth, requireApiKey } from '../../auth.js'
 import { toAppError } from '../../errors.js'
@@ -14,7 +14,7 @@ const FIELD_ORDER = ['to', 'subject', 'html', 'text', 'from', 'cc', 'bcc', 'repl
 
 /**
  * A send the schema refused is answered with the schema's problems and, for the fields the schema
- * accepted, the send rules' problems (src/domain/emails.ts): one answer names every field that is wrong.
+ * accepted, the send rules' problems (src/domain/send-input.ts): one answer names every field that is wrong.
  */
 function refuseInvalidSend (request: FastifyRequest, batch: boolean): void {
   const error = request.validationError

@@ -1,10 +1,10 @@
 import { Type, type Static } from 'typebox'
-import { MAX_BATCH, MAX_HEADERS, MAX_RECIPIENTS, MAX_REPLY_TO } from '../../../domain/emails.js'
-import { EMAIL_STATUSES } from '../../../domain/email-list.js'
+import { MAX_BATCH, MAX_HEADERS, MAX_RECIPIENTS, MAX_REPLY_TO } from '../../../app/emails.js'
+import { EMAIL_STATUSES } from '../../../app/email-list.js'
 import { EventType, HEADERS, Success, Timestamp, component, errors, Literals } from '../../schemas.js'
 
 // The schema checks shapes and sizes; what an address or a header may hold (no CR/LF, a real address,
-// no reserved header) is checked by src/domain/emails.ts, which names the exact field in its answer.
+// no reserved header) is checked by src/domain/send-input.ts, which names the exact field in its answer.
 // Every string and array has its bound here, so that no rule ever looks at more than these allow: a 51st
 // address is refused before any of the 50 others is parsed.
 const Address = Type.String({ minLength: 1, maxLength: 500, description: 'someone@example.com or Some One <someone@example.com>' })
@@ -34,7 +34,7 @@ export const SendSchema = Type.Object({
 }, {
   additionalProperties: false,
   description: 'html or text is required (or both)',
-  // The rule, for clients and generators; src/domain/emails.ts checks it and answers in words. Each branch
+  // The rule, for clients and generators; src/domain/send-input.ts checks it and answers in words. Each branch
   // names its field's type and sits in an allOf, so that a generated type is
   // `{ …fields } & ({ html: string } | { text: string })`: a body with neither does not compile.
   allOf: [{ anyOf: ['html', 'text'].map((field) => ({ type: 'object', properties: { [field]: Content }, required: [field] })) }],

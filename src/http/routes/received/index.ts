@@ -2,7 +2,7 @@
 // raw bytes and its attachments. The bytes are answered as downloads that a browser never renders:
 // Content-Disposition: attachment, nosniff, and a sandbox policy in case one does.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { attachmentDisposition } from '../../../domain/received.js'
+import { attachmentDisposition } from '../../../app/received.js'
 import { accountIdOf, cookieOrKey } from '../../cookie-or-key.js'
 import type { RouteContext } from '../context.js'
 import { GetReceivedAttachmentRoute, GetReceivedRawRoute, GetReceivedRoute, ListReceivedRoute } from './schema.js'

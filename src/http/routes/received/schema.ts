@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { AUTH_RESULTS, LIMITS } from '../../../domain/received.js'
+import { AUTH_RESULTS, LIMITS } from '../../../app/received.js'
 import { Literals, Page, Success, Timestamp, component, errors, SESSION_OR_API_KEY } from '../../schemas.js'
 
 const Verdict = Literals(AUTH_RESULTS)

@@ -1,6 +1,4 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { systemClock } from '../../../domain/clock.js'
-import { createStatsService } from '../../../domain/stats.js'
 import { accountIdOf, cookieOrKey, perCallerLimit } from '../../cookie-or-key.js'
 import type { RouteContext } from '../context.js'
 import { StatsRoute } from './schema.js'
@@ -8,7 +6,7 @@ import { StatsRoute } from './schema.js'
 const statsRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
   app.addHook('onRequest', cookieOrKey(services, config, 'manage'))
   app.addHook('onRequest', perCallerLimit(app, config.rateLimits.apiPerSecond))
-  const stats = createStatsService({ store: services.store, clock: systemClock })
+  const { stats } = services
 
   app.get('/api/stats', { schema: StatsRoute }, async (request) => {
     const { since, until } = request.query

@@ -1,6 +1,6 @@
 import { Type, type TSchema } from 'typebox'
 import { EVENT_TYPES } from '../../../domain/events.js'
-import { MAX_STATS_DAYS } from '../../../domain/stats.js'
+import { MAX_STATS_DAYS } from '../../../app/stats.js'
 import { Success, Timestamp, component, errors, SESSION_OR_API_KEY } from '../../schemas.js'
 
 const Counts = Type.Object(Object.fromEntries(EVENT_TYPES.map((t) => [t, Type.Integer()])) as Record<string, TSchema>)

@@ -4,7 +4,6 @@ import { requireAccount } from '../../auth.js'
 import { cookieOrKey } from '../../cookie-or-key.js'
 import { BODY_LIMITS } from '../../schemas.js'
 import type { RouteContext } from '../context.js'
-import { NotFound } from '../../../errors.js'
 import { AddSuppressionRoute, DeleteSuppressionRoute, GetSuppressionRoute, ListSuppressionsRoute } from './schema.js'
 
 function shown (s: SuppressionRecord) {
@@ -36,9 +35,7 @@ const suppressionRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, {
   })
 
   app.get('/api/suppressions/:email', { schema: GetSuppressionRoute }, async (request) => {
-    const address = request.params.email.trim().toLowerCase()
-    const [found] = await services.store.findSuppressions(requireAccount(request).id, [address])
-    if (found === undefined) throw NotFound('This address is not on the suppression list')
+    const found = await services.suppressions.find(requireAccount(request).id, request.params.email)
     return { success: true as const, data: shown(found), message: `Suppressed (${found.reason})` }
   })
 

@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { SUPPRESSION_REASONS } from '../../../domain/suppressions.js'
+import { SUPPRESSION_REASONS } from '../../../app/suppressions.js'
 import { Literals, Page, Success, Timestamp, component, errors, SESSION_OR_API_KEY } from '../../schemas.js'
 
 const Reason = (description?: string) => Literals(SUPPRESSION_REASONS, description ? { description } : {})

@@ -1,10 +1,10 @@
 import { NotFound, PlanLimitReached, WebhookUrlNotAllowed } from '../errors.js'
-import { iso, type Clock } from './clock.js'
-import type { EventType } from './events.js'
-import { newId } from './ids.js'
-import { PLANS, limitsOf } from './plans.js'
-import { WEBHOOK_SECRET_PREFIX, newWebhookSecret, openWebhookSecret, sealWebhookSecret } from './secrets.js'
-import { checkWebhookUrl, type Resolver, type UrlPolicy } from './webhook-url.js'
+import { iso, type Clock } from '../domain/clock.js'
+import type { EventType } from '../domain/events.js'
+import { newId } from '../domain/ids.js'
+import { PLANS, limitsOf } from '../domain/plans.js'
+import { WEBHOOK_SECRET_PREFIX, newWebhookSecret, openWebhookSecret, sealWebhookSecret } from '../domain/secrets.js'
+import { checkWebhookUrl, type Resolver, type UrlPolicy } from '../domain/webhook-url.js'
 import type { AccountRecord, Store, WebhookRecord, WebhookPatch } from '../store/types.js'
 
 export interface WebhookServiceOptions {

@@ -1,8 +1,8 @@
 import { InvalidCredentials, InvalidSession, EmailTaken, SignupClosed } from '../errors.js'
-import { iso, type Clock } from './clock.js'
-import { newId } from './ids.js'
-import type { Plan } from './plans.js'
-import { decoyPasswordHash, hashPassword, hashToken, randomToken, verifyPassword } from './secrets.js'
+import { iso, type Clock } from '../domain/clock.js'
+import { newId } from '../domain/ids.js'
+import type { Plan } from '../domain/plans.js'
+import { decoyPasswordHash, hashPassword, hashToken, randomToken, verifyPassword } from '../domain/secrets.js'
 import type { AccountRecord, Store } from '../store/types.js'
 
 export interface AccountServiceOptions {

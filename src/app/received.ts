@@ -12,14 +12,15 @@
 //
 // Nothing here follows a link or loads anything the message names, and nothing received is ever sent on.
 import { domainToASCII } from 'node:url'
+import { AUTH_RESULTS, type AuthResult } from '../domain/auth-results.js'
 import type { Store } from '../store/types.js'
 import type { ReceivedAttachment, ReceivedHeader, ReceivedRecord } from '../store/received.js'
 import { NotFound, ValidationError } from '../errors.js'
-import { iso, type Clock } from './clock.js'
+import { iso, type Clock } from '../domain/clock.js'
 import { makeEvent } from './emails.js'
-import type { EventRecord } from './events.js'
-import { looksLikeId, newId } from './ids.js'
-import { PLANS } from './plans.js'
+import type { EventRecord } from '../domain/events.js'
+import { looksLikeId, newId } from '../domain/ids.js'
+import { PLANS } from '../domain/plans.js'
 import { emailIdOfMessageId } from './returned-mail.js'
 
 export const LIMITS = {
@@ -39,8 +40,7 @@ export const LIMITS = {
   accountsPerDomain: 5,
 } as const
 
-export const AUTH_RESULTS = ['pass', 'fail', 'softfail', 'neutral', 'none', 'temperror', 'permerror', 'policy'] as const
-export type AuthResult = (typeof AUTH_RESULTS)[number]
+export { AUTH_RESULTS, type AuthResult }
 
 /** What the listener read from one message: mailparser's fields, unbounded as parsed. */
 export interface ParsedMessage {

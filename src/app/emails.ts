@@ -3,23 +3,22 @@
 import { createHash } from 'node:crypto'
 import { IdempotencyConflict, NotFound, QuotaExceeded, RecipientSuppressed, ValidationError, type ErrorDetail } from '../errors.js'
 import type { Quotas } from '../../config/index.js'
-import { quotaPeriods, secondsUntil } from './quotas.js'
+import { quotaPeriods, secondsUntil } from '../domain/quotas.js'
 import type {
   EmailAttempt, EmailRecipient, EmailRecord, EmailStatus, EmailTag, EngagementEvent, IdempotencyRecord, SuppressionRecord,
 } from '../store/emails.js'
 import type { ApiKeyRecord, Store } from '../store/types.js'
-import { bareOf, formatAddress, parseAddress } from './addresses.js'
-import { hasControlCharacter } from './text.js'
-import { iso, type Clock } from './clock.js'
-import { eventPayload, type EventBodyData, type EventData, type EventRecord, type EventType, type StoredEventType } from './events.js'
-import { newId } from './ids.js'
+import { bareOf, formatAddress, parseAddress } from '../domain/addresses.js'
+import { hasControlCharacter } from '../domain/text.js'
+import { iso, type Clock } from '../domain/clock.js'
+import { eventPayload, type EventBodyData, type EventData, type EventRecord, type EventType, type StoredEventType } from '../domain/events.js'
+import { newId } from '../domain/ids.js'
+import { MAX_HEADERS, MAX_RECIPIENTS, MAX_REPLY_TO, normaliseSend, sendProblems, type NormalisedSend, type RecipientField, type SendInput } from '../domain/send-input.js'
+
+export { MAX_HEADERS, MAX_RECIPIENTS, MAX_REPLY_TO, normaliseSend, sendProblems, type SendInput }
 
 export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000
-/** to, cc and bcc each take at most this many addresses. */
-export const MAX_RECIPIENTS = 50
-export const MAX_REPLY_TO = 10
 export const MAX_BATCH = 100
-export const MAX_HEADERS = 50
 /**
  * The wait before each retry of a deferred recipient (before jitter): about 24 hours in all, then the
  * recipient is given up on and bounced.
@@ -31,162 +30,6 @@ export const DEFAULT_RETRY_DELAYS_MS = [
 export const TRACKING_TTL_MS = 180 * 24 * 3_600_000
 // Stored reasons are what a remote server said; a page of it helps nobody.
 const MAX_REASON = 500
-
-/** A send request after schema validation (src/http/routes/emails/schema.ts). */
-export interface SendInput {
-  from?: string
-  to: string | string[]
-  cc?: string | string[]
-  bcc?: string | string[]
-  replyTo?: string | string[]
-  subject: string
-  html?: string
-  text?: string
-  headers?: Record<string, string>
-  tags?: EmailTag[]
-}
-
-type RecipientField = 'to' | 'cc' | 'bcc'
-
-interface Recipient {
-  field: RecipientField
-  /** Where it was in the request, for error paths: `to[2]`, or `to` when the field was one string. */
-  path: string
-  formatted: string
-  address: string
-}
-
-interface NormalisedSend {
-  from: string
-  recipients: Recipient[]
-  replyTo: string[]
-  subject: string
-  html: string | null
-  text: string | null
-  headers: Record<string, string>
-  tags: EmailTag[]
-}
-
-// Headers the message owns: set from the fields, by svc itself (Message-ID, List-Unsubscribe), or by the
-// MIME structure. A custom header with one of these names would duplicate or fight the real one.
-const RESERVED_HEADERS = new Map<string, string>([
-  ['from', 'use the from field'], ['to', 'use the to field'], ['cc', 'use the cc field'], ['bcc', 'use the bcc field'],
-  ['reply-to', 'use the replyTo field'], ['subject', 'use the subject field'],
-  ['sender', 'is set by svc'], ['message-id', 'is set by svc'], ['date', 'is set by svc'], ['return-path', 'is set by svc'],
-  ['mime-version', 'is set by svc'], ['content-type', 'is set by svc'], ['content-transfer-encoding', 'is set by svc'],
-  ['list-unsubscribe', 'is set by svc (one-click unsubscribe)'], ['list-unsubscribe-post', 'is set by svc (one-click unsubscribe)'],
-])
-// RFC 5322 field-name: printable US-ASCII except the colon.
-const FIELD_NAME = /^[\x21-\x39\x3b-\x7e]{1,100}$/
-// Header values (the subject among them): folding is the composer's job, so no CR/LF or other control
-// character (tab aside): see src/domain/text.ts.
-const CONTROL_IN_HEADER = 'must not contain CR, LF or other control characters (U+0085, U+2028, …)'
-const HTML_OR_TEXT = 'html or text is required (or both)'
-
-function listOf (value: string | string[] | undefined): Array<{ value: string; path: (field: string) => string }> {
-  if (value === undefined) return []
-  if (typeof value === 'string') return [{ value, path: (field) => field }]
-  return value.map((v, i) => ({ value: v, path: (field) => `${field}[${i}]` }))
-}
-
-/** Checks what the schema cannot; paths are relative to the send (`to[1]`, `headers.X-Campaign`). */
-export function normaliseSend (input: SendInput, defaultFrom: string): NormalisedSend | { errors: ErrorDetail[] } {
-  const errors: ErrorDetail[] = []
-
-  let from = defaultFrom
-  if (input.from !== undefined) {
-    const parsed = parseAddress(input.from)
-    if ('error' in parsed) errors.push({ path: 'from', message: parsed.error })
-    else from = formatAddress(parsed)
-  }
-
-  const recipients: Recipient[] = []
-  const seen = new Set<string>()
-  for (const field of ['to', 'cc', 'bcc'] as const) {
-    const entries = listOf(input[field])
-    // Sizes before per-item work: a 51st address means none of them is parsed.
-    if (entries.length > MAX_RECIPIENTS) {
-      errors.push({ path: field, message: `takes at most ${MAX_RECIPIENTS} addresses` })
-      continue
-    }
-    for (const entry of entries) {
-      const parsed = parseAddress(entry.value)
-      if ('error' in parsed) {
-        errors.push({ path: entry.path(field), message: parsed.error })
-        continue
-      }
-      // One mailbox gets one copy and one set of events, wherever else it is named.
-      if (seen.has(parsed.address)) continue
-      seen.add(parsed.address)
-      recipients.push({ field, path: entry.path(field), formatted: formatAddress(parsed), address: parsed.address })
-    }
-  }
-  if (listOf(input.to).length === 0) errors.push({ path: 'to', message: 'needs at least one address' })
-
-  const replyTo: string[] = []
-  const replyEntries = listOf(input.replyTo)
-  if (replyEntries.length > MAX_REPLY_TO) errors.push({ path: 'replyTo', message: `takes at most ${MAX_REPLY_TO} addresses` })
-  for (const entry of replyEntries.length > MAX_REPLY_TO ? [] : replyEntries) {
-    const parsed = parseAddress(entry.value)
-    if ('error' in parsed) errors.push({ path: entry.path('replyTo'), message: parsed.error })
-    else replyTo.push(formatAddress(parsed))
-  }
-
-  if (typeof input.subject === 'string' && hasControlCharacter(input.subject, { allowTab: true })) errors.push({ path: 'subject', message: CONTROL_IN_HEADER })
-  if (input.html === undefined && input.text === undefined) {
-    errors.push({ path: 'html', message: HTML_OR_TEXT })
-  }
-
-  const headers: Record<string, string> = {}
-  const names = new Set<string>()
-  const headerEntries = Object.entries(input.headers ?? {})
-  if (headerEntries.length > MAX_HEADERS) errors.push({ path: 'headers', message: `takes at most ${MAX_HEADERS} headers` })
-  for (const [name, value] of headerEntries.length > MAX_HEADERS ? [] : headerEntries) {
-    const lower = name.toLowerCase()
-    // A name is echoed in the answer's path; one that is not a header name anyway is cut short there.
-    const at = `headers.${name.length > 100 ? `${name.slice(0, 64)}…` : name}`
-    if (!FIELD_NAME.test(name)) errors.push({ path: at, message: 'is not a header name (printable ASCII without colon or space)' })
-    else if (RESERVED_HEADERS.has(lower)) errors.push({ path: at, message: RESERVED_HEADERS.get(lower)! })
-    else if (names.has(lower)) errors.push({ path: at, message: 'is given twice (header names ignore case)' })
-    else if (typeof value !== 'string' || hasControlCharacter(value, { allowTab: true })) errors.push({ path: at, message: CONTROL_IN_HEADER })
-    else headers[name] = value
-    names.add(lower)
-  }
-
-  if (errors.length > 0) return { errors }
-  return {
-    from,
-    recipients,
-    replyTo,
-    subject: input.subject,
-    html: input.html ?? null,
-    text: input.text ?? null,
-    headers,
-    tags: (input.tags ?? []).map((t) => ({ name: t.name, value: t.value })),
-  }
-}
-
-const SEND_FIELDS = ['from', 'to', 'cc', 'bcc', 'replyTo', 'subject', 'html', 'text', 'headers', 'tags'] as const
-
-/**
- * The rules above for a send whose schema check refused the top-level fields in `invalid`: those are
- * left out (the client hears their schema problem), the others are checked, so that one answer names
- * every field that is wrong. Paths are relative to the send, as in normaliseSend.
- */
-export function sendProblems (input: unknown, invalid: ReadonlySet<string>): ErrorDetail[] {
-  if (typeof input !== 'object' || input === null || Array.isArray(input)) return []
-  const partial: Record<string, unknown> = {}
-  for (const field of SEND_FIELDS) {
-    if (!invalid.has(field) && Object.hasOwn(input, field)) partial[field] = (input as Record<string, unknown>)[field]
-  }
-  const result = normaliseSend(partial as unknown as SendInput, '')
-  if (!('errors' in result)) return []
-  const bodyRefused = invalid.has('html') || invalid.has('text')
-  return result.errors.filter((e) => {
-    const field = /^[A-Za-z]+/.exec(e.path)?.[0] ?? ''
-    return !invalid.has(field) && !(bodyRefused && e.message === HTML_OR_TEXT)
-  })
-}
 
 /** Key order does not make two bodies different; everything else does. */
 export function canonicalJson (value: unknown): string {

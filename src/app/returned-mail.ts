@@ -15,9 +15,9 @@
 // email, recipient and kind: a report received twice records once.
 import type { Store } from '../store/types.js'
 import type { EmailRecord } from '../store/emails.js'
-import type { Clock } from './clock.js'
+import type { Clock } from '../domain/clock.js'
 import { makeEvent } from './emails.js'
-import type { VerpClaims } from './verp.js'
+import type { VerpClaims } from '../domain/verp.js'
 
 const MAX_REASON = 500
 const EMAIL_ID = /^em_[0-9a-f]{28}$/

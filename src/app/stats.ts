@@ -2,8 +2,8 @@
 // providers judge a sender by, beside the thresholds they publish.
 import { ValidationError } from '../errors.js'
 import type { Store } from '../store/types.js'
-import type { Clock } from './clock.js'
-import { EVENT_TYPES, type EventType } from './events.js'
+import type { Clock } from '../domain/clock.js'
+import { EVENT_TYPES, type EventType } from '../domain/events.js'
 
 const DAY_MS = 86_400_000
 /** The widest window one request may ask for; the count is per day, so this bounds the answer too. */

@@ -10,10 +10,10 @@ import { DomainExists, DomainNotVerified, NotFound, PlanLimitReached, Validation
 import type {
   AccountRecord, DnsRecordPurpose, DnsRecordStatus, DomainCheck, DomainRecord, DomainStatus, Store,
 } from '../store/types.js'
-import { iso, type Clock } from './clock.js'
-import type { Dns } from './dns.js'
-import { newId } from './ids.js'
-import { PLANS, limitsOf } from './plans.js'
+import { iso, type Clock } from '../domain/clock.js'
+import type { Dns } from '../domain/dns.js'
+import { newId } from '../domain/ids.js'
+import { PLANS, limitsOf } from '../domain/plans.js'
 
 const generateKeyPairAsync = promisify(generateKeyPair)
 
@@ -58,6 +58,8 @@ export function normaliseDomainName (input: string): { name: string } | { error:
   if (text.endsWith('.')) text = text.slice(0, -1)
   if (text === '') return { error: 'is empty' }
   if (isIP(text) !== 0 || text.startsWith('[')) return { error: 'is an IP address, not a domain name' }
+  // The name alone: domainToASCII would quietly keep only the host of `example.com/path` or `a@example.com`.
+  if (/[\s/:@?#\\[\]]/.test(text)) return { error: 'is not a domain name alone (no scheme, path, port, user or spaces)' }
   const ascii = domainToASCII(text).toLowerCase()
   if (ascii === '') return { error: 'is not a valid domain name' }
   if (ascii.length > 253) return { error: 'is longer than 253 characters' }

@@ -1,6 +1,6 @@
 // The account's emails as a list: filters, the window, and the opaque cursor of its pages. Read-only;
 // the store does the filtering (src/store/emails.ts listEmails).
-import type { EventType } from './events.js'
+import type { EventType } from '../domain/events.js'
 import { ValidationError, type ErrorDetail } from '../errors.js'
 import type { EmailCursor, EmailStatus, EmailSummary } from '../store/emails.js'
 import type { Store } from '../store/types.js'

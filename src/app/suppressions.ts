@@ -3,8 +3,8 @@
 import { NotFound, ValidationError } from '../errors.js'
 import type { SuppressionCursor, SuppressionReason, SuppressionRecord } from '../store/emails.js'
 import type { Store } from '../store/types.js'
-import { parseAddress } from './addresses.js'
-import { iso, type Clock } from './clock.js'
+import { parseAddress } from '../domain/addresses.js'
+import { iso, type Clock } from '../domain/clock.js'
 
 export const SUPPRESSION_REASONS = ['bounced', 'complained', 'unsubscribed', 'manual'] as const satisfies readonly SuppressionReason[]
 
@@ -53,6 +53,13 @@ export function createSuppressionService ({ store, clock }: { store: Store; cloc
     },
 
     /** Removes the address: later sends reach it again. NotFound when it is not suppressed. */
+    /** The entry for this address; not_found when it is not suppressed. */
+    async find (accountId: string, email: string): Promise<SuppressionRecord> {
+      const [found] = await store.findSuppressions(accountId, [email.trim().toLowerCase()])
+      if (found === undefined) throw NotFound('This address is not on the suppression list')
+      return found
+    },
+
     async remove (accountId: string, email: string): Promise<string> {
       const address = email.trim().toLowerCase()
       if (!await store.deleteSuppression(accountId, address)) throw NotFound('This address is not on the suppression list')
