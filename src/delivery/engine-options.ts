@@ -1,8 +1,10 @@
-// The engine's options, and the actors' options they resolve to (defaults written here once).
+// The engine's options, and the actors', limits and worker threads' settings they resolve to (defaults
+// written here once).
 import type { Registry } from 'prom-client'
 import type { Clock } from '../domain/clock.js'
 import type { ResolvedAddress } from '../domain/webhook-url.js'
 import type { Store } from '../store/types.js'
+import type { DeliverWorkerData } from '../../workers/deliver.js'
 import type { ActorOptions } from './actor.js'
 import type { EngineLogger } from './engine-logger.js'
 
@@ -97,5 +99,21 @@ export function limitsOf (opts: Pick<EngineOptions, keyof EngineLimits>): Engine
     readAhead: opts.readAhead ?? maxRequests * 4,
     firstAttemptHoldMs: opts.firstAttemptHoldMs ?? 2_000,
     batchSize: opts.batchSize ?? 512,
+  }
+}
+
+/** What each delivery worker thread is started with. */
+export function workerDataOf (opts: Pick<EngineOptions, 'window' | 'timeoutMs' | 'production' | 'allowedCidrs' | 'hosts' | 'dnsServers'>): DeliverWorkerData {
+  return {
+    window: opts.window,
+    timeoutMs: opts.timeoutMs,
+    maxResponseBytes: 1024,
+    // Sockets per receiving host and thread: many webhooks on one host share them (and queue in
+    // undici beyond them) instead of opening a socket per request.
+    connections: 128,
+    production: opts.production,
+    allowedCidrs: opts.allowedCidrs,
+    ...(opts.hosts ? { hosts: opts.hosts } : {}),
+    ...(opts.dnsServers && opts.dnsServers.length > 0 ? { dnsServers: opts.dnsServers } : {}),
   }
 }

@@ -27,7 +27,7 @@ import { WebhookActor, type ActorOptions, type BreakerState } from './actor.js'
 import { clampRetryAfter, type RetryPolicy } from './backoff.js'
 import { Dispatcher, shardOf } from './dispatcher.js'
 import { noopLogger, type EngineLogger } from './engine-logger.js'
-import { actorOptionsOf, limitsOf, type EngineLimits, type EngineOptions } from './engine-options.js'
+import { actorOptionsOf, limitsOf, workerDataOf, type EngineLimits, type EngineOptions } from './engine-options.js'
 import { eventSourceFor, type EventSource } from './event-source.js'
 import { HeldWork, Leases, outcomeOf } from './held.js'
 import type { DeliveryResult } from './http-sender.js'
@@ -95,18 +95,7 @@ export class DeliveryEngine implements Component {
     this.actorOptions = actorOptionsOf(opts)
     this.dispatcher = new Dispatcher({
       threads: opts.threads,
-      workerData: {
-        window: opts.window,
-        timeoutMs: opts.timeoutMs,
-        maxResponseBytes: 1024,
-        // Sockets per receiving host and thread: many webhooks on one host share them (and queue in
-        // undici beyond them) instead of opening a socket per request.
-        connections: 128,
-        production: opts.production,
-        allowedCidrs: opts.allowedCidrs,
-        ...(opts.hosts ? { hosts: opts.hosts } : {}),
-        ...(opts.dnsServers && opts.dnsServers.length > 0 ? { dnsServers: opts.dnsServers } : {}),
-      },
+      workerData: workerDataOf(opts),
       onResults: (results) => this.onResults(results),
       onLost: (ids, error) => {
         this.log.error({ deliveries: ids.length, error }, 'a delivery worker thread died; its unanswered deliveries will be retried')
