@@ -11,6 +11,7 @@ import type {
 } from '../types.js'
 import { migrations } from './migrations.js'
 import { CANCEL_REASONS, cancelOnEdit } from '../../domain/webhook-health.js'
+import { SqliteAccounts } from './accounts.js'
 import { SqliteDeliveries } from './deliveries.js'
 import { SqliteEmails } from './emails.js'
 import { SqliteDomains } from './domains.js'
@@ -34,10 +35,6 @@ type Row = Record<string, unknown>
 
 const str = (v: unknown): string => v as string
 const strOrNull = (v: unknown): string | null => (v ?? null) as string | null
-
-function toAccount (r: Row): AccountRecord {
-  return { id: str(r.id), email: str(r.email), passwordHash: str(r.password_hash), plan: r.plan as Plan, createdAt: str(r.created_at) }
-}
 
 function toApiKey (r: Row): ApiKeyRecord {
   return {
@@ -140,6 +137,7 @@ export class SqliteStore extends SqliteDeliveries implements Store {
   readonly kind = 'sqlite' as const
   private readonly flushListeners = new Set<(seconds: number) => void>()
   private readonly q
+  private readonly accounts: SqliteAccounts
   private readonly mail: SqliteEmails
   private readonly domains: SqliteDomains
   private readonly received: SqliteReceived
@@ -151,29 +149,17 @@ export class SqliteStore extends SqliteDeliveries implements Store {
     this.health = new StoreHealth({ probe: () => this.probeWrite() })
     this.writes.onFault = (err) => { this.health.failed(err) }
     this.writes.onSynced = (seconds) => { for (const listener of this.flushListeners) listener(seconds) }
+    this.accounts = new SqliteAccounts(db, this.writes)
     this.mail = new SqliteEmails(db, this.writes, (events) => this.insertEventRows(events))
     this.domains = new SqliteDomains(db, this.writes, () => { this.workHint = true })
     this.received = new SqliteReceived(db, this.writes, (events) => this.insertEventRows(events))
     const p = (sql: string) => db.prepare(sql)
     this.q = {
       ping: p('SELECT 1'),
-      insertAccount: p('INSERT INTO accounts (id, email, password_hash, plan, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (email) DO NOTHING'),
-      anyAccount: p('SELECT 1 FROM accounts LIMIT 1'),
-      setPassword: p('UPDATE accounts SET password_hash = ? WHERE id = ?'),
-      deleteAccountSessions: p('DELETE FROM sessions WHERE account_id = ? AND token_hash IS NOT ?'),
       webhookSecrets: p(`SELECT id, secret, previous_secret FROM webhooks
                          WHERE substr(secret, 1, length(@prefix)) = @prefix OR substr(previous_secret, 1, length(@prefix)) = @prefix LIMIT @limit`),
       replaceSecrets: p(`UPDATE webhooks SET secret = ?, previous_secret = ?
                          WHERE id = ? AND secret = ? AND previous_secret IS ?`),
-      accountById: p('SELECT * FROM accounts WHERE id = ?'),
-      accountByEmail: p('SELECT * FROM accounts WHERE email = ?'),
-      setPlan: p('UPDATE accounts SET plan = ? WHERE id = ?'),
-
-      insertSession: p('INSERT INTO sessions (token_hash, account_id, created_at, expires_at) VALUES (?, ?, ?, ?)'),
-      sessionByHash: p('SELECT * FROM sessions WHERE token_hash = ?'),
-      extendSession: p('UPDATE sessions SET expires_at = ? WHERE token_hash = ?'),
-      deleteSession: p('DELETE FROM sessions WHERE token_hash = ?'),
-      deleteExpiredSessions: p('DELETE FROM sessions WHERE expires_at < ?'),
 
       countActiveKeys: p('SELECT count(*) AS n FROM api_keys WHERE account_id = ? AND revoked_at IS NULL'),
       insertKey: p(`INSERT INTO api_keys (id, account_id, name, key_hash, key_prefix, created_at, last_used_at, revoked_at, permission)
@@ -241,68 +227,19 @@ export class SqliteStore extends SqliteDeliveries implements Store {
     if (this.db.open) this.db.close()
   }
 
-  // Accounts
+  // Accounts and sessions (src/store/sqlite/accounts.ts)
 
-  createAccount (a: AccountRecord, opts: { onlyIfFirst?: boolean } = {}): Promise<'created' | 'email_taken' | 'not_first'> {
-    return this.writes.run(() => {
-      // Inside the write: of two concurrent first signups, one is first.
-      if (opts.onlyIfFirst === true && this.q.anyAccount.get() !== undefined) return 'not_first'
-      return this.q.insertAccount.run(a.id, a.email, a.passwordHash, a.plan, a.createdAt).changes === 1 ? 'created' : 'email_taken'
-    })
-  }
-
-  setAccountPassword (accountId: string, passwordHash: string): Promise<boolean> {
-    return this.writes.run(() => this.q.setPassword.run(passwordHash, accountId).changes === 1)
-  }
-
-  deleteAccountSessions (accountId: string, keep: string | null): Promise<number> {
-    return this.writes.run(() => this.q.deleteAccountSessions.run(accountId, keep).changes)
-  }
-
-  async listWebhookSecrets (prefix: string, limit: number): Promise<Array<{ id: string; secret: string; previousSecret: string | null }>> {
-    return (this.q.webhookSecrets.all({ prefix, limit }) as Row[]).map((r) => ({ id: str(r.id), secret: str(r.secret), previousSecret: strOrNull(r.previous_secret) }))
-  }
-
-  replaceWebhookSecrets (id: string, expected: { secret: string; previousSecret: string | null }, next: { secret: string; previousSecret: string | null }): Promise<boolean> {
-    return this.writes.run(() => this.q.replaceSecrets.run(next.secret, next.previousSecret, id, expected.secret, expected.previousSecret).changes === 1)
-  }
-
-  async findAccountById (id: string): Promise<AccountRecord | null> {
-    const row = this.q.accountById.get(id) as Row | undefined
-    return row ? toAccount(row) : null
-  }
-
-  async findAccountByEmail (email: string): Promise<AccountRecord | null> {
-    const row = this.q.accountByEmail.get(email) as Row | undefined
-    return row ? toAccount(row) : null
-  }
-
-  setAccountPlan (accountId: string, plan: Plan): Promise<boolean> {
-    return this.writes.run(() => this.q.setPlan.run(plan, accountId).changes === 1)
-  }
-
-  // Sessions
-
-  async createSession (s: SessionRecord): Promise<void> {
-    await this.writes.run(() => this.q.insertSession.run(s.tokenHash, s.accountId, s.createdAt, s.expiresAt))
-  }
-
-  async findSession (tokenHash: string): Promise<SessionRecord | null> {
-    const r = this.q.sessionByHash.get(tokenHash) as Row | undefined
-    return r ? { tokenHash: str(r.token_hash), accountId: str(r.account_id), createdAt: str(r.created_at), expiresAt: str(r.expires_at) } : null
-  }
-
-  async extendSession (tokenHash: string, expiresAt: string): Promise<void> {
-    await this.writes.run(() => this.q.extendSession.run(expiresAt, tokenHash))
-  }
-
-  async deleteSession (tokenHash: string): Promise<void> {
-    await this.writes.run(() => this.q.deleteSession.run(tokenHash))
-  }
-
-  deleteExpiredSessions (now: string): Promise<number> {
-    return this.writes.run(() => this.q.deleteExpiredSessions.run(now).changes)
-  }
+  createAccount (a: AccountRecord, opts: { onlyIfFirst?: boolean } = {}): Promise<'created' | 'email_taken' | 'not_first'> { return this.accounts.createAccount(a, opts) }
+  setAccountPassword (accountId: string, passwordHash: string): Promise<boolean> { return this.accounts.setAccountPassword(accountId, passwordHash) }
+  deleteAccountSessions (accountId: string, keep: string | null): Promise<number> { return this.accounts.deleteAccountSessions(accountId, keep) }
+  findAccountById (id: string): Promise<AccountRecord | null> { return this.accounts.findAccountById(id) }
+  findAccountByEmail (email: string): Promise<AccountRecord | null> { return this.accounts.findAccountByEmail(email) }
+  setAccountPlan (accountId: string, plan: Plan): Promise<boolean> { return this.accounts.setAccountPlan(accountId, plan) }
+  createSession (s: SessionRecord): Promise<void> { return this.accounts.createSession(s) }
+  findSession (tokenHash: string): Promise<SessionRecord | null> { return this.accounts.findSession(tokenHash) }
+  extendSession (tokenHash: string, expiresAt: string): Promise<void> { return this.accounts.extendSession(tokenHash, expiresAt) }
+  deleteSession (tokenHash: string): Promise<void> { return this.accounts.deleteSession(tokenHash) }
+  deleteExpiredSessions (now: string): Promise<number> { return this.accounts.deleteExpiredSessions(now) }
 
   // API keys
 
@@ -348,6 +285,14 @@ export class SqliteStore extends SqliteDeliveries implements Store {
   }
 
   // Webhooks
+
+  async listWebhookSecrets (prefix: string, limit: number): Promise<Array<{ id: string; secret: string; previousSecret: string | null }>> {
+    return (this.q.webhookSecrets.all({ prefix, limit }) as Row[]).map((r) => ({ id: str(r.id), secret: str(r.secret), previousSecret: strOrNull(r.previous_secret) }))
+  }
+
+  replaceWebhookSecrets (id: string, expected: { secret: string; previousSecret: string | null }, next: { secret: string; previousSecret: string | null }): Promise<boolean> {
+    return this.writes.run(() => this.q.replaceSecrets.run(next.secret, next.previousSecret, id, expected.secret, expected.previousSecret).changes === 1)
+  }
 
   insertWebhook (w: WebhookRecord, limit: number): Promise<LimitedInsert> {
     return this.writes.run(() => {
