@@ -1,5 +1,5 @@
-// Sending in MongoDB: emails (the mail queue), idempotency keys and suppressions, with the semantics of
-// the SQLite adapter.
+// Sending in MongoDB: emails (the mail queue), idempotency keys and suppressions (the list itself and
+// engagement in suppressions.ts), with the semantics of the SQLite adapter.
 //
 // Atomicity comes from a multi-document transaction where one write spans documents and has nothing to
 // resume from (a send without an Idempotency-Key: its emails and their events), and elsewhere from
@@ -24,7 +24,7 @@
 // Query safety, as in index.ts: every value from a caller goes through String()/Number() and every
 // document is rebuilt field by field, so no request value can become an operator.
 import { randomUUID } from 'node:crypto'
-import type { AnyBulkWriteOperation, Collection, Db, Filter, MongoClient } from 'mongodb'
+import type { Collection, Db, Filter, MongoClient } from 'mongodb'
 import type { EventRecord, EventType } from '../../domain/events.js'
 import type {
   AcceptResult, EmailAttempt, EmailLease, EmailRecord, EmailStatus, EmailStore, EngagementEvent, IdempotencyRecord, QuotaCharge, SuppressionCursor,
@@ -33,8 +33,9 @@ import type {
 import type { DailyEventCount, EmailListQuery, EmailSummary } from '../emails.js'
 import { eventDoc, inTransaction, nullableString, toDate, type EventDoc } from './documents.js'
 import { syncIndexes } from './indexes.js'
+import { MongoSuppressions } from './suppressions.js'
 import {
-  CLAIM_ROUNDS, NO_OUTBOX, REPAIR_BATCH, isDuplicate, onlyDuplicates, outboxSuppression, recipientsDoc, toEmail, toIdempotency, toSuppression, type EmailDoc, type IdempotencyDoc, type OutboxSuppression, type SuppressionDoc,
+  CLAIM_ROUNDS, NO_OUTBOX, REPAIR_BATCH, isDuplicate, onlyDuplicates, outboxSuppression, recipientsDoc, toEmail, toIdempotency, type EmailDoc, type IdempotencyDoc, type SuppressionDoc,
 } from './email-docs.js'
 
 export type { EmailDoc }
@@ -57,6 +58,7 @@ export class MongoEmails implements EmailStore {
   readonly suppressions: Collection<SuppressionDoc>
   private readonly events: Collection<EventDoc>
   readonly sendUsage: Collection<SendUsageDoc>
+  private readonly suppressionList: MongoSuppressions
 
   /** `hint` tells the delivery engine that events were published; `client` runs transactions. */
   constructor (private readonly client: MongoClient, db: Db, private readonly hint: () => void) {
@@ -65,6 +67,7 @@ export class MongoEmails implements EmailStore {
     this.suppressions = db.collection<SuppressionDoc>('suppressions')
     this.events = db.collection<EventDoc>('events')
     this.sendUsage = db.collection<SendUsageDoc>('send_usage')
+    this.suppressionList = new MongoSuppressions(this.suppressions, this.emails, this.events, (docs) => this.insertEventDocs(docs), hint)
   }
 
   /**
@@ -141,24 +144,6 @@ export class MongoEmails implements EmailStore {
     this.hint()
   }
 
-  private async upsertSuppressions (accountId: string, list: OutboxSuppression[]): Promise<void> {
-    if (list.length === 0) return
-    const ops: AnyBulkWriteOperation<SuppressionDoc>[] = list.map((s) => ({
-      updateOne: {
-        filter: { accountId, email: String(s.email) },
-        // The first reason stays: a later bounce does not rewrite an unsubscribe.
-        update: { $setOnInsert: { reason: String(s.reason), createdAt: String(s.createdAt), pendingEvent: null, pendingEventAt: null } },
-        upsert: true,
-      },
-    }))
-    try {
-      await this.suppressions.bulkWrite(ops, { ordered: false })
-    } catch (err) {
-      // Two upserts of one new address race on the unique index; the loser's address is suppressed anyway.
-      if (!onlyDuplicates(err)) throw err
-    }
-  }
-
   /** Publishes the outboxes of these emails, then empties them. Idempotent. */
   private async publish (ids: string[]): Promise<void> {
     if (ids.length === 0) return
@@ -166,7 +151,7 @@ export class MongoEmails implements EmailStore {
       { projection: { accountId: 1, outbox: 1, outboxSuppressions: 1 } }).toArray()
     if (docs.length === 0) return
     await this.insertEventDocs(docs.flatMap((d) => d.outbox ?? []))
-    for (const d of docs) await this.upsertSuppressions(d.accountId, d.outboxSuppressions ?? [])
+    for (const d of docs) await this.suppressionList.upsertSuppressions(d.accountId, d.outboxSuppressions ?? [])
     await this.emails.bulkWrite(docs.map((d) => ({
       updateOne: {
         filter: { _id: d._id },
@@ -455,86 +440,14 @@ export class MongoEmails implements EmailStore {
     return r.modifiedCount
   }
 
-  async findSuppressions (accountId: string, emails: string[]): Promise<SuppressionRecord[]> {
-    if (emails.length === 0) return []
-    const docs = await this.suppressions.find({ accountId: String(accountId), email: { $in: [...new Set(Array.from(emails, String))] } }).toArray()
-    return docs.map(toSuppression)
-  }
+  // Suppressions, and the engagement that can add one (src/store/mongo/suppressions.ts)
 
-  async listSuppressions (accountId: string, opts: { limit: number; after?: SuppressionCursor }): Promise<SuppressionRecord[]> {
-    const account = String(accountId)
-    const filter = opts.after === undefined
-      ? { accountId: account }
-      : {
-          accountId: account,
-          $or: [
-            { createdAt: { $lt: String(opts.after.createdAt) } },
-            { createdAt: String(opts.after.createdAt), email: { $lt: String(opts.after.email) } },
-          ],
-        }
-    // limit(0) is no limit at all in MongoDB: a page of nothing is answered here.
-    const limit = Math.floor(Number(opts.limit))
-    if (!(limit > 0)) return []
-    const docs = await this.suppressions.find(filter).sort({ createdAt: -1, email: -1 }).limit(limit).toArray()
-    return docs.map(toSuppression)
-  }
-
-  async addSuppression (s: SuppressionRecord): Promise<{ created: boolean; record: SuppressionRecord }> {
-    const filter = { accountId: String(s.accountId), email: String(s.email) }
-    let created = false
-    try {
-      const r = await this.suppressions.updateOne(filter,
-        { $setOnInsert: { reason: String(s.reason), createdAt: String(s.createdAt), pendingEvent: null, pendingEventAt: null } },
-        { upsert: true })
-      created = r.upsertedCount === 1
-    } catch (err) {
-      if (!isDuplicate(err)) throw err
-    }
-    const doc = await this.suppressions.findOne(filter)
-    if (doc === null) throw new Error('suppression vanished while it was being added')
-    return { created, record: toSuppression(doc) }
-  }
-
-  async deleteSuppression (accountId: string, email: string): Promise<boolean> {
-    const doc = await this.suppressions.findOneAndDelete({ accountId: String(accountId), email: String(email) })
-    if (doc === null) return false
-    // An unsubscribe whose event was not published yet still raises it.
-    if (doc.pendingEvent) await this.insertEventDocs([doc.pendingEvent])
-    return true
-  }
-
-  private async emailAccount (emailId: string): Promise<string | null> {
-    const doc = await this.emails.findOne({ _id: String(emailId) }, { projection: { accountId: 1 } })
-    return doc?.accountId ?? null
-  }
-
-  async recordEngagement (event: EngagementEvent): Promise<EventRecord | null> {
-    const accountId = await this.emailAccount(event.emailId)
-    if (accountId === null) return null
-    const record: EventRecord = { ...event, accountId }
-    await this.events.insertOne(eventDoc(record))
-    this.hint()
-    return record
-  }
-
-  async unsubscribeRecipient (event: EngagementEvent, at: string): Promise<UnsubscribeResult> {
-    const accountId = await this.emailAccount(event.emailId)
-    if (accountId === null) return 'no_email'
-    const doc = eventDoc({ ...event, accountId })
-    const filter = { accountId, email: String(event.recipient) }
-    try {
-      const r = await this.suppressions.updateOne(filter,
-        { $setOnInsert: { reason: 'unsubscribed', createdAt: String(at), pendingEvent: doc, pendingEventAt: String(at) } },
-        { upsert: true })
-      if (r.upsertedCount !== 1) return 'already_suppressed'
-    } catch (err) {
-      if (isDuplicate(err)) return 'already_suppressed'
-      throw err
-    }
-    await this.insertEventDocs([doc])
-    await this.suppressions.updateOne({ ...filter, 'pendingEvent._id': doc._id }, { $set: { pendingEvent: null, pendingEventAt: null } })
-    return 'unsubscribed'
-  }
+  findSuppressions (accountId: string, emails: string[]): Promise<SuppressionRecord[]> { return this.suppressionList.findSuppressions(accountId, emails) }
+  listSuppressions (accountId: string, opts: { limit: number; after?: SuppressionCursor }): Promise<SuppressionRecord[]> { return this.suppressionList.listSuppressions(accountId, opts) }
+  addSuppression (s: SuppressionRecord): Promise<{ created: boolean; record: SuppressionRecord }> { return this.suppressionList.addSuppression(s) }
+  deleteSuppression (accountId: string, email: string): Promise<boolean> { return this.suppressionList.deleteSuppression(accountId, email) }
+  recordEngagement (event: EngagementEvent): Promise<EventRecord | null> { return this.suppressionList.recordEngagement(event) }
+  unsubscribeRecipient (event: EngagementEvent, at: string): Promise<UnsubscribeResult> { return this.suppressionList.unsubscribeRecipient(event, at) }
 
   async repairInterruptedWrites (before: string): Promise<number> {
     const cutoff = String(before)
@@ -553,13 +466,7 @@ export class MongoEmails implements EmailStore {
       repaired += outboxes.length
     }
 
-    const pending = await this.suppressions.find({ pendingEventAt: { $type: 'string', $lt: cutoff } }).limit(REPAIR_BATCH).toArray()
-    for (const s of pending) {
-      if (s.pendingEvent) await this.insertEventDocs([s.pendingEvent])
-      await this.suppressions.updateOne({ accountId: s.accountId, email: s.email, pendingEventAt: s.pendingEventAt },
-        { $set: { pendingEvent: null, pendingEventAt: null } })
-      repaired++
-    }
+    repaired += await this.suppressionList.publishPending(cutoff)
     return repaired
   }
 }
