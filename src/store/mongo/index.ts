@@ -25,9 +25,10 @@ import type {
   AccountRecord, ApiKeyRecord, DomainCheck, DomainRecord, LimitedInsert, SessionRecord, Store, WebhookPatch, WebhookRecord, WebhookStatus,
 } from '../types.js'
 import {
-  accountDoc, apiKeyDoc, eventDoc, inTransaction, nullableString, sessionDoc, toAccount, toApiKey, toDate, toEvent, toSession, toWebhook, webhookDoc,
+  apiKeyDoc, eventDoc, inTransaction, nullableString, toApiKey, toEvent, toWebhook, webhookDoc,
   type AccountDoc, type ApiKeyDoc, type EventDoc, type SessionDoc, type WebhookDoc,
 } from './documents.js'
+import { MongoAccounts } from './accounts.js'
 import { MongoForwarders } from './forwarders.js'
 import { MongoEmails } from './emails.js'
 import { MongoDomains, domainDoc } from './domains.js'
@@ -37,15 +38,6 @@ import { syncIndexes } from './indexes.js'
 import type { EmailRecord, SuppressionRecord } from '../emails.js'
 
 type SlotField = 'activeApiKeyIds' | 'webhookIds' | 'domainIds'
-
-const ACCOUNT_EMAIL_INDEX = 'accounts_email'
-
-function isDuplicateKeyOn (err: unknown, field: string, indexName: string): boolean {
-  if (!(err instanceof MongoServerError) || err.code !== 11000) return false
-  const pattern = err.keyPattern as Record<string, unknown> | undefined
-  if (pattern !== undefined && pattern !== null) return Object.hasOwn(pattern, field)
-  return err.message.includes(`index: ${indexName} `)
-}
 
 /**
  * Limits without transactions. A standalone mongod has no multi-document transactions, so "count the
@@ -86,10 +78,14 @@ export class MongoStore extends MongoForwarders implements Store {
     this.apiKeys = db.collection<ApiKeyDoc>('api_keys')
     this.webhooks = db.collection<WebhookDoc>('webhooks')
     this.events = db.collection<EventDoc>('events')
+    this.people = new MongoAccounts(this.accounts, this.sessions)
     this.mail = new MongoEmails(client, db, () => this.hintWork())
     this.senderDomains = new MongoDomains(db, () => this.hintWork())
     this.receivedMail = new MongoReceived(client, db, () => this.hintWork())
   }
+
+  /** Accounts and their sessions (src/store/mongo/accounts.ts). */
+  private readonly people: MongoAccounts
 
   /** Received mail (src/store/mongo/received.ts). */
   readonly receivedMail: MongoReceived
@@ -106,15 +102,7 @@ export class MongoStore extends MongoForwarders implements Store {
    */
   async ensureIndexes (): Promise<void> {
     await Promise.all([
-      syncIndexes(this.accounts, [{ key: { email: 1 }, name: ACCOUNT_EMAIL_INDEX, unique: true }]),
-      syncIndexes(this.sessions, [
-        { key: { expiresAt: 1 }, name: 'sessions_expiry' },
-        // Expired sessions also disappear on their own (the TTL monitor runs about once a minute);
-        // deleteExpiredSessions stays the contract, this only keeps the collection small.
-        { key: { expiresAtDate: 1 }, name: 'sessions_ttl', expireAfterSeconds: 0 },
-        // A password change or "log out everywhere" ends one account's sessions at once.
-        { key: { accountId: 1 }, name: 'sessions_account' },
-      ]),
+      this.people.ensureIndexes(),
       syncIndexes(this.apiKeys, [
         { key: { keyHash: 1 }, name: 'api_keys_hash', unique: true },
         { key: { accountId: 1, _id: -1 }, name: 'api_keys_account' },
@@ -164,74 +152,19 @@ export class MongoStore extends MongoForwarders implements Store {
     await this.client.close()
   }
 
-  // Accounts
+  // Accounts and sessions (src/store/mongo/accounts.ts)
 
-  /**
-   * onlyIfFirst: a count, then the insert. Two first signups at the same instant can both pass (MongoDB
-   * has no cheap conditional insert across a collection); the operator sees two accounts and removes one.
-   */
-  async createAccount (account: AccountRecord, opts: { onlyIfFirst?: boolean } = {}): Promise<'created' | 'email_taken' | 'not_first'> {
-    if (opts.onlyIfFirst === true && await this.accounts.countDocuments({}, { limit: 1 }) > 0) return 'not_first'
-    try {
-      await this.accounts.insertOne(accountDoc(account))
-      return 'created'
-    } catch (err) {
-      if (isDuplicateKeyOn(err, 'email', ACCOUNT_EMAIL_INDEX)) return 'email_taken'
-      throw err
-    }
-  }
-
-  async findAccountById (id: string): Promise<AccountRecord | null> {
-    const doc = await this.accounts.findOne({ _id: String(id) }, { projection: { activeApiKeyIds: 0, webhookIds: 0 } })
-    return doc ? toAccount(doc) : null
-  }
-
-  async findAccountByEmail (email: string): Promise<AccountRecord | null> {
-    const doc = await this.accounts.findOne({ email: String(email) }, { projection: { activeApiKeyIds: 0, webhookIds: 0 } })
-    return doc ? toAccount(doc) : null
-  }
-
-  async setAccountPlan (accountId: string, plan: Plan): Promise<boolean> {
-    const r = await this.accounts.updateOne({ _id: String(accountId) }, { $set: { plan: String(plan) } })
-    return r.matchedCount === 1
-  }
-
-  async setAccountPassword (accountId: string, passwordHash: string): Promise<boolean> {
-    const r = await this.accounts.updateOne({ _id: String(accountId) }, { $set: { passwordHash: String(passwordHash) } })
-    return r.matchedCount === 1
-  }
-
-  // Sessions
-
-  async deleteAccountSessions (accountId: string, keep: string | null): Promise<number> {
-    const filter: Filter<SessionDoc> = { accountId: String(accountId) }
-    if (keep !== null) filter._id = { $ne: String(keep) }
-    const r = await this.sessions.deleteMany(filter)
-    return r.deletedCount
-  }
-
-  async createSession (session: SessionRecord): Promise<void> {
-    await this.sessions.insertOne(sessionDoc(session))
-  }
-
-  async findSession (tokenHash: string): Promise<SessionRecord | null> {
-    const doc = await this.sessions.findOne({ _id: String(tokenHash) })
-    return doc ? toSession(doc) : null
-  }
-
-  async extendSession (tokenHash: string, expiresAt: string): Promise<void> {
-    const at = String(expiresAt)
-    await this.sessions.updateOne({ _id: String(tokenHash) }, { $set: { expiresAt: at, expiresAtDate: toDate(at) } })
-  }
-
-  async deleteSession (tokenHash: string): Promise<void> {
-    await this.sessions.deleteOne({ _id: String(tokenHash) })
-  }
-
-  async deleteExpiredSessions (now: string): Promise<number> {
-    const r = await this.sessions.deleteMany({ expiresAt: { $lt: String(now) } })
-    return r.deletedCount
-  }
+  createAccount (account: AccountRecord, opts: { onlyIfFirst?: boolean } = {}): Promise<'created' | 'email_taken' | 'not_first'> { return this.people.createAccount(account, opts) }
+  findAccountById (id: string): Promise<AccountRecord | null> { return this.people.findAccountById(id) }
+  findAccountByEmail (email: string): Promise<AccountRecord | null> { return this.people.findAccountByEmail(email) }
+  setAccountPlan (accountId: string, plan: Plan): Promise<boolean> { return this.people.setAccountPlan(accountId, plan) }
+  setAccountPassword (accountId: string, passwordHash: string): Promise<boolean> { return this.people.setAccountPassword(accountId, passwordHash) }
+  deleteAccountSessions (accountId: string, keep: string | null): Promise<number> { return this.people.deleteAccountSessions(accountId, keep) }
+  createSession (session: SessionRecord): Promise<void> { return this.people.createSession(session) }
+  findSession (tokenHash: string): Promise<SessionRecord | null> { return this.people.findSession(tokenHash) }
+  extendSession (tokenHash: string, expiresAt: string): Promise<void> { return this.people.extendSession(tokenHash, expiresAt) }
+  deleteSession (tokenHash: string): Promise<void> { return this.people.deleteSession(tokenHash) }
+  deleteExpiredSessions (now: string): Promise<number> { return this.people.deleteExpiredSessions(now) }
 
   // Limit slots (see the class comment)
 
