@@ -389,7 +389,7 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
       authPerMinute: e.RATE_LIMIT_AUTH_PER_MINUTE,
       loginPerEmail: e.RATE_LIMIT_LOGIN_PER_EMAIL,
       loginFailures: e.RATE_LIMIT_LOGIN_FAILURES,
-      costlyPerMinute: e.RATE_LIMIT_COSTLY_PER_MINUTE ?? (production ? 10 : 100),
+      costlyPerMinute: e.RATE_LIMIT_COSTLY_PER_MINUTE ?? (production ? 10 : 1000),
       apiPerSecond: e.RATE_LIMIT_API_PER_SECOND,
       readsPerMinute: e.RATE_LIMIT_READS_PER_MINUTE ?? (production ? 600 : 6000),
       writesPerMinute: e.RATE_LIMIT_WRITES_PER_MINUTE ?? (production ? 120 : 1200),
