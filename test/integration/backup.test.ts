@@ -151,9 +151,9 @@ describe('backup under load, restored elsewhere', () => {
 })
 
 describe('restore refuses what it cannot trust, and changes nothing', () => {
-  /** A store in `dir` with one account, closed. */
+  /** A store in `dir` with one account (its password generated), closed. */
   async function storeWithAccount (dir: string, email: string) {
-    const r = await cli(['account', 'create', email, '--password', PASSWORD], { DATA_DIR: dir })
+    const r = await cli(['account', 'create', email], { DATA_DIR: dir })
     assert.equal(r.code, 0, r.err)
   }
 

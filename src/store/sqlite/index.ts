@@ -93,14 +93,21 @@ export function migrate (db: Database.Database): void {
 
 /**
  * DATA_DIR is this process's alone: the directory 0700, the database 0600 (SQLite gives its -wal and -shm
- * files the database's mode). Existing ones are tightened too; one owned by another user is left as it is.
+ * files the database's mode). Existing ones are tightened too: group and other lose every bit, and nothing
+ * is widened (an operator's read-only 0400 database stays read-only, and svc says so at its first write).
+ * One owned by another user is left as it is.
  */
 function privateFiles (dir: string, file: string): void {
   mkdirSync(dir, { recursive: true, mode: 0o700 })
-  closeSync(openSync(file, 'a', 0o600))
-  for (const [path, mode] of [[dir, 0o700], [file, 0o600], [file + '-wal', 0o600], [file + '-shm', 0o600]] as const) {
+  try {
+    closeSync(openSync(file, 'wx', 0o600))
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
+  }
+  for (const path of [dir, file, file + '-wal', file + '-shm']) {
     try {
-      if ((statSync(path).mode & 0o777) !== mode) chmodSync(path, mode)
+      const mode = statSync(path).mode & 0o777
+      if ((mode & 0o077) !== 0) chmodSync(path, mode & 0o700)
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code
       if (code !== 'ENOENT' && code !== 'EPERM') throw err
