@@ -9,6 +9,11 @@ export function iso (ms: number): string {
   return new Date(ms).toISOString()
 }
 
+/** A stored time in milliseconds as an ISO string; null (or absent) stays null. */
+export function isoOrNull (ms: number | null | undefined): string | null {
+  return ms === null || ms === undefined ? null : iso(ms)
+}
+
 /**
  * An RFC 3339 date-time (its shape already checked) as epoch milliseconds, or null when it names no
  * instant. A leap second (`23:59:60`, which RFC 3339 allows and a JavaScript date cannot hold) counts as

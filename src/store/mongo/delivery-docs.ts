@@ -1,6 +1,7 @@
 // The delivery documents in MongoDB and what the adapter (deliveries.ts) builds from them: the record
 // the API shows, the secrets that sign, lease tokens, and the update that applies an outcome.
 import { MongoBulkWriteError, type Document, type Filter } from 'mongodb'
+import { isoOrNull } from '../../domain/clock.js'
 import { shownNextAttempt, transition, type Transition } from '../../domain/delivery-transition.js'
 import type { EventType } from '../../domain/events.js'
 import { GONE_ERROR } from '../../domain/webhook-health.js'
@@ -49,9 +50,8 @@ export interface HookDoc extends WebhookDoc {
 
 export type HookForWork = Pick<HookDoc, '_id' | 'url' | 'secret' | 'previousSecret' | 'previousSecretExpiresAt'>
 
-export function iso (ms: number | null | undefined): string | null {
-  return ms === null || ms === undefined ? null : new Date(ms).toISOString()
-}
+/** The adapter's name for the domain's isoOrNull (the other Mongo files import it from here). */
+export const iso = isoOrNull
 
 /** A count from a caller: a whole number, at least 0 (a Mongo limit of 0 would mean "no limit"). */
 export function count (n: number): number {

@@ -1,6 +1,7 @@
 // The delivery engine's tables in SQLite. Every method that changes rows runs inside the shared write
 // queue, so routing, leasing and outcomes share commits with everything else.
 import type Database from 'better-sqlite3'
+import { isoOrNull as iso } from '../../domain/clock.js'
 import type { EventRecord, EventType } from '../../domain/events.js'
 import { decodeDeliveryCursor as decodeCursor, deliveryId, encodeDeliveryCursor as encodeCursor } from '../../domain/ids.js'
 import { OUTCOME_KINDS, firstStatus, firstTransition, shownNextAttempt, transition, type OutcomeKind, type Transition } from '../../domain/delivery-transition.js'
@@ -72,10 +73,6 @@ function outcomeParams (o: DeliveryOutcome, now: number): Record<string, unknown
  * lease runs out.
  */
 const ENGINE = { durable: false }
-
-function iso (ms: number | null | undefined): string | null {
-  return ms === null || ms === undefined ? null : new Date(ms).toISOString()
-}
 
 function toRecord (r: Row): DeliveryRecord {
   return {
