@@ -139,7 +139,7 @@ export function pick (name: string, samples: Sample[]): number {
 function cpuLine (report: CpuReport): string {
   return Object.entries(report).map(([name, c]) => {
     const threads = c.others.length > 0 && c.total - c.main > 0.05
-      ? ` (main thread ${fmt(c.main * 100)} %, busiest others ${c.others.map((o) => fmt(o * 100)).join('/')} %)`
+      ? ` (main thread ${fmt(c.main * 100)} %, busiest others ${c.others.map((o, i) => `${c.otherNames?.[i] ?? ''} ${fmt(o * 100)} %`).join(', ')})`
       : ''
     return `${name} ${fmt(c.total * 100)} %${threads}`
   }).join(', ')
@@ -166,7 +166,7 @@ export class CpuWatch {
     const ours = Object.values(out).reduce((n, c) => n + c.total, 0)
     // The harness itself (it mostly sleeps between polls) is counted in `foreign`: an upper bound.
     const foreign = Math.max(0, (machineBusy() - this.busy0) / seconds - ours)
-    out.foreign = { total: foreign, main: foreign, others: [], seconds, threadSeconds: {} }
+    out.foreign = { total: foreign, main: foreign, others: [], otherNames: [], seconds, threadSeconds: {} }
     return out
   }
 }

@@ -174,17 +174,19 @@ export function machineBusy (): number {
   }
 }
 
-export interface CpuSample { at: number; total: number; threads: Map<number, number> }
+export interface CpuSample { at: number; total: number; threads: Map<number, number>; names: Map<number, string> }
 
 export function sampleCpu (pid: number): CpuSample {
   const threads = new Map<number, number>()
+  const names = new Map<number, string>()
   try {
     for (const tid of readdirSync(`/proc/${pid}/task`)) {
       const s = cpuOf(`/proc/${pid}/task/${tid}/stat`)
       if (s !== undefined) threads.set(Number(tid), s)
+      try { names.set(Number(tid), readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim()) } catch { /* gone */ }
     }
   } catch { /* gone */ }
-  return { at: performance.now(), total: cpuOf(`/proc/${pid}/stat`) ?? 0, threads }
+  return { at: performance.now(), total: cpuOf(`/proc/${pid}/stat`) ?? 0, threads, names }
 }
 
 export interface CpuUse {
@@ -194,6 +196,8 @@ export interface CpuUse {
   main: number
   /** The busiest other threads (worker threads, GC helpers, libuv pool), share of one core each. */
   others: number[]
+  /** Their names (/proc's comm: "libuv-worker", "V8 DefaultWorke", a worker thread's "node"…), in the same order. */
+  otherNames: string[]
   /** Length of the window, in seconds. */
   seconds: number
   /** CPU seconds each thread used in the window, by thread id (threads that used none are left out). */
@@ -202,7 +206,7 @@ export interface CpuUse {
 
 export function cpuBetween (pid: number, a: CpuSample, b: CpuSample): CpuUse {
   const seconds = Math.max(1e-6, (b.at - a.at) / 1000)
-  const others: number[] = []
+  const others: Array<{ use: number; name: string }> = []
   const threadSeconds: Record<string, number> = {}
   let main = 0
   for (const [tid, end] of b.threads) {
@@ -211,10 +215,11 @@ export function cpuBetween (pid: number, a: CpuSample, b: CpuSample): CpuUse {
     if (spent > 0) threadSeconds[tid] = spent
     const use = spent / seconds
     if (tid === pid) main = use
-    else if (use > 0.005) others.push(use)
+    else if (use > 0.005) others.push({ use, name: b.names.get(tid) ?? '?' })
   }
-  others.sort((x, y) => y - x)
-  return { total: (b.total - a.total) / seconds, main, others: others.slice(0, 4), seconds, threadSeconds }
+  others.sort((x, y) => y.use - x.use)
+  const top = others.slice(0, 4)
+  return { total: (b.total - a.total) / seconds, main, others: top.map((o) => o.use), otherNames: top.map((o) => o.name), seconds, threadSeconds }
 }
 
 /** Peak resident set (VmHWM) and current resident set (VmRSS) in MiB, from /proc/<pid>/status. */

@@ -13,6 +13,7 @@ import type { EmailAttempt, EmailLease, EmailRecord } from '../store/emails.js'
 import type { Store } from '../store/types.js'
 import { MessageBuildError, buildFailureReason, composeMessage } from './compose.js'
 import type { Composer } from './compose-pool.js'
+import { RecordBatch } from './record-batch.js'
 import { stageTimer, type StageTimer } from './stages.js'
 import { instrumentHtml } from './tracking.js'
 import type { MailTransport, OutgoingMessage } from './transport.js'
@@ -85,7 +86,17 @@ export class Mailer implements Component {
     return this.running
   }
   private loop: Promise<void> | undefined
+  /** Every attempt started and not yet finished (sending or recording): what stop() waits for. */
   private readonly inFlight = new Set<Promise<void>>()
+  /** Claimed (leased, renewed) but not started yet, oldest due first: the next attempts start from here. */
+  private readonly ready: EmailRecord[] = []
+  /** Attempts composing or in the transport: at most `concurrency`. */
+  private sending = 0
+  /** Attempts whose send is over and whose outcome is being written: at most `maxRecording`. */
+  private recording = 0
+  private readonly maxRecording: number
+  /** Outcome writes, a few milliseconds at most, so that many share a commit (./record-batch.ts). */
+  private readonly records: RecordBatch<EmailAttempt, boolean>
   private woken = false
   private wakeUp: (() => void) | undefined
   /** The earliest retry this node scheduled, so it is not left to the next poll. */
@@ -102,6 +113,10 @@ export class Mailer implements Component {
     // Sending is I/O: many attempts in flight at once keep a relay (or the sandbox) busy and let their
     // claims and outcomes share commits.
     this.concurrency = options.concurrency ?? 32
+    // A send's slot is free once the transport has answered; its outcome is written (and waits for the
+    // commit, and for any fsync ahead of it) without holding one. This bounds those writes instead.
+    this.maxRecording = Math.max(256, 8 * this.concurrency)
+    this.records = new RecordBatch((a) => this.o.store.recordEmailAttempt(a))
     this.leaseMs = options.leaseMs ?? 30_000
     this.pollMs = options.pollMs ?? 1_000
     this.policy = { retryDelaysMs: options.retryDelaysMs ?? DEFAULT_RETRY_DELAYS_MS, random: options.random ?? Math.random }
@@ -177,36 +192,84 @@ export class Mailer implements Component {
     })
   }
 
+  /**
+   * Claims come in batches: the mailer keeps up to one `concurrency` of emails claimed ahead (`ready`), and
+   * claims again once room for at least half a `concurrency` has opened, so that a claim (a write, and a
+   * scan past the emails already leased) is shared by many emails instead of made for each one that
+   * finishes. An attempt that ends starts the next one from `ready` at once, without waiting for a claim.
+   */
   private async run (): Promise<void> {
     while (this.running) {
-      const free = this.concurrency - this.inFlight.size
-      if (free > 0) {
+      this.fill()
+      const room = this.claimRoom()
+      if (room > 0) {
         const now = this.o.clock.now()
         if (this.nextDue !== undefined && this.nextDue <= now) this.nextDue = undefined
         try {
           const t0 = performance.now()
-          const claimed = await this.o.store.claimDueEmails({ owner: this.owner, now: iso(now), leaseUntil: iso(now + this.leaseMs), limit: free })
+          const claimed = await this.o.store.claimDueEmails({ owner: this.owner, now: iso(now), leaseUntil: iso(now + this.leaseMs), limit: room })
           if (claimed.length > 0) this.stages.since('claim', t0)
           for (const email of claimed) {
             this.held.set(email.id, email.leaseToken)
-            this.track(this.attempt(email).finally(() => this.forget(email)))
+            this.ready.push(email)
           }
+          this.fill()
         } catch (err) {
           // A store fault (disk full…) is logged once by the store's health, not at every poll.
           if (!this.o.store.health.failed(err)) this.o.logger.error({ err }, 'mailer: could not read the mail queue')
         }
       }
       const untilDue = this.nextDue === undefined ? this.pollMs : Math.max(0, this.nextDue - this.o.clock.now())
-      // Woken early by a new send, a finished attempt, or stop().
+      // Woken early by a new send, room opening in the pipeline, or stop().
       await this.sleep(Math.min(this.pollMs, untilDue))
+    }
+    // Claimed and never started: the lease is released at stop, so they are due again at once.
+    for (const email of this.ready.splice(0)) this.forget(email)
+  }
+
+  /**
+   * How many emails to claim now: 0 unless room for half a `concurrency` has opened (sending and ready
+   * together are kept at most two `concurrency`), or the mailer has free slots and nothing ready (an
+   * idle mailer takes even one email at once).
+   */
+  private claimRoom (): number {
+    const room = 2 * this.concurrency - this.sending - this.ready.length
+    if (room >= Math.ceil(this.concurrency / 2)) return room
+    return this.ready.length === 0 && this.sending < this.concurrency ? room : 0
+  }
+
+  /** Starts attempts from `ready` while slots are free. */
+  private fill (): void {
+    while (this.running && this.sending < this.concurrency && this.recording < this.maxRecording && this.ready.length > 0) {
+      this.begin(this.ready.shift()!)
     }
   }
 
-  private track (work: Promise<void>): void {
+  /** When an attempt frees its slot: the next one starts, and the loop is woken if a claim is due. */
+  private pump (): void {
+    this.fill()
+    if (this.running && this.claimRoom() > 0) this.wake()
+  }
+
+  private begin (email: EmailRecord): void {
+    this.sending++
+    let sent = false
+    const onSent = () => {
+      if (sent) return
+      sent = true
+      this.sending--
+      this.recording++
+      this.pump()
+    }
+    const work = this.attempt(email, onSent).finally(() => {
+      onSent()
+      this.recording--
+      this.forget(email)
+    })
     this.inFlight.add(work)
     void work.finally(() => {
       this.inFlight.delete(work)
-      this.wake()
+      this.pump()
     })
   }
 
@@ -217,7 +280,8 @@ export class Mailer implements Component {
     return planBuildFailure(email, reason, this.o.clock.now())
   }
 
-  private async attempt (email: EmailRecord): Promise<void> {
+  /** One attempt: compose and send (then `onSent`), and write its outcome. Never throws. */
+  private async attempt (email: EmailRecord, onSent: () => void): Promise<void> {
     const pending = email.recipients.filter((r) => r.state === 'pending').map((r) => r.address)
     let results: RecipientOutcome[] = []
     let msg: OutgoingMessage | undefined
@@ -252,12 +316,13 @@ export class Mailer implements Component {
         }
       }
     }
+    onSent()
     plan ??= planAttempt(email, results, this.o.clock.now(), this.policy)
     const record = { ...plan, owner: this.owner, leaseToken: email.leaseToken }
     let recorded: boolean
     try {
       const t2 = performance.now()
-      recorded = await pRetry(() => this.o.store.recordEmailAttempt(record), RECORD_RETRY)
+      recorded = await pRetry(() => this.records.submit(record), RECORD_RETRY)
       this.stages.since('record', t2)
     } catch (err) {
       // A store fault (disk full…) is logged once by the store's health, not for every email.
