@@ -243,6 +243,10 @@ export function newSelector (): string {
   return `svc${randomBytes(4).toString('hex')}`
 }
 
+/** How long the mailer trusts a domain's signing key (or its absence) before reading it again. */
+export const SIGNING_KEY_TTL_MS = 5_000
+const SIGNING_KEYS_KEPT = 1_000
+
 export function createDomainService ({ store, clock, secret, dns, settings, requireVerified }: DomainServiceOptions) {
   function view (d: DomainRecord): DomainView {
     return {
@@ -265,8 +269,17 @@ export function createDomainService ({ store, clock, secret, dns, settings, requ
 
   async function check (d: DomainRecord): Promise<DomainRecord | null> {
     const result = await checkDomain(d, dns, settings, clock.now())
-    return await store.updateDomainCheck(d.accountId, d.id, result)
+    try {
+      return await store.updateDomainCheck(d.accountId, d.id, result)
+    } finally {
+      signing.clear()
+    }
   }
+
+  // The mailer asks for the signing key of every email it sends: each answer (a key, or none) is kept for
+  // SIGNING_KEY_TTL_MS, so that a send costs no lookup and no unsealing of the key. A change made through
+  // this service forgets them all at once; one made on another node is seen here within the TTL.
+  const signing = new Map<string, { until: number; key: SigningKey | null }>()
 
   return {
     view,
@@ -331,12 +344,15 @@ export function createDomainService ({ store, clock, secret, dns, settings, requ
      */
     async setReceiving (accountId: string, id: string, receiving: boolean): Promise<DomainView> {
       const d = await store.setDomainReceiving(accountId, id, receiving, iso(clock.now()))
+      signing.clear()
       if (d === null) throw NotFound('No domain with this id')
       return view(d)
     },
 
     async remove (accountId: string, id: string): Promise<void> {
-      if (!await store.deleteDomain(accountId, id)) throw NotFound('No domain with this id')
+      const deleted = await store.deleteDomain(accountId, id)
+      signing.clear()
+      if (!deleted) throw NotFound('No domain with this id')
     },
 
     /** The background check: up to `limit` domains not checked for `intervalMs`. Returns how many were checked. */
@@ -375,9 +391,15 @@ export function createDomainService ({ store, clock, secret, dns, settings, requ
     async signingKey (accountId: string, fromAddress: string): Promise<SigningKey | null> {
       const name = domainOfAddress(fromAddress)
       if (name === '') return null
+      const cacheKey = `${accountId} ${name}`
+      const now = clock.now()
+      const kept = signing.get(cacheKey)
+      if (kept !== undefined && kept.until > now) return kept.key
       const d = await store.findDomainByName(accountId, name)
-      if (d === null || d.status !== 'verified') return null
-      return { domainName: d.name, keySelector: d.selector, privateKey: openKey(secret, d.id, d.privateKey) }
+      const key = d === null || d.status !== 'verified' ? null : { domainName: d.name, keySelector: d.selector, privateKey: openKey(secret, d.id, d.privateKey) }
+      if (signing.size >= SIGNING_KEYS_KEPT) signing.delete(signing.keys().next().value!)
+      signing.set(cacheKey, { until: now + SIGNING_KEY_TTL_MS, key })
+      return key
     },
   }
 }

@@ -8,8 +8,8 @@
 // Tested in test/unit/record-batch.test.ts.
 import type { Timers } from '../delivery/pacer.js'
 
-export const RECORD_BATCH = 64
-export const RECORD_LINGER_MS = 5
+export const RECORD_BATCH = 256
+export const RECORD_LINGER_MS = 20
 
 /** Not unref'd: an outcome held here keeps the process up until it is written (a stop waits for it). */
 const heldTimers: Timers = { set: (fn, ms) => setTimeout(fn, ms), clear: (handle) => clearTimeout(handle as NodeJS.Timeout) }
