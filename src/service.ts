@@ -18,7 +18,7 @@ import healthRoutes from './http/routes/health.js'
 import { Mailer, type MailerTuning } from './mail/mailer.js'
 import { instrumentStore } from './metrics.js'
 import { createSandboxTransport } from './mail/sandbox-transport.js'
-import { createSmtpTransport } from './mail/smtp-transport.js'
+import { createSmtpThreadTransport } from './mail/smtp-thread.js'
 import { createOutbound } from './mail/outbound.js'
 import { createComposer } from './mail/compose-pool.js'
 import { verpKey } from './domain/verp.js'
@@ -177,7 +177,7 @@ export async function createService (config: Config, given: ServiceDeps): Promis
   const mailer = roles.mailer
     ? new Mailer({
       store: deps.store,
-      transport: deps.transport ?? (config.smtpUrl !== undefined ? createSmtpTransport(config.smtpUrl, { registry: app.registry, maxConnections: config.smtpPoolSize }) : sandbox(config, app)),
+      transport: deps.transport ?? (config.smtpUrl !== undefined ? createSmtpThreadTransport(config.smtpUrl, { registry: app.registry, maxConnections: config.smtpPoolSize }) : sandbox(config, app)),
       closeTransport: deps.transport === undefined,
       emails: {
         onAccepted: (listener) => {

@@ -49,7 +49,7 @@ function bodies (count: number, from: string | undefined): string[] {
   return out
 }
 
-export const SMTP_CONNECTIONS = 5
+export const SMTP_CONNECTIONS = 10
 
 async function svcRun (relay: ChildProcess, port: number, count: number, signed: boolean, rep: number): Promise<Sample & { stages: string }> {
   const dir = tempDataDir()

@@ -7,7 +7,7 @@ import type SMTPTransport from 'nodemailer/lib/smtp-transport/index.js'
 import { Counter, type Registry } from 'prom-client'
 import { isLoopbackHost } from '../../config/index.js'
 import { mimeTemplate } from './mime.js'
-import { stageTimer } from './stages.js'
+import { stageTimer, type StageTimer } from './stages.js'
 import {
   bareAddress,
   envelopeRecipients,
@@ -29,6 +29,8 @@ export interface SmtpTransportOptions {
   socketTimeoutMs?: number
   /** Where `svc_mail_rendered_total` and the stage timings are registered; no metric without it. */
   registry?: Registry
+  /** Instead of the registry (in the SMTP thread, which has none): where stage times and counts go. */
+  report?: { stages: StageTimer; rendered: (what: 'template' | 'copy', n: number) => void }
 }
 
 /** Connections to the relay at once, unless SMTP_POOL_SIZE says otherwise. */
@@ -237,7 +239,9 @@ export function createSmtpTransport(url: string, opts: SmtpTransportOptions = {}
         registers: [opts.registry],
       })
     : undefined
-  const stages = stageTimer(opts.registry)
+  const stages = opts.report?.stages ?? stageTimer(opts.registry)
+
+  const count = opts.report?.rendered ?? ((what: 'template' | 'copy', n: number) => rendered?.inc({ what }, n))
 
   /**
    * The message is built once (its MIME template, ./mime.ts); each recipient with a copy of their own
@@ -249,19 +253,19 @@ export function createSmtpTransport(url: string, opts: SmtpTransportOptions = {}
     const t0 = performance.now()
     const messageId = formatMessageId(msg)
     const template = await mimeTemplate(msg)
-    rendered?.inc({ what: 'template' })
+    count('template', 1)
     const returnPath = msg.returnPath
     const copy = msg.copy
     if (returnPath === undefined && copy === undefined) {
       const raw = await template.render(undefined)
-      rendered?.inc({ what: 'copy' })
+      count('copy', 1)
       stages.since('render', t0)
       return relayOnce(readyMessage({ from: bareAddress(msg.from), to: recipients }, raw, messageId), recipients)
     }
     // Every copy is made (and signed) before any is sent: a message that cannot be built sends nothing.
     const shared = copy === undefined ? await template.render(undefined) : undefined
     const raws = shared !== undefined ? recipients.map(() => shared) : await Promise.all(recipients.map((r) => template.render(copy!(r))))
-    rendered?.inc({ what: 'copy' }, shared !== undefined ? 1 : recipients.length)
+    count('copy', shared !== undefined ? 1 : recipients.length)
     stages.since('render', t0)
     const each = await Promise.all(recipients.map((r, i) => relayOnce(
       readyMessage({ from: returnPath !== undefined ? returnPath(r) : bareAddress(msg.from), to: [r] }, raws[i]!, messageId), [r])))

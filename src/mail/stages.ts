@@ -9,10 +9,12 @@ export type MailStage = 'claim' | 'compose' | 'outbound' | 'render' | 'smtp' | '
 export interface StageTimer {
   /** Adds the time since `startedAt` (performance.now()) to the stage. */
   since(stage: MailStage, startedAt: number): void
+  /** Adds a time measured elsewhere (the SMTP thread's), in seconds. */
+  observe(stage: MailStage, seconds: number): void
 }
 
 const NAME = 'svc_mail_stage_seconds'
-const noop: StageTimer = { since: () => {} }
+const noop: StageTimer = { since: () => {}, observe: () => {} }
 
 /** The registry's stage timer (made at the first call, shared by later ones); a no-op without a registry. */
 export function stageTimer (registry: Registry | undefined): StageTimer {
@@ -24,5 +26,8 @@ export function stageTimer (registry: Registry | undefined): StageTimer {
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
     registers: [registry],
   })
-  return { since: (stage, startedAt) => histogram.observe({ stage }, (performance.now() - startedAt) / 1000) }
+  return {
+    since: (stage, startedAt) => histogram.observe({ stage }, (performance.now() - startedAt) / 1000),
+    observe: (stage, seconds) => histogram.observe({ stage }, seconds),
+  }
 }

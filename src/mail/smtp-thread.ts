@@ -1,0 +1,121 @@
+// The SMTP transport in a thread of its own. Over SMTP each email costs the mailer's thread its MIME,
+// its signature and its share of the SMTP dialogue (nodemailer's parser and streams, the socket writes):
+// about as much as all the rest of its path through svc (accepting it, storing it, tracking, the
+// record). Here that part runs in one worker thread beside the main one, so on two cores the two halves
+// run at once. The message crosses as data (./smtp-wire.ts), many to a message-port post.
+import { fileURLToPath } from 'node:url'
+import { MessageChannel, type MessagePort } from 'node:worker_threads'
+import { Piscina } from 'piscina'
+import { Counter, type Registry } from 'prom-client'
+import { MessageBuildError } from './compose.js'
+import { DEFAULT_SMTP_POOL_SIZE, parseSmtpUrl, type SmtpTransportOptions } from './smtp-transport.js'
+import { stageTimer } from './stages.js'
+import { toWire, type AnswerBatch, type RelayJob } from './smtp-wire.js'
+import type { MailTransport, RecipientResult } from './transport.js'
+import type { SmtpAttachJob, SmtpWorkerData } from '../../workers/smtp.js'
+
+const WORKER_FILE = fileURLToPath(new URL('../../workers/smtp.js', import.meta.url))
+
+interface Waiting { resolve: (results: RecipientResult[]) => void; reject: (err: Error) => void }
+
+interface Lane { port: MessagePort; ended: Promise<void> }
+
+export function createSmtpThreadTransport (url: string, opts: Omit<SmtpTransportOptions, 'report'> = {}): MailTransport {
+  // A bad URL is refused here, at start, not in the thread at the first email.
+  parseSmtpUrl(url)
+  const { registry, ...options } = opts
+  const workerData: SmtpWorkerData = { url, options: { ...options, maxConnections: options.maxConnections ?? DEFAULT_SMTP_POOL_SIZE } }
+  const pool = new Piscina({ filename: WORKER_FILE, workerData, minThreads: 0, maxThreads: 1, concurrentTasksPerWorker: 1, idleTimeout: 1000 })
+  const stages = stageTimer(registry)
+  const rendered = registry
+    ? new Counter({
+        name: 'svc_mail_rendered_total',
+        help: 'SMTP messages rendered (MIME template, then one copy per recipient, each DKIM-signed when the sender has a key): what was made',
+        labelNames: ['what'] as const,
+        registers: [registry],
+      })
+    : undefined
+  const waiting = new Map<number, Waiting>()
+  let nextId = 1
+  let outbox: RelayJob[] = []
+  let scheduled = false
+  let lane: Lane | undefined
+  let closed = false
+
+  const onAnswers = (batch: AnswerBatch) => {
+    for (const [stage, seconds] of batch.stages) stages.observe(stage, seconds)
+    if (batch.rendered.template > 0) rendered?.inc({ what: 'template' }, batch.rendered.template)
+    if (batch.rendered.copy > 0) rendered?.inc({ what: 'copy' }, batch.rendered.copy)
+    for (const a of batch.answers) {
+      const w = waiting.get(a.id)
+      if (w === undefined) continue
+      waiting.delete(a.id)
+      if ('results' in a) w.resolve(a.results)
+      else w.reject(a.failed.build ? new MessageBuildError(a.failed.reason) : new Error(a.failed.reason))
+    }
+  }
+
+  const attach = (): Lane => {
+    if (lane !== undefined) return lane
+    const { port1, port2 } = new MessageChannel()
+    port1.on('message', onAnswers)
+    const job: SmtpAttachJob = { port: port2 }
+    const ended = pool.run(job, { transferList: [port2] }).then(() => {}, (err: unknown) => {
+      // The thread died: what it had not answered fails as a transport error (the mailer retries it) and
+      // the next message attaches to the thread Piscina starts in its place.
+      if (lane === attached) lane = undefined
+      port1.close()
+      const reason = `the SMTP thread failed: ${err instanceof Error ? err.message : String(err)}`
+      for (const w of waiting.values()) w.reject(new Error(reason))
+      waiting.clear()
+    })
+    const attached: Lane = { port: port1, ended }
+    lane = attached
+    return attached
+  }
+
+  const flush = () => {
+    scheduled = false
+    if (outbox.length === 0) return
+    const jobs = outbox
+    outbox = []
+    attach().port.postMessage(jobs)
+  }
+
+  return {
+    name: 'smtp',
+    send (msg) {
+      if (closed) return Promise.reject(new Error('SMTP transport is closed'))
+      // Copies are made here, where the functions are: a copy that cannot be made fails before anything is sent.
+      let wire
+      try {
+        wire = toWire(msg)
+      } catch (err) {
+        return Promise.reject(err)
+      }
+      return new Promise<RecipientResult[]>((resolve, reject) => {
+        const id = nextId++
+        waiting.set(id, { resolve, reject })
+        outbox.push({ id, msg: wire })
+        // The messages of one turn of the event loop cross together.
+        if (!scheduled) {
+          scheduled = true
+          setImmediate(flush)
+        }
+      })
+    },
+    async close () {
+      if (closed) return
+      closed = true
+      flush()
+      // The mailer closes its transport once its sends are answered; the thread then ends its connections.
+      const current = lane
+      lane = undefined
+      if (current !== undefined) {
+        current.port.close()
+        await current.ended
+      }
+      await pool.close({ force: false })
+    },
+  }
+}

@@ -1,0 +1,43 @@
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { MessageBuildError } from '../../src/mail/compose.js'
+import { fromWire, toWire } from '../../src/mail/smtp-wire.js'
+import type { OutgoingMessage } from '../../src/mail/transport.js'
+
+const base: OutgoingMessage = {
+  messageId: 'em_1', from: 'News <news@example.com>', to: ['Ann <ann@example.com>'], cc: ['bob@example.com'], bcc: ['success@simulator.svc.dev'],
+  subject: 'Hello', html: '<p>first copy</p>', headers: { 'X-Tag': 'a' },
+}
+
+test('a message without per-recipient parts crosses as it is', () => {
+  const wire = toWire(base)
+  assert.deepEqual(wire, base)
+  const back = fromWire(structuredClone(wire))
+  assert.equal(back.copy, undefined)
+  assert.equal(back.returnPath, undefined)
+  assert.deepEqual(back, base)
+})
+
+test('each real recipient\'s copy and envelope sender are made once, before crossing, and answered from the data after', () => {
+  const made: string[] = []
+  const msg: OutgoingMessage = {
+    ...base,
+    copy: (r) => { made.push(r); return { html: `<p>${r}</p>`, headers: { 'List-Unsubscribe': `<https://svc.test/u/${r}>` } } },
+    returnPath: (r) => `bounce+${r.split('@')[0]}@bounces.example.com`,
+  }
+  const wire = toWire(msg)
+  assert.equal(typeof (wire as { copy?: unknown }).copy, 'undefined', 'no function crosses')
+  // structuredClone is what postMessage does: it throws on a function.
+  const back = fromWire(structuredClone(wire))
+  assert.deepEqual(made, ['ann@example.com', 'bob@example.com'], 'the simulator address gets no copy (it never reaches the relay)')
+  assert.deepEqual(back.copy!('bob@example.com'), { html: '<p>bob@example.com</p>', headers: { 'List-Unsubscribe': '<https://svc.test/u/bob@example.com>' } })
+  assert.equal(back.returnPath!('ann@example.com'), 'bounce+ann@bounces.example.com')
+  assert.equal(back.returnPath!('someone-else@example.com'), 'news@example.com', 'an unknown recipient falls back to the From address')
+  assert.throws(() => back.copy!('stranger@example.com'), MessageBuildError, 'a recipient without a copy is never sent another\'s')
+  assert.throws(() => back.copy!('__proto__'), MessageBuildError)
+})
+
+test('a copy that cannot be made fails the whole message before anything crosses', () => {
+  const msg: OutgoingMessage = { ...base, copy: () => { throw new MessageBuildError('making the List-Unsubscribe link failed (TypeError)') } }
+  assert.throws(() => toWire(msg), MessageBuildError)
+})
