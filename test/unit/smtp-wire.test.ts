@@ -5,7 +5,7 @@ import { fromWire, toWire } from '../../src/mail/smtp-wire.js'
 import type { OutgoingMessage } from '../../src/mail/transport.js'
 
 const base: OutgoingMessage = {
-  messageId: 'em_1', from: 'News <news@example.com>', to: ['Ann <ann@example.com>'], cc: ['bob@example.com'], bcc: ['success@simulator.svc.dev'],
+  messageId: 'em_1', from: 'News <news@example.com>', to: ['Ann <ann@example.com>'], cc: ['bob@example.com'], bcc: ['delivered@simulator.test'],
   subject: 'Hello', html: '<p>first copy</p>', headers: { 'X-Tag': 'a' },
 }
 
