@@ -114,9 +114,11 @@ export class Mailer implements Component {
     // claims and outcomes share commits.
     this.concurrency = options.concurrency ?? 32
     // A send's slot is free once the transport has answered; its outcome is written (and waits for the
-    // commit, and for any fsync ahead of it) without holding one. This bounds those writes instead.
-    this.maxRecording = Math.max(256, 8 * this.concurrency)
-    this.records = new RecordBatch((a) => this.o.store.recordEmailAttempt(a))
+    // commit, and for any fsync ahead of it) without holding one. This bounds those writes instead, and
+    // so the emails leased at once (a claim reads past every one of them). A full `concurrency` of
+    // outcomes is written at once; fewer wait for the batch's linger.
+    this.maxRecording = 2 * this.concurrency
+    this.records = new RecordBatch((a) => this.o.store.recordEmailAttempt(a), { maxItems: this.concurrency })
     this.leaseMs = options.leaseMs ?? 30_000
     this.pollMs = options.pollMs ?? 1_000
     this.policy = { retryDelaysMs: options.retryDelaysMs ?? DEFAULT_RETRY_DELAYS_MS, random: options.random ?? Math.random }
