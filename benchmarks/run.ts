@@ -116,7 +116,7 @@ async function main (): Promise<void> {
     t('smtp_signed_vs_peer', 'mail over SMTP, DKIM + VERP ÷ nodemailer signing', (smtpFig?.signed.svc ?? NaN) / (smtpFig?.signed.peer ?? NaN), '>=', 0.7, '×',
       `${fmt(smtpFig?.signed.svc ?? NaN)}/s vs ${fmt(smtpFig?.signed.peer ?? NaN)}/s`),
     t('pipeline_vs_ceiling', 'pipeline: send → sandbox → email.sent ÷ ceiling', (pipeFig?.rate ?? NaN) / tp.ceiling, '>=', 0.5, '×',
-      `${fmt(pipeFig?.rate ?? NaN)}/s vs ${fmt(tp.ceiling)}/s (without the sandbox's files ${fmt(pipeFig?.rateNoSandboxFiles ?? NaN)}/s)`),
+      `${fmt(pipeFig?.rate ?? NaN)}/s vs ${fmt(tp.ceiling)}/s (without the sandbox's files ${fmt(pipeFig?.rateNoSandboxFiles ?? NaN)}/s; to email.delivered ${fmt(pipeFig?.rateDelivered ?? NaN)}/s)`),
     t('pipeline_vs_naive', 'pipeline ÷ naive peer', (pipeFig?.rate ?? NaN) / tp.naive, '>=', 5, '×', `${fmt(pipeFig?.rate ?? NaN)}/s vs ${fmt(tp.naive)}/s`),
     t('pipeline_p99', 'pipeline p99 send → email.sent at ½ rate', pipeFig?.p99 ?? NaN, '<', 50, 'ms', `at ${fmt((pipeFig?.rate ?? NaN) / 2)} sends/s`),
     t('slow_isolation', '99 fast beside a 5 s one ÷ alone', (slowFig?.beside ?? NaN) / (slowFig?.alone ?? NaN), '>=', 0.9, '×', `${fmt(slowFig?.beside ?? NaN)}/s vs ${fmt(slowFig?.alone ?? NaN)}/s`),
