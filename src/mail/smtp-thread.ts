@@ -6,9 +6,9 @@
 import { fileURLToPath } from 'node:url'
 import { MessageChannel, type MessagePort } from 'node:worker_threads'
 import { Piscina } from 'piscina'
-import { Counter, type Registry } from 'prom-client'
+import type { Registry } from 'prom-client'
 import { MessageBuildError } from './compose.js'
-import { DEFAULT_SMTP_POOL_SIZE, parseSmtpUrl, type SmtpTransportOptions } from './smtp-transport.js'
+import { DEFAULT_SMTP_POOL_SIZE, parseSmtpUrl, renderedCounter, type SmtpTransportOptions } from './smtp-transport.js'
 import { stageTimer } from './stages.js'
 import { toWire, type AnswerBatch, type RelayJob } from './smtp-wire.js'
 import type { MailTransport, RecipientResult } from './transport.js'
@@ -27,14 +27,7 @@ export function createSmtpThreadTransport (url: string, opts: Omit<SmtpTransport
   const workerData: SmtpWorkerData = { url, options: { ...options, maxConnections: options.maxConnections ?? DEFAULT_SMTP_POOL_SIZE } }
   const pool = new Piscina({ filename: WORKER_FILE, workerData, minThreads: 0, maxThreads: 1, concurrentTasksPerWorker: 1, idleTimeout: 1000 })
   const stages = stageTimer(registry)
-  const rendered = registry
-    ? new Counter({
-        name: 'svc_mail_rendered_total',
-        help: 'SMTP messages rendered (MIME template, then one copy per recipient, each DKIM-signed when the sender has a key): what was made',
-        labelNames: ['what'] as const,
-        registers: [registry],
-      })
-    : undefined
+  const rendered = renderedCounter(registry)
   const waiting = new Map<number, Waiting>()
   let nextId = 1
   let outbox: RelayJob[] = []

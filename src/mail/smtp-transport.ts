@@ -33,6 +33,18 @@ export interface SmtpTransportOptions {
   report?: { stages: StageTimer; rendered: (what: 'template' | 'copy', n: number) => void }
 }
 
+/** svc_mail_rendered_total in the registry (none without one): SMTP templates built and copies made. */
+export function renderedCounter (registry: Registry | undefined): Counter<'what'> | undefined {
+  return registry
+    ? new Counter({
+        name: 'svc_mail_rendered_total',
+        help: 'SMTP messages rendered (MIME template, then one copy per recipient, each DKIM-signed when the sender has a key): what was made',
+        labelNames: ['what'] as const,
+        registers: [registry],
+      })
+    : undefined
+}
+
 /** Connections to the relay at once, unless SMTP_POOL_SIZE says otherwise. */
 export const DEFAULT_SMTP_POOL_SIZE = 10
 
@@ -231,14 +243,7 @@ export function createSmtpTransport(url: string, opts: SmtpTransportOptions = {}
   const scrub = secretScrubber(parts.pass)
   let closed = false
 
-  const rendered = opts.registry
-    ? new Counter({
-        name: 'svc_mail_rendered_total',
-        help: 'SMTP messages rendered (MIME template, then one copy per recipient, each DKIM-signed when the sender has a key): what was made',
-        labelNames: ['what'] as const,
-        registers: [opts.registry],
-      })
-    : undefined
+  const rendered = opts.report === undefined ? renderedCounter(opts.registry) : undefined
   const stages = opts.report?.stages ?? stageTimer(opts.registry)
 
   const count = opts.report?.rendered ?? ((what: 'template' | 'copy', n: number) => rendered?.inc({ what }, n))
