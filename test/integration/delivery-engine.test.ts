@@ -311,6 +311,24 @@ describe('delivery', () => {
     assert.equal(badWindow.status, 400)
   })
 
+  test('a test delivery that failed is sent again by recover, like any other', async (t) => {
+    let healthy = false
+    const receiver = await startReceiver(t, { '/outage': (_r, _n, res) => { res.statusCode = healthy ? 200 : 500; res.end() } })
+    const server = await startServer(t, { env: { ...FAST, DELIVERY_RETRY_SCHEDULE: '20ms,20ms' } })
+    const { client } = await signedUp(server)
+    const hook = await webhook(client, receiver, '/outage')
+    const since = new Date(Date.now() - 1000).toISOString()
+    const sent = await client.post(`/api/webhooks/${hook.id}/test`, { event: 'email.delivered' })
+    assert.equal(sent.status, 202)
+    await eventually(async () => ((await log(client, hook.id, '?status=failed')).length === 1 ? true : undefined), 'the failed test delivery')
+    healthy = true
+    const recover = await client.post(`/api/webhooks/${hook.id}/recover`, { since })
+    assert.equal(recover.status, 202)
+    assert.deepEqual(recover.body.data, { queued: 1 })
+    await eventually(async () => ((await log(client, hook.id, '?status=succeeded')).length === 1 ? true : undefined), 'the recovered test delivery')
+    assert.equal(receiver.on('/outage').length, 4, 'three attempts, then the recovered one')
+  })
+
   test('a failed delivery can be retried by hand; test events are signed and go to that webhook only', async (t) => {
     let healthy = false
     const receiver = await startReceiver(t, { '/manual': (_r, _n, res) => { res.statusCode = healthy ? 200 : 500; res.end() } })
