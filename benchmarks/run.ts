@@ -168,7 +168,7 @@ async function main (): Promise<void> {
     costSummary[what] = Object.fromEntries(procNames.map((p) => [p, {
       total: m(p, 'total'), main: m(p, 'main'), ...(rows[0]!.procs[p]?.delivery !== undefined ? { delivery: m(p, 'delivery'), other: m(p, 'other') } : {}),
     }]))
-    const gen = ['bare', 'loadgen', 'worker'].find((p) => procNames.includes(p))
+    const gen = ['bare', 'loadgen', 'worker', 'peer'].find((p) => procNames.includes(p))
     const sinkNames = procNames.filter((p) => p.startsWith('sink'))
     const sinkUs = sinkNames.length > 0 ? sinkNames.reduce((n, p) => n + m(p, 'total'), 0) : NaN
     const hasSvc = procNames.includes('svc')
