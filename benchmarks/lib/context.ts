@@ -401,4 +401,35 @@ export function sendBodies (recipients: number): string[] {
   }))
 }
 
+/**
+ * POST /api/send/batch bodies for `count` emails, 100 to a request: one recipient each, a small html part
+ * with one link (what the mail scenarios send), from `from` when given.
+ */
+export function batchBodies (count: number, from?: string): string[] {
+  const out: string[] = []
+  for (let start = 0; start < count; start += 100) {
+    out.push(JSON.stringify(Array.from({ length: Math.min(100, count - start) }, (_, j) => ({
+      ...(from !== undefined ? { from } : {}),
+      to: `someone${start + j}@example.com`, subject: `Benchmark message ${start + j}`,
+      html: `<p>Hello from the svc benchmark, message ${start + j}.</p><p><a href="https://example.com/docs">Read the docs</a></p>`,
+    }))))
+  }
+  return out
+}
+
+/** Posts `bodies` to /api/send/batch with `inFlight` requests at once, as a sender's batch job would; the statuses, counted. */
+export async function postBatches (origin: string, key: string, bodies: string[], inFlight: number): Promise<Record<string, number>> {
+  let next = 0
+  const statuses: Record<string, number> = {}
+  await Promise.all(Array.from({ length: inFlight }, async () => {
+    while (next < bodies.length) {
+      const body = bodies[next++]!
+      const res = await fetch(`${origin}/api/send/batch`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key }, body })
+      await res.arrayBuffer()
+      statuses[res.status] = (statuses[res.status] ?? 0) + 1
+    }
+  }))
+  return statuses
+}
+
 export { startSvc, stopSvc }

@@ -4,7 +4,7 @@
 // per second from the first POST to the last arrival; it is set beside the ceiling and the naive peer of
 // the same run. Run twice: with the sandbox's files (SANDBOX_KEEP=200, the default) and without
 // (SANDBOX_KEEP=0), so the sandbox's cost shows. Then the p99 of send → webhook at half the rate, open loop.
-import { costOf, CpuWatch, log, notes, pick, recordCost, recordCpu, reportLogged, results, sendBodies, sinkConfig, sinkOrigin, sinkProcs, sinkStats, SIZES, startSvc, stopSvc, waitForSink, type Sample } from '../lib/context.js'
+import { batchBodies, costOf, CpuWatch, log, notes, pick, postBatches, recordCost, recordCpu, reportLogged, results, sendBodies, sinkConfig, sinkOrigin, sinkProcs, sinkStats, SIZES, startSvc, stopSvc, waitForSink, type Sample } from '../lib/context.js'
 import { ask, startProc, stopChild, type Msg } from '../lib/procs.js'
 import { fmt } from '../lib/report.js'
 import { summarize } from '../lib/stats.js'
@@ -24,17 +24,6 @@ async function seeded (event: Hooked = 'email.sent'): Promise<{ dir: string; key
   return { dir, key, secrets: seeder.secrets }
 }
 
-function batches (count: number): string[] {
-  const out: string[] = []
-  for (let start = 0; start < count; start += 100) {
-    out.push(JSON.stringify(Array.from({ length: Math.min(100, count - start) }, (_, j) => ({
-      to: `someone${start + j}@example.com`, subject: `Benchmark message ${start + j}`,
-      html: `<p>Hello from the svc benchmark, message ${start + j}.</p><p><a href="https://example.com/docs">Read the docs</a></p>`,
-    }))))
-  }
-  return out
-}
-
 async function rateRun (count: number, sandboxKeep: string, rep: number, event: Hooked = 'email.sent'): Promise<Sample> {
   const { dir, key, secrets } = await seeded(event)
   const label = `pipeline-keep${sandboxKeep}${event === 'email.sent' ? '' : '-delivered'}`
@@ -44,18 +33,8 @@ async function rateRun (count: number, sandboxKeep: string, rep: number, event: 
     const before = (await sinkStats()).fast.count
     const watch = new CpuWatch({ svc: svc.pid, ...sinkProcs() })
     const started = Date.now()
-    const posts = batches(count)
-    let next = 0
-    const statuses: Record<string, number> = {}
     // 32 requests in flight (3,200 emails), as a sender's batch job would push.
-    await Promise.all(Array.from({ length: 32 }, async () => {
-      while (next < posts.length) {
-        const body = posts[next++]!
-        const res = await fetch(`${svc.origin}/api/send/batch`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key }, body })
-        await res.arrayBuffer()
-        statuses[res.status] = (statuses[res.status] ?? 0) + 1
-      }
-    }))
+    const statuses = await postBatches(svc.origin, key, batchBodies(count), 32)
     const stats = await waitForSink(before + count, { capMs: 300_000, abort: () => svc.unexpectedExit() })
     const report = watch.stop()
     const got = stats.fast.count - before

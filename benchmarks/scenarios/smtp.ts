@@ -11,7 +11,7 @@ import { iso } from '../../src/domain/clock.js'
 import { sealKey } from '../../src/app/domains.js'
 import { newId } from '../../src/domain/ids.js'
 import { limitsOf } from '../../src/domain/plans.js'
-import { costOf, CpuWatch, log, notes, pick, recordCost, recordCpu, reportLogged, results, SIZES, startSvc, stopSvc, type Sample } from '../lib/context.js'
+import { batchBodies, costOf, CpuWatch, log, notes, pick, postBatches, recordCost, recordCpu, reportLogged, results, SIZES, startSvc, stopSvc, type Sample } from '../lib/context.js'
 import { ask, sleep, startProc, stopChild, type Msg } from '../lib/procs.js'
 import { fmt } from '../lib/report.js'
 import { removeDir, Seeder, SVC_SECRET, tempDataDir } from '../lib/svc.js'
@@ -28,23 +28,6 @@ async function stageTotals (origin: string): Promise<Record<string, { sum: numbe
   for (const m of text.matchAll(/^svc_mail_stage_seconds_(sum|count)\{stage="([a-z]+)"\} ([0-9.e+-]+)$/gm)) {
     const s = out[m[2]!] ??= { sum: 0, count: 0 }
     s[m[1] as 'sum' | 'count'] = Number(m[3])
-  }
-  return out
-}
-
-function bodies (count: number, from: string | undefined): string[] {
-  const out: string[] = []
-  for (let start = 0; start < count; start += 100) {
-    const batch = []
-    for (let i = start; i < Math.min(count, start + 100); i++) {
-      batch.push({
-        ...(from !== undefined ? { from } : {}),
-        to: `someone${i}@example.com`,
-        subject: `Benchmark message ${i}`,
-        html: `<p>Hello from the svc benchmark, message ${i}.</p><p><a href="https://example.com/docs">Read the docs</a></p>`,
-      })
-    }
-    out.push(JSON.stringify(batch))
   }
   return out
 }
@@ -75,18 +58,8 @@ async function svcRun (relay: ChildProcess, port: number, count: number, signed:
     const watch = new CpuWatch({ svc: svc.pid })
     const started = Date.now()
     const t0 = performance.now()
-    const posts = bodies(count, signed ? `Bench <news@${DOMAIN}>` : undefined)
     // Four requests in flight, as a sender's batch job would.
-    let next = 0
-    const statuses: Record<string, number> = {}
-    await Promise.all(Array.from({ length: 4 }, async () => {
-      while (next < posts.length) {
-        const body = posts[next++]!
-        const res = await fetch(`${svc.origin}/api/send/batch`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key }, body })
-        await res.arrayBuffer()
-        statuses[res.status] = (statuses[res.status] ?? 0) + 1
-      }
-    }))
+    const statuses = await postBatches(svc.origin, key, batchBodies(count, signed ? `Bench <news@${DOMAIN}>` : undefined), 4)
     const accepted = performance.now() - t0
     let s: RelayStats
     let lastCount = -1
