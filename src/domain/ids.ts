@@ -13,20 +13,22 @@ export type IdPrefix = 'acct' | 'key' | 'wh' | 'em' | 'evt' | 'dlv' | 'dom' | 'r
 // Random bytes are drawn 4 KiB at a time: one call into the CSPRNG per 512 ids rather than one per id.
 let pool = Buffer.alloc(0)
 let poolAt = 0
-function random64Hex (): string {
-  if (poolAt + 8 > pool.length) {
-    pool = randomBytes(4096)
+
+/** `bytes` fresh CSPRNG bytes as hex, from a pool drawn 4 KiB at a time. */
+export function randomHex (bytes: number): string {
+  if (poolAt + bytes > pool.length) {
+    pool = randomBytes(Math.max(4096, bytes))
     poolAt = 0
   }
-  const hex = pool.toString('hex', poolAt, poolAt + 8)
+  const hex = pool.toString('hex', poolAt, poolAt + bytes)
   // Each draw is used once: the pool's bytes are never handed out twice.
-  pool.fill(0, poolAt, poolAt + 8)
-  poolAt += 8
+  pool.fill(0, poolAt, poolAt + bytes)
+  poolAt += bytes
   return hex
 }
 
 export function newId (prefix: IdPrefix, now = Date.now()): string {
-  return `${prefix}_${now.toString(16).padStart(12, '0')}${random64Hex()}`
+  return `${prefix}_${now.toString(16).padStart(12, '0')}${randomHex(8)}`
 }
 
 const ID_PATTERN = /^[a-z]{2,4}_[0-9a-f]{28}$/

@@ -5,7 +5,8 @@
 // signature (relaxed/relaxed, rsa-sha256, signed in libuv's thread pool so the main thread goes on).
 // MailComposer's whole pipeline per recipient cost about a millisecond of the main thread; the
 // substitution is a few string joins and one hash (benchmarks/README.md, mail over SMTP).
-import { createHash, createPrivateKey, randomBytes, sign, type KeyObject } from 'node:crypto'
+import { createHash, createPrivateKey, sign, type KeyObject } from 'node:crypto'
+import { randomHex } from '../domain/ids.js'
 import MailComposer from 'nodemailer/lib/mail-composer/index.js'
 import type { SendMailOptions } from 'nodemailer'
 import { MessageBuildError, errorKind } from './compose.js'
@@ -19,19 +20,8 @@ export interface MimeTemplate {
 
 const UNSUBSCRIBE = 'List-Unsubscribe'
 
-// Markers take their randomness from a pool drawn 4 KiB at a time: two markers per message made one call
-// into the CSPRNG each, a measurable share of the mailer's thread. Each byte is used once.
-let pool = Buffer.alloc(0)
-let poolAt = 0
-function randomHex (bytes: number): string {
-  if (poolAt + bytes > pool.length) {
-    pool = randomBytes(4096)
-    poolAt = 0
-  }
-  poolAt += bytes
-  return pool.toString('hex', poolAt - bytes, poolAt)
-}
-
+// A marker's randomness comes from the ids' pool: a call into the CSPRNG per marker was a measurable share
+// of the mailer's thread.
 // A marker of 57 bytes is one line of 76 characters in base64, which is how MailComposer writes it.
 function marker (what: string): string {
   return `svc-${what}-${randomHex(24)}`.slice(0, 57)
