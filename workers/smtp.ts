@@ -20,9 +20,11 @@ export interface SmtpAttachJob { port: MessagePort }
 
 const ANSWER_BATCH = 256
 
+const emptyBatch = (): AnswerBatch => ({ answers: [], stages: [], rendered: { template: 0, copy: 0 } })
+
 export default async function attach ({ port }: SmtpAttachJob): Promise<number> {
   const data = workerData as SmtpWorkerData
-  let batch: AnswerBatch = { answers: [], stages: [], rendered: { template: 0, copy: 0 } }
+  let batch = emptyBatch()
   let scheduled = false
   let closed = false
   let inFlight = 0
@@ -31,7 +33,7 @@ export default async function attach ({ port }: SmtpAttachJob): Promise<number> 
     scheduled = false
     if (closed || (batch.answers.length === 0 && batch.stages.length === 0)) return
     port.postMessage(batch)
-    batch = { answers: [], stages: [], rendered: { template: 0, copy: 0 } }
+    batch = emptyBatch()
   }
   const later = () => {
     // Answers of one turn of the event loop travel together; a full handful goes at once.

@@ -9,7 +9,7 @@ import { HeldWork, Leases } from '../../src/delivery/held.js'
 import { Intake } from '../../src/delivery/intake.js'
 import { OutcomeWriter } from '../../src/delivery/outcome-writer.js'
 import { PRUNE_STEP, Retention, STATS_CACHE_MS } from '../../src/delivery/retention.js'
-import type { Timers } from '../../src/delivery/pacer.js'
+import { ManualTimers } from '../helpers/timers.js'
 import type { DeliveryOrigin, DeliveryOutcome, DeliveryStats, DeliveryWork, LeaseRequest, RoutedThrough, RoutingPosition } from '../../src/store/deliveries.js'
 
 const log = { info () {}, warn () {}, error () {} }
@@ -17,24 +17,6 @@ const log = { info () {}, warn () {}, error () {} }
 class FakeClock {
   constructor (public t = 1_000_000) {}
   now (): number { return this.t }
-}
-
-/** Timers that fire only when told to. */
-class ManualTimers implements Timers {
-  readonly pending = new Map<number, () => void>()
-  private next = 0
-  set (fn: () => void): unknown {
-    const id = ++this.next
-    this.pending.set(id, fn)
-    return id
-  }
-
-  clear (handle: unknown): void { this.pending.delete(handle as number) }
-  fireAll (): void {
-    const fns = [...this.pending.values()]
-    this.pending.clear()
-    for (const fn of fns) fn()
-  }
 }
 
 function origin (seq: number, router = 1, createdAt = 0): DeliveryOrigin {

@@ -1,16 +1,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import type { Timers } from '../../src/delivery/pacer.js'
 import { RecordBatch } from '../../src/mail/record-batch.js'
-
-/** Timers that fire only when told to. */
-class ManualTimers implements Timers {
-  private next = 1
-  readonly pending = new Map<number, { fn: () => void; ms: number }>()
-  set (fn: () => void, ms: number): unknown { const id = this.next++; this.pending.set(id, { fn, ms }); return id }
-  clear (handle: unknown): void { this.pending.delete(handle as number) }
-  fireAll (): void { for (const [id, t] of [...this.pending]) { this.pending.delete(id); t.fn() } }
-}
+import { ManualTimers } from '../helpers/timers.js'
 
 test('writes wait for the linger, then go to the store together, in order, each settling with its own answer', async () => {
   const timers = new ManualTimers()
