@@ -1,17 +1,16 @@
-import net from 'node:net'
-import { Readable } from 'node:stream'
+import type tls from 'node:tls'
 import { domainToASCII } from 'node:url'
-import nodemailer from 'nodemailer'
-import type SMTPPool from 'nodemailer/lib/smtp-pool/index.js'
-import type SMTPTransport from 'nodemailer/lib/smtp-transport/index.js'
 import { Counter, type Registry } from 'prom-client'
 import { isLoopbackHost } from '../../config/index.js'
+import { MessageBuildError } from './compose.js'
 import { mimeTemplate } from './mime.js'
+import { SmtpConnection, SmtpConnectionError, SmtpSetupError, type Envelope, type SmtpEndpoint, type TransactionReplies } from './smtp-connection.js'
+import { SmtpPool } from './smtp-pool.js'
+import type { SmtpReply } from './smtp-reply.js'
 import { stageTimer, type StageTimer } from './stages.js'
 import {
   bareAddress,
   envelopeRecipients,
-  formatMessageId,
   simulatorOutcome,
   type MailTransport,
   type OutgoingMessage,
@@ -31,7 +30,12 @@ export interface SmtpTransportOptions {
   registry?: Registry
   /** Instead of the registry (in the SMTP thread, which has none): where stage times and counts go. */
   report?: { stages: StageTimer; rendered: (what: 'template' | 'copy', n: number) => void }
+  /** Extra TLS options for smtps and STARTTLS (a CA to trust, say). */
+  tls?: tls.ConnectionOptions
 }
+
+/** An idle connection to the relay is closed after this long. */
+const IDLE_MS = 30_000
 
 /** svc_mail_rendered_total in the registry (none without one): SMTP templates built and copies made. */
 export function renderedCounter (registry: Registry | undefined): Counter<'what'> | undefined {
@@ -95,88 +99,19 @@ export function parseSmtpUrl(url: string): SmtpUrlParts {
   return parts
 }
 
-/**
- * With Nagle off, each write is a packet and a system call; nodemailer writes the commands of a pipelined
- * transaction (MAIL FROM, RCPT TO, DATA) and a message's last chunk and its "." one by one. The writes of
- * one turn of the event loop go out together instead (cork, then uncork on the next tick): no delay, fewer calls.
- */
-function coalesceWrites (socket: net.Socket): void {
-  const write = socket.write.bind(socket) as (...args: unknown[]) => boolean
-  let corked = false
-  socket.write = ((...args: unknown[]) => {
-    if (!corked) {
-      corked = true
-      socket.cork()
-      process.nextTick(() => {
-        corked = false
-        socket.uncork()
-      })
-    }
-    return write(...args)
-  }) as typeof socket.write
-}
-
-type GetSocket = (options: unknown, callback: (err: Error | null, socketOptions?: { connection: net.Socket }) => void) => void
-
-/** The part of a nodemailer transporter used here; its own types differ per transport kind. */
-interface Relay {
-  close(): void
-  on(event: 'error', listener: (err: Error) => void): unknown
-  /** The SMTP transport (pooled or not) under nodemailer's Mail object: what sendMail hands the message to. */
-  transporter: { send(mail: ReadyMessage, callback: (err: Error | null, info?: unknown) => void): unknown }
-}
-
-/**
- * A message already rendered, in the shape nodemailer's SMTP transports take from Mail.sendMail: the
- * envelope, the Message-ID for their logs, and the bytes. Handing it over directly skips sendMail's
- * second MailComposer pass over bytes that are already built (about a third of the CPU per message).
- */
-interface ReadyMessage {
-  data: Record<string, never>
-  message: {
-    getEnvelope(): { from: string; to: string[] }
-    messageId(): string
-    getHeader(name: string): string | undefined
-    createReadStream(): Readable
-  }
+/** The envelope as the SMTP commands carry it; throws MessageBuildError before anything is sent. */
+function wireEnvelope (from: string, to: string[]): Envelope {
+  return { from: envelopeAddress(from), to: to.map(envelopeAddress) }
 }
 
 /** An envelope address with its domain in ASCII (IDNA), as the SMTP commands need it. */
 function envelopeAddress (address: string): string {
+  // A line break or bracket would end the command early and start another: such a message is not sent.
+  if (/[\r\n<>\0]/.test(address)) throw new MessageBuildError('an envelope address holds a character SMTP cannot carry')
   const at = address.lastIndexOf('@')
   if (at < 0) return address
   const domain = address.slice(at + 1)
   return `${address.slice(0, at)}@${domainToASCII(domain) || domain}`
-}
-
-function readyMessage (envelope: { from: string; to: string[] }, raw: Buffer, messageId: string): ReadyMessage {
-  const env = { from: envelopeAddress(envelope.from), to: envelope.to.map(envelopeAddress) }
-  return {
-    data: {},
-    message: {
-      getEnvelope: () => ({ from: env.from, to: [...env.to] }),
-      messageId: () => messageId,
-      getHeader: (name) => (name.toLowerCase() === 'message-id' ? messageId : undefined),
-      createReadStream: () => Readable.from([raw], { objectMode: false }),
-    },
-  }
-}
-
-/** What sendMail resolves with over SMTP, rejectedErrors included (partly refused RCPTs). */
-interface RelayInfo {
-  accepted: Array<string | { address: string }>
-  rejectedErrors?: SmtpError[]
-  response: string
-}
-
-/** What nodemailer attaches to its errors (recipient and rejectedErrors are not in its types). */
-interface SmtpError extends Error {
-  code?: string
-  command?: string
-  response?: string
-  responseCode?: number
-  recipient?: string
-  rejectedErrors?: SmtpError[]
 }
 
 export function createSmtpTransport(url: string, opts: SmtpTransportOptions = {}): MailTransport {
@@ -184,61 +119,24 @@ export function createSmtpTransport(url: string, opts: SmtpTransportOptions = {}
   const pooled = opts.pool ?? true
   const connectionTimeout = opts.connectionTimeoutMs ?? 10_000
 
-  const base: SMTPTransport.Options = {
+  // The pool lives only in this closure: the returned object holds no options,
+  // so logging or serialising the transport cannot reveal the credentials.
+  const endpoint: SmtpEndpoint = {
     host: parts.host,
     port: parts.port,
     secure: parts.secure,
     requireTLS: parts.requireTLS,
-    connectionTimeout,
-    greetingTimeout: connectionTimeout,
-    socketTimeout: opts.socketTimeoutMs ?? 60_000,
-    // The password must never reach a log line; nodemailer's own logger would print the dialogue.
-    logger: false,
-    debug: false,
-    // Bodies come from API requests: a "path" or URL in them must never be read or fetched.
-    disableFileAccess: true,
-    disableUrlAccess: true,
+    connectionTimeoutMs: connectionTimeout,
+    socketTimeoutMs: opts.socketTimeoutMs ?? 60_000,
   }
-  if (parts.name !== undefined) base.name = parts.name
-  if (parts.user !== undefined) base.auth = { user: parts.user, pass: parts.pass ?? '' }
-
-  // The transporter lives only in this closure: the returned object holds no options,
-  // so logging or serialising the transport cannot reveal the credentials.
-  const transporter = (pooled
-    ? nodemailer.createTransport({
-        ...base,
-        pool: true,
-        maxConnections: opts.maxConnections ?? DEFAULT_SMTP_POOL_SIZE,
-        // When a pooled connection drops mid-message nodemailer re-queues the message,
-        // by default forever. One retry covers a connection the server idled out just
-        // before we used it; anything else is the caller's to retry with backoff.
-        maxRequeues: 1,
-      } as SMTPPool.Options & { maxRequeues: number })
-    : nodemailer.createTransport(base)) as unknown as Relay
-  // Every connection with Nagle's algorithm off. nodemailer writes a message's body and its final "."
-  // separately; with Nagle on, the second small write waits for the relay's ACK of the first, which the
-  // relay delays (40 ms on Linux) since it has nothing to say before the "." arrives: every transaction
-  // then took about 45 ms on loopback, whatever the CPU (benchmarks/README.md, mail over SMTP).
-  ;(transporter.transporter as unknown as { getSocket: GetSocket }).getSocket = (options, callback) => {
-    const socket = net.connect({ port: parts.port, host: parts.host })
-    socket.setNoDelay(true)
-    coalesceWrites(socket)
-    const timer = setTimeout(() => socket.destroy(new Error('Connection timeout')), connectionTimeout)
-    const done = (err: Error | null) => {
-      clearTimeout(timer)
-      socket.off('error', done)
-      socket.off('connect', ok)
-      if (err !== null) callback(err)
-      else callback(null, { connection: socket })
-    }
-    const ok = () => done(null)
-    socket.once('connect', ok)
-    socket.once('error', done)
-    void options
-  }
-  // Without a listener an 'error' event from the transporter would crash the process;
-  // every failure that matters already reaches the sendMail callback.
-  transporter.on('error', () => {})
+  if (parts.name !== undefined) endpoint.name = parts.name
+  if (parts.user !== undefined) { endpoint.user = parts.user; endpoint.pass = parts.pass ?? '' }
+  if (opts.tls !== undefined) endpoint.tls = opts.tls
+  const pool = new SmtpPool({
+    max: pooled ? opts.maxConnections ?? DEFAULT_SMTP_POOL_SIZE : 1,
+    idleMs: pooled ? IDLE_MS : 0,
+    open: () => SmtpConnection.open(endpoint),
+  })
 
   const scrub = secretScrubber(parts.pass)
   let closed = false
@@ -256,7 +154,6 @@ export function createSmtpTransport(url: string, opts: SmtpTransportOptions = {}
    */
   async function relay(msg: OutgoingMessage, recipients: string[]): Promise<RecipientResult[]> {
     const t0 = performance.now()
-    const messageId = formatMessageId(msg)
     const template = await mimeTemplate(msg)
     count('template', 1)
     const returnPath = msg.returnPath
@@ -265,48 +162,30 @@ export function createSmtpTransport(url: string, opts: SmtpTransportOptions = {}
       const raw = await template.render(undefined)
       count('copy', 1)
       stages.since('render', t0)
-      return relayOnce(readyMessage({ from: bareAddress(msg.from), to: recipients }, raw, messageId), recipients)
+      return relayOnce(wireEnvelope(bareAddress(msg.from), recipients), recipients, raw)
     }
     // Every copy is made (and signed) before any is sent: a message that cannot be built sends nothing.
     const shared = copy === undefined ? await template.render(undefined) : undefined
     const raws = shared !== undefined ? recipients.map(() => shared) : await Promise.all(recipients.map((r) => template.render(copy!(r))))
     count('copy', shared !== undefined ? 1 : recipients.length)
     stages.since('render', t0)
-    const each = await Promise.all(recipients.map((r, i) => relayOnce(
-      readyMessage({ from: returnPath !== undefined ? returnPath(r) : bareAddress(msg.from), to: [r] }, raws[i]!, messageId), [r])))
+    const envelopes = recipients.map((r) => wireEnvelope(returnPath !== undefined ? returnPath(r) : bareAddress(msg.from), [r]))
+    const each = await Promise.all(recipients.map((r, i) => relayOnce(envelopes[i]!, [r], raws[i]!)))
     return each.flat()
   }
 
-  async function relayOnce(mail: ReadyMessage, recipients: string[]): Promise<RecipientResult[]> {
-    let info: RelayInfo
+  /** One transaction for these recipients (the envelope's), each with the relay's word on them. */
+  async function relayOnce (envelope: Envelope, recipients: string[], raw: Buffer): Promise<RecipientResult[]> {
     const t0 = performance.now()
+    let replies: TransactionReplies
     try {
-      info = await new Promise<RelayInfo>((resolve, reject) => {
-        transporter.transporter.send(mail, (err, result) => { if (err) reject(err); else resolve(result as RelayInfo) })
-      })
+      replies = await pool.send(envelope, raw)
     } catch (e) {
-      return failureResults(e as SmtpError, recipients, scrub)
+      return recipients.map((recipient) => faultResult(recipient, e, scrub))
     } finally {
       stages.since('smtp', t0)
     }
-
-    const accepted = new Set(info.accepted.map(addressOf))
-    const rejected = new Map<string, SmtpError>()
-    for (const err of info.rejectedErrors ?? []) {
-      if (err.recipient !== undefined) rejected.set(err.recipient.toLowerCase(), err)
-    }
-    const final = scrub(info.response)
-    const finalCode = responseCode(info.response)
-    return recipients.map((recipient): RecipientResult => {
-      if (accepted.has(recipient)) {
-        const r: RecipientResult = { recipient, outcome: 'delivered', response: final }
-        if (finalCode !== undefined) r.code = finalCode
-        return r
-      }
-      const err = rejected.get(recipient)
-      if (err !== undefined) return fromSmtpError(recipient, err, scrub)
-      return { recipient, outcome: 'deferred', response: 'no answer from the server for this recipient' }
-    })
+    return recipients.map((recipient, i) => outcomeOf(recipient, replies, replies.rcpt[i], scrub))
   }
 
   return {
@@ -331,54 +210,44 @@ export function createSmtpTransport(url: string, opts: SmtpTransportOptions = {}
     async close() {
       if (closed) return
       closed = true
-      transporter.close()
+      pool.close()
     },
   }
 }
 
-/** The whole message failed: map the one error to every recipient it concerns. */
-function failureResults(err: SmtpError, recipients: string[], scrub: (s: string) => string): RecipientResult[] {
-  // Every RCPT was refused: nodemailer reports each refusal separately, and they can
-  // differ (one 550, one 451).
-  if (err.rejectedErrors !== undefined && err.rejectedErrors.length > 0) {
-    const byRecipient = new Map(err.rejectedErrors.map((e) => [e.recipient?.toLowerCase() ?? '', e]))
-    return recipients.map((recipient) => {
-      const e = byRecipient.get(recipient)
-      return e !== undefined ? fromSmtpError(recipient, e, scrub) : deferred(recipient, err, scrub)
-    })
+/** A recipient's outcome from the replies of their transaction. */
+function outcomeOf (recipient: string, replies: TransactionReplies, rcpt: SmtpReply | undefined, scrub: (s: string) => string): RecipientResult {
+  // A refused MAIL FROM is about our sender or our account: suppressing every recipient for that would
+  // punish the wrong party, so it defers.
+  if (!accepted(replies.mail)) return replyResult(recipient, replies.mail, false, scrub)
+  if (rcpt === undefined) return { recipient, outcome: 'deferred', response: 'no answer from the server for this recipient' }
+  if (!accepted(rcpt)) return replyResult(recipient, rcpt, true, scrub)
+  // Refusals of the message itself (DATA, or the reply after the body) are about every recipient.
+  if (replies.data === undefined) return { recipient, outcome: 'deferred', response: 'the message was not sent' }
+  if (replies.data.code !== 354) return replyResult(recipient, replies.data, true, scrub)
+  if (replies.final === undefined) return { recipient, outcome: 'deferred', response: 'no answer from the server after the message' }
+  if (!accepted(replies.final)) return replyResult(recipient, replies.final, true, scrub)
+  return { recipient, outcome: 'delivered', code: replies.final.code, response: scrub(replies.final.text) }
+}
+
+function accepted (reply: SmtpReply): boolean {
+  return reply.code >= 200 && reply.code < 300
+}
+
+/** A refusal: 5xx bounces when it is about the recipient or the message, anything else defers. */
+function replyResult (recipient: string, reply: SmtpReply, aboutRecipient: boolean, scrub: (s: string) => string): RecipientResult {
+  const outcome = aboutRecipient && reply.code >= 500 ? 'bounced' : 'deferred'
+  return { recipient, outcome, code: reply.code, response: scrub(reply.text) }
+}
+
+/** The transaction could not finish: the relay refused us at set-up, hung up or went silent. It defers. */
+function faultResult (recipient: string, err: unknown, scrub: (s: string) => string): RecipientResult {
+  if (err instanceof SmtpSetupError) return replyResult(recipient, err.reply, false, scrub)
+  if (err instanceof SmtpConnectionError) {
+    if (err.reply !== undefined) return replyResult(recipient, err.reply, false, scrub)
+    return { recipient, outcome: 'deferred', response: scrub(`${err.code}: ${err.message}`) }
   }
-  // Only a refusal of the message itself (DATA, or the reply after the body) is about
-  // the recipients. A refused MAIL FROM, AUTH or greeting is about our sender or our
-  // account: suppressing every recipient for that would punish the wrong party.
-  if (err.command === 'DATA') return recipients.map((recipient) => fromSmtpError(recipient, err, scrub))
-  return recipients.map((recipient) => deferred(recipient, err, scrub))
-}
-
-function fromSmtpError(recipient: string, err: SmtpError, scrub: (s: string) => string): RecipientResult {
-  const code = err.responseCode ?? responseCode(err.response)
-  if (code !== undefined && code >= 500 && code < 600) {
-    return { recipient, outcome: 'bounced', code, response: scrub(err.response ?? err.message) }
-  }
-  return deferred(recipient, err, scrub)
-}
-
-function deferred(recipient: string, err: SmtpError, scrub: (s: string) => string): RecipientResult {
-  // Without a server reply the message alone can be vague ("Greeting never received");
-  // nodemailer's code (ETIMEDOUT, ESOCKET, EAUTH…) says which kind of fault it was.
-  const text = err.response ?? (err.code !== undefined ? `${err.code}: ${err.message}` : err.message)
-  const r: RecipientResult = { recipient, outcome: 'deferred', response: scrub(text) }
-  const code = err.responseCode ?? responseCode(err.response)
-  if (code !== undefined) r.code = code
-  return r
-}
-
-function responseCode(response: string | undefined): number | undefined {
-  const m = /^([2-5]\d\d)\b/.exec(response ?? '')
-  return m?.[1] !== undefined ? Number(m[1]) : undefined
-}
-
-function addressOf(a: string | { address: string }): string {
-  return (typeof a === 'string' ? a : a.address).toLowerCase()
+  return { recipient, outcome: 'deferred', response: scrub(err instanceof Error ? err.message : String(err)) }
 }
 
 /**

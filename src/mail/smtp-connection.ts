@@ -1,0 +1,385 @@
+// One connection to the relay, and the SMTP dialogue on it (RFC 5321), written for volume. When the relay
+// offers PIPELINING (RFC 2920) a transaction is two writes and two round trips: MAIL FROM, every RCPT TO
+// and DATA in one write, then the message and its end-of-data line in another. nodemailer's client (the
+// one svc used before) takes a round trip per command and passes each message through a chain of streams;
+// over loopback that was most of the SMTP thread's CPU per email (benchmarks/README.md, mail over SMTP).
+// Without PIPELINING the commands go one by one. TLS (smtps, or STARTTLS when offered, required with
+// requireTLS) verifies the relay's certificate; AUTH PLAIN or LOGIN when the URL has credentials.
+import net from 'node:net'
+import os from 'node:os'
+import tls from 'node:tls'
+import { dataBlock, ReplyReader, replyLines, SmtpProtocolError, type SmtpReply } from './smtp-reply.js'
+
+export interface SmtpEndpoint {
+  host: string
+  port: number
+  /** TLS from the first byte (smtps). */
+  secure: boolean
+  /** Refuse to go on without TLS (STARTTLS must be offered and work). */
+  requireTLS: boolean
+  /** Name announced in EHLO. Default: this machine's host name when it is one, else "localhost". */
+  name?: string
+  user?: string
+  pass?: string
+  /** TCP connect and greeting. */
+  connectionTimeoutMs: number
+  /** Silence from the relay while it owes a reply. */
+  socketTimeoutMs: number
+  /** Extra TLS options (tests: a CA to trust). */
+  tls?: tls.ConnectionOptions
+}
+
+/**
+ * A fault of the connection rather than a reply: code ECONNECTION (could not connect), ETIMEDOUT, ETLS,
+ * EPROTOCOL (not SMTP), EAUTH (no method to log in with), ECLOSED (the relay hung up). `reply` is the
+ * last refusal the relay gave before hanging up (a 421), when it gave one.
+ */
+export class SmtpConnectionError extends Error {
+  constructor (readonly code: string, message: string, readonly reply?: SmtpReply) {
+    super(message)
+  }
+}
+
+/** A refusal during the set-up (greeting, EHLO, STARTTLS, AUTH): about our account or the relay, not a recipient. */
+export class SmtpSetupError extends Error {
+  constructor (readonly reply: SmtpReply, readonly stage: string) {
+    super(reply.text)
+  }
+}
+
+export interface Envelope { from: string; to: string[] }
+
+/** The relay's answers to one transaction. Any reply can be a refusal; `final` is there when the message was sent. */
+export interface TransactionReplies {
+  mail: SmtpReply
+  /** One per envelope recipient, in order. */
+  rcpt: SmtpReply[]
+  /** The answer to DATA; absent when no recipient was accepted and DATA was not sent. */
+  data?: SmtpReply
+  /** The answer to the end of the message. */
+  final?: SmtpReply
+}
+
+interface Waiter { resolve: (r: SmtpReply) => void }
+
+const ok = (r: SmtpReply | undefined) => r !== undefined && r.code >= 200 && r.code < 300
+
+function defaultName (): string {
+  const host = os.hostname()
+  return /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)+$/i.test(host) ? host : 'localhost'
+}
+
+export class SmtpConnection {
+  private socket: net.Socket
+  private reader = new ReplyReader()
+  private waiters: Waiter[] = []
+  // Each expect() registers one rejector for its n waiters: on failure every pending expect rejects once.
+  private rejectors: Array<{ count: number; reject: (err: Error) => void }> = []
+  private failure: SmtpConnectionError | undefined
+  private lastRefusal: SmtpReply | undefined
+  private busy = false
+  private pipelining = false
+  private smtputf8 = false
+  private closedListeners: Array<() => void> = []
+  /** Transactions completed on this connection. */
+  sent = 0
+
+  private constructor (socket: net.Socket, private readonly ep: SmtpEndpoint) {
+    this.socket = socket
+    this.attach(socket)
+  }
+
+  /** Connects, reads the greeting, says EHLO, starts TLS and logs in as the endpoint says. */
+  static async open (ep: SmtpEndpoint): Promise<SmtpConnection> {
+    const socket = await connect(ep)
+    const conn = new SmtpConnection(socket, ep)
+    const timer = setTimeout(() => conn.fail(new SmtpConnectionError('ETIMEDOUT', `no greeting from the relay within ${ep.connectionTimeoutMs} ms`)), ep.connectionTimeoutMs)
+    try {
+      await conn.handshake()
+      return conn
+    } catch (err) {
+      conn.destroy()
+      throw err
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+
+  /** Usable for the next transaction: open, and not in one. */
+  get idle (): boolean {
+    return this.failure === undefined && !this.busy
+  }
+
+  get open (): boolean {
+    return this.failure === undefined
+  }
+
+  onClose (listener: () => void): void {
+    if (this.failure !== undefined) listener()
+    else this.closedListeners.push(listener)
+  }
+
+  /**
+   * One transaction. Resolves with the relay's replies (refusals included); rejects with
+   * SmtpConnectionError when the connection fails before the last reply, with `bodySent` telling
+   * whether the message's end reached the relay (then it may have been taken).
+   */
+  async send (envelope: Envelope, raw: Buffer): Promise<TransactionReplies> {
+    if (this.busy) throw new Error('one transaction at a time on a connection')
+    if (this.failure !== undefined) throw this.failure
+    this.busy = true
+    let bodySent = false
+    try {
+      const replies = await this.transaction(envelope, raw, () => { bodySent = true })
+      this.sent += 1
+      return replies
+    } catch (err) {
+      if (err instanceof SmtpConnectionError) throw Object.assign(err, { bodySent })
+      throw err
+    } finally {
+      this.busy = false
+    }
+  }
+
+  /** Says QUIT and closes; what is in flight fails. */
+  quit (): void {
+    if (this.failure !== undefined) return
+    if (!this.busy) this.socket.write('QUIT\r\n')
+    this.socket.end()
+    this.fail(new SmtpConnectionError('ECLOSED', 'the connection was closed'))
+  }
+
+  destroy (): void {
+    this.fail(new SmtpConnectionError('ECLOSED', 'the connection was closed'))
+  }
+
+  private async transaction (envelope: Envelope, raw: Buffer, onBody: () => void): Promise<TransactionReplies> {
+    const utf8 = this.smtputf8 && [envelope.from, ...envelope.to].some((a) => /[^\x00-\x7f]/.test(a))
+    const mailCmd = `MAIL FROM:<${envelope.from}>${utf8 ? ' SMTPUTF8' : ''}\r\n`
+    const rcptCmds = envelope.to.map((r) => `RCPT TO:<${r}>\r\n`)
+    let mail: SmtpReply
+    let rcpt: SmtpReply[]
+    let data: SmtpReply | undefined
+    if (this.pipelining) {
+      const answers = this.expect(2 + rcptCmds.length)
+      this.write(mailCmd + rcptCmds.join('') + 'DATA\r\n')
+      const all = await answers
+      mail = all[0]!
+      rcpt = all.slice(1, 1 + rcptCmds.length)
+      data = all[all.length - 1]
+    } else {
+      mail = await this.command(mailCmd)
+      rcpt = []
+      if (ok(mail)) {
+        for (const cmd of rcptCmds) rcpt.push(await this.command(cmd))
+        if (rcpt.some(ok)) data = await this.command('DATA\r\n')
+      } else {
+        rcpt = rcptCmds.map(() => mail)
+      }
+    }
+    if (data === undefined || data.code !== 354) {
+      // Nothing to send: the transaction is reset so the connection can take the next one.
+      if (ok(mail)) await this.command('RSET\r\n')
+      return data === undefined ? { mail, rcpt } : { mail, rcpt, data }
+    }
+    if (!rcpt.some(ok)) {
+      // DATA was accepted with no recipient (a server that does not answer DATA with 503 then): the
+      // message is not sent; an empty one ends the data and the relay's refusal of it is its answer.
+      const final = await this.command('.\r\n')
+      return { mail, rcpt, data, final }
+    }
+    const answer = this.expect(1)
+    onBody()
+    this.write(dataBlock(raw))
+    const final = (await answer)[0]!
+    return { mail, rcpt, data, final }
+  }
+
+  private async handshake (): Promise<void> {
+    const greeting = (await this.expect(1))[0]!
+    if (greeting.code !== 220) throw new SmtpSetupError(greeting, 'greeting')
+    const name = this.ep.name ?? defaultName()
+    let caps = await this.hello(name)
+    const tlsOn = this.socket instanceof tls.TLSSocket
+    if (!tlsOn && caps !== undefined && caps.has('STARTTLS')) {
+      const answer = await this.command('STARTTLS\r\n')
+      if (answer.code !== 220) {
+        if (this.ep.requireTLS) throw new SmtpSetupError(answer, 'STARTTLS')
+      } else {
+        await this.upgrade()
+        caps = await this.hello(name)
+      }
+    } else if (!tlsOn && this.ep.requireTLS) {
+      throw new SmtpConnectionError('ETLS', 'the relay does not offer STARTTLS, and TLS is required')
+    }
+    this.pipelining = caps?.has('PIPELINING') ?? false
+    this.smtputf8 = caps?.has('SMTPUTF8') ?? false
+    if (this.ep.user !== undefined) await this.login(caps?.get('AUTH') ?? '')
+  }
+
+  /** EHLO, or HELO from a relay that refuses it. The capabilities, by keyword (undefined after HELO). */
+  private async hello (name: string): Promise<Map<string, string> | undefined> {
+    const ehlo = await this.command(`EHLO ${name}\r\n`)
+    if (ok(ehlo)) {
+      const caps = new Map<string, string>()
+      for (const line of replyLines(ehlo).slice(1)) {
+        const sp = line.indexOf(' ')
+        const key = (sp < 0 ? line : line.slice(0, sp)).toUpperCase()
+        caps.set(key, sp < 0 ? '' : line.slice(sp + 1).toUpperCase())
+      }
+      return caps
+    }
+    const helo = await this.command(`HELO ${name}\r\n`)
+    if (!ok(helo)) throw new SmtpSetupError(helo, 'HELO')
+    return undefined
+  }
+
+  private async login (methods: string): Promise<void> {
+    const offered = new Set(methods.split(' '))
+    const user = this.ep.user!
+    const pass = this.ep.pass ?? ''
+    let answer: SmtpReply
+    if (offered.has('PLAIN')) {
+      answer = await this.command(`AUTH PLAIN ${Buffer.from(`\0${user}\0${pass}`, 'utf8').toString('base64')}\r\n`)
+    } else if (offered.has('LOGIN')) {
+      answer = await this.command('AUTH LOGIN\r\n')
+      if (answer.code === 334) answer = await this.command(`${Buffer.from(user, 'utf8').toString('base64')}\r\n`)
+      if (answer.code === 334) answer = await this.command(`${Buffer.from(pass, 'utf8').toString('base64')}\r\n`)
+    } else {
+      throw new SmtpConnectionError('EAUTH', 'the relay offers no AUTH method svc can use (PLAIN, LOGIN)')
+    }
+    if (answer.code !== 235) throw new SmtpSetupError(answer, 'AUTH')
+  }
+
+  private async upgrade (): Promise<void> {
+    const plain = this.socket
+    this.detach(plain)
+    const secured = tls.connect({ ...this.ep.tls, socket: plain, servername: net.isIP(this.ep.host) === 0 ? this.ep.host : undefined })
+    this.socket = secured
+    this.attach(secured)
+    this.reader = new ReplyReader()
+    await new Promise<void>((resolve, reject) => {
+      const fail = (err: Error) => reject(new SmtpConnectionError('ETLS', `TLS with the relay failed: ${err.message}`))
+      secured.once('secureConnect', () => { secured.off('error', fail); resolve() })
+      secured.once('error', fail)
+    })
+  }
+
+  private command (line: string): Promise<SmtpReply> {
+    const answer = this.expect(1)
+    this.write(line)
+    return answer.then((r) => r[0]!)
+  }
+
+  private write (data: string | Buffer): void {
+    if (this.failure === undefined) this.socket.write(data)
+  }
+
+  /** The next n replies, in order. */
+  private expect (n: number): Promise<SmtpReply[]> {
+    if (this.failure !== undefined) return Promise.reject(this.failure)
+    return new Promise<SmtpReply[]>((resolve, reject) => {
+      const got: SmtpReply[] = []
+      for (let i = 0; i < n; i++) {
+        this.waiters.push({
+          resolve: (r) => {
+            got.push(r)
+            if (got.length === n) resolve(got)
+          },
+        })
+      }
+      this.rejectors.push({ count: n, reject })
+    })
+  }
+
+  private onReply (reply: SmtpReply): void {
+    const w = this.waiters.shift()
+    if (w === undefined) {
+      // Unasked for: a relay that is going away says so (421) before hanging up.
+      if (reply.code >= 400) this.lastRefusal = reply
+      return
+    }
+    if (reply.code >= 400) this.lastRefusal = reply
+    const head = this.rejectors[0]
+    if (head !== undefined && --head.count === 0) this.rejectors.shift()
+    w.resolve(reply)
+    if (reply.code === 421) this.fail(new SmtpConnectionError('ECLOSED', 'the relay is closing the connection', reply))
+  }
+
+  private fail (err: SmtpConnectionError): void {
+    if (this.failure !== undefined) return
+    this.failure = err.reply === undefined && this.lastRefusal !== undefined && err.code === 'ECLOSED'
+      ? new SmtpConnectionError(err.code, err.message, this.lastRefusal)
+      : err
+    this.waiters = []
+    const rejectors = this.rejectors
+    this.rejectors = []
+    for (const r of rejectors) r.reject(this.failure)
+    this.socket.destroy()
+    const listeners = this.closedListeners
+    this.closedListeners = []
+    for (const l of listeners) l()
+  }
+
+  private readonly onData = (chunk: Buffer) => {
+    let replies: SmtpReply[]
+    try {
+      replies = this.reader.push(chunk.toString('latin1'))
+    } catch (err) {
+      this.fail(new SmtpConnectionError('EPROTOCOL', err instanceof SmtpProtocolError ? err.message : String(err)))
+      return
+    }
+    for (const r of replies) this.onReply(r)
+  }
+
+  private readonly onError = (err: Error) => this.fail(new SmtpConnectionError('ECLOSED', `the connection to the relay failed: ${err.message}`))
+  private readonly onEnd = () => this.fail(new SmtpConnectionError('ECLOSED', 'the relay closed the connection'))
+  private readonly onTimeout = () => {
+    // Silence matters only while a reply is owed; an idle connection waits for the pool to close it.
+    if (this.waiters.length > 0) this.fail(new SmtpConnectionError('ETIMEDOUT', `no answer from the relay for ${this.ep.socketTimeoutMs} ms`))
+  }
+
+  private attach (socket: net.Socket): void {
+    socket.on('data', this.onData)
+    socket.on('error', this.onError)
+    socket.on('close', this.onEnd)
+    socket.on('end', this.onEnd)
+    socket.on('timeout', this.onTimeout)
+    socket.setTimeout(this.ep.socketTimeoutMs)
+  }
+
+  private detach (socket: net.Socket): void {
+    socket.off('data', this.onData)
+    socket.off('error', this.onError)
+    socket.off('close', this.onEnd)
+    socket.off('end', this.onEnd)
+    socket.off('timeout', this.onTimeout)
+    socket.setTimeout(0)
+  }
+}
+
+/** A TCP (or, for smtps, TLS) connection within the connection timeout; Nagle off (each write is a whole command group). */
+function connect (ep: SmtpEndpoint): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    const socket: net.Socket = ep.secure
+      ? tls.connect({ ...ep.tls, host: ep.host, port: ep.port, servername: net.isIP(ep.host) === 0 ? ep.host : undefined })
+      : net.connect({ host: ep.host, port: ep.port })
+    socket.setNoDelay(true)
+    const timer = setTimeout(() => {
+      socket.destroy()
+      reject(new SmtpConnectionError('ETIMEDOUT', `could not connect to the relay within ${ep.connectionTimeoutMs} ms`))
+    }, ep.connectionTimeoutMs)
+    const done = (err?: Error) => {
+      clearTimeout(timer)
+      socket.off('error', done)
+      socket.off(ep.secure ? 'secureConnect' : 'connect', connected)
+      if (err !== undefined) {
+        socket.destroy()
+        reject(new SmtpConnectionError(ep.secure && !('syscall' in err) ? 'ETLS' : 'ECONNECTION', err.message))
+      } else resolve(socket)
+    }
+    const connected = () => done()
+    socket.once(ep.secure ? 'secureConnect' : 'connect', connected)
+    socket.once('error', done)
+  })
+}

@@ -1,0 +1,95 @@
+// SMTP replies as they come off a socket (RFC 5321 §4.2): lines of a three-digit code, then "-" when
+// more lines of the same reply follow, or a space (or nothing) on its last line. Chunks may split a
+// line or hold many replies (a pipelined group's answers arrive together). Linear in what arrives: each
+// byte is looked at once, and a reply is bounded in size before it is kept.
+
+export interface SmtpReply {
+  code: number
+  /** The whole reply as the server wrote it, its lines joined by "\n" (codes included). */
+  text: string
+}
+
+/** A server that does not speak SMTP, or that talks without end, is a protocol error. */
+export class SmtpProtocolError extends Error {}
+
+/** RFC 5321 allows 512 octets per reply line; a few KiB more covers servers that go over. */
+export const MAX_REPLY_BYTES = 64 * 1024
+
+export class ReplyReader {
+  private partial = ''
+  private lines: string[] = []
+  private size = 0
+
+  /** The replies completed by this chunk, in order. Throws SmtpProtocolError on a malformed or oversized reply. */
+  push (chunk: string): SmtpReply[] {
+    const out: SmtpReply[] = []
+    let start = 0
+    for (;;) {
+      const nl = chunk.indexOf('\n', start)
+      if (nl < 0) break
+      const piece = chunk.slice(start, nl)
+      start = nl + 1
+      const line = this.partial === '' ? piece : this.partial + piece
+      this.partial = ''
+      const reply = this.line(line.endsWith('\r') ? line.slice(0, -1) : line)
+      if (reply !== undefined) out.push(reply)
+    }
+    if (start < chunk.length) {
+      this.partial += chunk.slice(start)
+      if (this.size + this.partial.length > MAX_REPLY_BYTES) throw new SmtpProtocolError('the server sent a reply longer than 64 KiB')
+    }
+    return out
+  }
+
+  private line (line: string): SmtpReply | undefined {
+    this.size += line.length + 1
+    if (this.size > MAX_REPLY_BYTES) throw new SmtpProtocolError('the server sent a reply longer than 64 KiB')
+    const code = line.length >= 3 ? Number(line.slice(0, 3)) : NaN
+    const sep = line.length > 3 ? line[3] : ' '
+    if (!Number.isInteger(code) || code < 200 || code > 599 || (sep !== ' ' && sep !== '-')) {
+      throw new SmtpProtocolError(`the server's reply is not SMTP: ${JSON.stringify(line.slice(0, 80))}`)
+    }
+    if (this.lines.length > 0 && Number(this.lines[0]!.slice(0, 3)) !== code) {
+      throw new SmtpProtocolError('the lines of one reply from the server carry different codes')
+    }
+    this.lines.push(line)
+    if (sep === '-') return undefined
+    const text = this.lines.join('\n')
+    this.lines = []
+    this.size = 0
+    return { code, text }
+  }
+}
+
+/** The text after the code of a reply's lines (EHLO keywords, say), one entry per line. */
+export function replyLines (reply: SmtpReply): string[] {
+  return reply.text.split('\n').map((l) => l.slice(4))
+}
+
+/**
+ * A message's bytes as DATA carries them (RFC 5321 §4.5.2): a line that starts with "." gets another in
+ * front, a last line without CRLF gets one, then the end-of-data line. One pass over the bytes.
+ */
+export function dataBlock (raw: Buffer): Buffer {
+  const parts: Buffer[] = []
+  let from = 0
+  if (raw.length > 0 && raw[0] === 0x2e) {
+    parts.push(DOT)
+  }
+  for (;;) {
+    const at = raw.indexOf(CRLF_DOT, from)
+    if (at < 0) break
+    // Up to and including the CRLF and the dot, then one more dot.
+    parts.push(raw.subarray(from, at + 3), DOT)
+    from = at + 3
+  }
+  parts.push(raw.subarray(from))
+  const endsInCrlf = raw.length >= 2 && raw[raw.length - 2] === 0x0d && raw[raw.length - 1] === 0x0a
+  parts.push(endsInCrlf ? END : CRLF_END)
+  return Buffer.concat(parts)
+}
+
+const DOT = Buffer.from('.')
+const CRLF_DOT = Buffer.from('\r\n.')
+const END = Buffer.from('.\r\n')
+const CRLF_END = Buffer.from('\r\n.\r\n')
