@@ -75,6 +75,10 @@ export function createSmtpThreadTransport (url: string, opts: Omit<SmtpTransport
     attach().port.postMessage(jobs)
   }
 
+  // The thread starts with the service, not with its first email: loading its modules and compiling its
+  // code took the first few thousand emails of a burst a fifth of a second and more.
+  attach()
+
   return {
     name: 'smtp',
     send (msg) {

@@ -1,6 +1,7 @@
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { once } from 'node:events'
+import { readFileSync } from 'node:fs'
 import { generateKeyPairSync } from 'node:crypto'
 import net, { type AddressInfo } from 'node:net'
 import { dkimVerify } from 'mailauth'
@@ -623,5 +624,118 @@ describe('SMTP transport: a message is built once, and made per recipient from i
     const next = await transport.send(message({ messageId: 'em_after2', html, text, dkim }))
     assert.equal(next[0]?.outcome, 'delivered')
     assert.equal((await dkimResult(sink.received[before]!.raw, resolver)).result, 'pass')
+  })
+})
+
+describe('SMTP over TLS (svc\'s own client: STARTTLS, smtps, requireTLS)', () => {
+  const TLS_DIR = new URL('../../../test/fixtures/tls/', import.meta.url)
+  const cert = readFileSync(new URL('relay-cert.pem', TLS_DIR))
+  const key = readFileSync(new URL('relay-key.pem', TLS_DIR))
+  const password = 'tls only secret'
+
+  /** A relay with a certificate for 127.0.0.1 that takes a login only once TLS is up. */
+  async function tlsSink (opts: { secure?: boolean; offerStartTls?: boolean }): Promise<Sink & { secured: boolean[] }> {
+    const sink = { port: 0, received: [] as Received[], connections: 0, secured: [] as boolean[], close: async () => {} }
+    const server = new SMTPServer({
+      secure: opts.secure ?? false, key, cert, logger: false,
+      ...(opts.offerStartTls === false ? { disabledCommands: ['STARTTLS'] } : {}),
+      onAuth (auth, session, cb) {
+        if (auth.username === 'svc' && auth.password === password && session.secure) cb(null, { user: 'svc' })
+        else cb(smtpError('authentication failed', 535))
+      },
+      onData (stream, session, cb) {
+        const chunks: Buffer[] = []
+        stream.on('data', (c: Buffer) => chunks.push(c))
+        stream.on('end', () => {
+          sink.secured.push(session.secure)
+          sink.received.push({ mailFrom: session.envelope.mailFrom === false ? '' : session.envelope.mailFrom.address, rcptTo: session.envelope.rcptTo.map((a) => a.address), raw: Buffer.concat(chunks).toString('utf8') })
+          cb(null, 'queued over tls')
+        })
+      },
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    sink.port = (server.server.address() as AddressInfo).port
+    sink.close = () => new Promise<void>((resolve) => server.close(() => resolve()))
+    return sink
+  }
+
+  test('STARTTLS is used when the relay offers it, and the login goes over TLS', async () => {
+    const s = await tlsSink({})
+    const t = createSmtpTransport(`smtp://svc:${encodeURIComponent(password)}@127.0.0.1:${s.port}`, { tls: { ca: cert } })
+    try {
+      const results = await t.send(message())
+      assert.equal(results[0]?.outcome, 'delivered', results[0]?.response)
+      assert.deepEqual(s.secured, [true])
+      assert.match(s.received[0]!.raw, /Subject: Hello/)
+    } finally {
+      await t.close()
+      await s.close()
+    }
+  })
+
+  test('smtps: TLS from the first byte', async () => {
+    const s = await tlsSink({ secure: true })
+    const t = createSmtpTransport(`smtps://svc:${encodeURIComponent(password)}@127.0.0.1:${s.port}`, { tls: { ca: cert } })
+    try {
+      const results = await t.send(message())
+      assert.equal(results[0]?.outcome, 'delivered', results[0]?.response)
+      assert.deepEqual(s.secured, [true])
+    } finally {
+      await t.close()
+      await s.close()
+    }
+  })
+
+  test('a certificate svc cannot verify is refused: deferred, nothing sent, no password on the wire', async () => {
+    const s = await tlsSink({})
+    const t = createSmtpTransport(`smtp://svc:${encodeURIComponent(password)}@127.0.0.1:${s.port}`)
+    try {
+      const results = await t.send(message())
+      assert.equal(results[0]?.outcome, 'deferred')
+      assert.match(results[0]?.response ?? '', /^ETLS: /)
+      assert.equal(s.received.length, 0)
+    } finally {
+      await t.close()
+      await s.close()
+    }
+  })
+
+  test('requireTLS with a relay that does not offer STARTTLS: deferred before any login or mail', async () => {
+    const s = await tlsSink({ offerStartTls: false })
+    const t = createSmtpTransport(`smtp://svc:${encodeURIComponent(password)}@127.0.0.1:${s.port}?requireTLS=true`, { tls: { ca: cert } })
+    try {
+      const results = await t.send(message())
+      assert.equal(results[0]?.outcome, 'deferred')
+      assert.match(results[0]?.response ?? '', /does not offer STARTTLS/)
+      assert.equal(s.received.length, 0)
+    } finally {
+      await t.close()
+      await s.close()
+    }
+  })
+})
+
+describe('SMTP pipelining against a real server', () => {
+  test('a hundred messages over two connections arrive whole, once each, in transactions of their own', async () => {
+    const s = await startSink()
+    const t = createSmtpTransport(`smtp://127.0.0.1:${s.port}`, { maxConnections: 2 })
+    try {
+      const results = await Promise.all(Array.from({ length: 100 }, (_, i) => t.send(message({
+        messageId: `em_pipe${i}`, to: [`r${i}@example.net`], text: `.line ${i} starts with a dot\r\n.\r\nand one that is only a dot`,
+      }))))
+      assert.ok(results.every((r) => r[0]?.outcome === 'delivered'))
+      assert.equal(s.received.length, 100)
+      assert.equal(s.connections, 2)
+      const byRcpt = new Map(s.received.map((m) => [m.rcptTo.join(), m]))
+      for (let i = 0; i < 100; i++) {
+        const got = byRcpt.get(`r${i}@example.net`)
+        assert.ok(got, `r${i} arrived`)
+        const parsed = await simpleParser(got.raw)
+        assert.equal(parsed.text?.trim(), `.line ${i} starts with a dot\n.\nand one that is only a dot`)
+      }
+    } finally {
+      await t.close()
+      await s.close()
+    }
   })
 })
