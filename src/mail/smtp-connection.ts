@@ -62,6 +62,17 @@ export interface TransactionReplies {
 
 interface Waiter { resolve: (r: SmtpReply) => void }
 
+interface Job {
+  envelope: Envelope
+  raw: Buffer
+  resolve: (r: TransactionReplies) => void
+  reject: (err: unknown) => void
+  /** The end of its message was written: the relay may have taken it. */
+  bodySent: boolean
+  /** Pipelined: the answers to its MAIL, RCPTs and DATA, once those are written. */
+  commands?: Promise<SmtpReply[]>
+}
+
 const ok = (r: SmtpReply | undefined) => r !== undefined && r.code >= 200 && r.code < 300
 
 function defaultName (): string {
@@ -77,7 +88,10 @@ export class SmtpConnection {
   private rejectors: Array<{ count: number; reject: (err: Error) => void }> = []
   private failure: SmtpConnectionError | undefined
   private lastRefusal: SmtpReply | undefined
-  private busy = false
+  /** Transactions given and not yet answered, oldest first. */
+  private jobs: Job[] = []
+  /** Pipelined: the next transaction's commands may be written (the one before has sent its message, or needs none). */
+  private commandsMayGo = true
   private pipelining = false
   private smtputf8 = false
   private closedListeners: Array<() => void> = []
@@ -105,13 +119,16 @@ export class SmtpConnection {
     }
   }
 
-  /** Usable for the next transaction: open, and not in one. */
-  get idle (): boolean {
-    return this.failure === undefined && !this.busy
-  }
-
   get open (): boolean {
     return this.failure === undefined
+  }
+
+  /**
+   * Transactions it takes at once: two when the relay pipelines (the next one's commands go out with the
+   * message before it), else one.
+   */
+  get depth (): number {
+    return this.pipelining ? 2 : 1
   }
 
   onClose (listener: () => void): void {
@@ -120,31 +137,24 @@ export class SmtpConnection {
   }
 
   /**
-   * One transaction. Resolves with the relay's replies (refusals included); rejects with
-   * SmtpConnectionError when the connection fails before the last reply, with `bodySent` telling
-   * whether the message's end reached the relay (then it may have been taken).
+   * One transaction (up to `depth` at once, answered in order). Resolves with the relay's replies
+   * (refusals included); rejects with SmtpConnectionError when the connection fails before the last
+   * reply, with `bodySent` telling whether the message's end reached the relay (it may have been taken).
    */
-  async send (envelope: Envelope, raw: Buffer): Promise<TransactionReplies> {
-    if (this.busy) throw new Error('one transaction at a time on a connection')
-    if (this.failure !== undefined) throw this.failure
-    this.busy = true
-    let bodySent = false
-    try {
-      const replies = await this.transaction(envelope, raw, () => { bodySent = true })
-      this.sent += 1
-      return replies
-    } catch (err) {
-      if (err instanceof SmtpConnectionError) throw Object.assign(err, { bodySent })
-      throw err
-    } finally {
-      this.busy = false
-    }
+  send (envelope: Envelope, raw: Buffer): Promise<TransactionReplies> {
+    if (this.failure !== undefined) return Promise.reject(this.failure)
+    if (this.jobs.length >= this.depth) return Promise.reject(new Error(`at most ${this.depth} transactions at once on a connection`))
+    return new Promise<TransactionReplies>((resolve, reject) => {
+      this.jobs.push({ envelope, raw, resolve, reject, bodySent: false })
+      if (this.pipelining) this.next()
+      else if (this.jobs.length === 1) void this.sequential(this.jobs[0]!)
+    })
   }
 
   /** Says QUIT and closes; what is in flight fails. */
   quit (): void {
     if (this.failure !== undefined) return
-    if (!this.busy) this.socket.write('QUIT\r\n')
+    if (this.jobs.length === 0) this.socket.write('QUIT\r\n')
     this.socket.end()
     this.fail(new SmtpConnectionError('ECLOSED', 'the connection was closed'))
   }
@@ -153,46 +163,121 @@ export class SmtpConnection {
     this.fail(new SmtpConnectionError('ECLOSED', 'the connection was closed'))
   }
 
-  private async transaction (envelope: Envelope, raw: Buffer, onBody: () => void): Promise<TransactionReplies> {
+  private commandsOf (job: Job): string {
+    const { envelope } = job
     const utf8 = this.smtputf8 && [envelope.from, ...envelope.to].some((a) => /[^\x00-\x7f]/.test(a))
-    const mailCmd = `MAIL FROM:<${envelope.from}>${utf8 ? ' SMTPUTF8' : ''}\r\n`
-    const rcptCmds = envelope.to.map((r) => `RCPT TO:<${r}>\r\n`)
-    let mail: SmtpReply
-    let rcpt: SmtpReply[]
-    let data: SmtpReply | undefined
-    if (this.pipelining) {
-      const answers = this.expect(2 + rcptCmds.length)
-      this.write(mailCmd + rcptCmds.join('') + 'DATA\r\n')
-      const all = await answers
-      mail = all[0]!
-      rcpt = all.slice(1, 1 + rcptCmds.length)
-      data = all[all.length - 1]
-    } else {
-      mail = await this.command(mailCmd)
-      rcpt = []
+    let out = `MAIL FROM:<${envelope.from}>${utf8 ? ' SMTPUTF8' : ''}\r\n`
+    for (const r of envelope.to) out += `RCPT TO:<${r}>\r\n`
+    return out + 'DATA\r\n'
+  }
+
+  /**
+   * Pipelined: the oldest job whose commands have not gone out sends them now, if the one before it has
+   * sent its message (or needs none); its answers are then handled by `answered`.
+   */
+  private next (): void {
+    if (!this.commandsMayGo || this.failure !== undefined) return
+    const job = this.jobs.find((j) => j.commands === undefined)
+    if (job === undefined) return
+    this.commandsMayGo = false
+    job.commands = this.expect(2 + job.envelope.to.length)
+    this.write(this.commandsOf(job))
+    void this.answered(job)
+  }
+
+  private async answered (job: Job): Promise<void> {
+    let replies: TransactionReplies
+    try {
+      const all = await job.commands!
+      const n = job.envelope.to.length
+      const mail = all[0]!
+      const rcpt = all.slice(1, 1 + n)
+      const data = all[1 + n]!
+      if (data.code !== 354) {
+        // Nothing to send: a transaction the relay opened is reset before the next one's commands.
+        if (ok(mail)) {
+          const reset = this.expect(1)
+          this.write('RSET\r\n')
+          this.commandsMayGo = true
+          this.next()
+          await reset
+        } else {
+          this.commandsMayGo = true
+          this.next()
+        }
+        replies = { mail, rcpt, data }
+      } else if (!rcpt.some(ok)) {
+        // DATA was accepted with no recipient (a server that does not answer DATA with 503 then): the
+        // message is not sent; an empty one ends the data and the relay's refusal of it is its answer.
+        const final = this.expect(1)
+        this.write('.\r\n')
+        this.commandsMayGo = true
+        this.next()
+        replies = { mail, rcpt, data, final: (await final)[0]! }
+      } else {
+        // The message, and with it the next transaction's commands when one waits: one write, and the
+        // relay's answers to both come back together.
+        const final = this.expect(1)
+        const following = this.jobs.find((j) => j.commands === undefined && j !== job)
+        job.bodySent = true
+        if (following !== undefined) {
+          following.commands = this.expect(2 + following.envelope.to.length)
+          this.write(Buffer.concat([dataBlock(job.raw), Buffer.from(this.commandsOf(following), 'utf8')]))
+          void this.answered(following)
+        } else {
+          this.write(dataBlock(job.raw))
+          this.commandsMayGo = true
+        }
+        replies = { mail, rcpt, data, final: (await final)[0]! }
+      }
+    } catch (err) {
+      this.settle(job, err)
+      return
+    }
+    this.settle(job, undefined, replies)
+  }
+
+  /** Without PIPELINING: one command at a time, one transaction at a time. */
+  private async sequential (job: Job): Promise<void> {
+    const { envelope } = job
+    let replies: TransactionReplies
+    try {
+      const commands = this.commandsOf(job).split('\r\n').slice(0, -1).map((c) => `${c}\r\n`)
+      const mail = await this.command(commands[0]!)
+      const rcpt: SmtpReply[] = []
+      let data: SmtpReply | undefined
       if (ok(mail)) {
-        for (const cmd of rcptCmds) rcpt.push(await this.command(cmd))
+        for (const cmd of commands.slice(1, 1 + envelope.to.length)) rcpt.push(await this.command(cmd))
         if (rcpt.some(ok)) data = await this.command('DATA\r\n')
       } else {
-        rcpt = rcptCmds.map(() => mail)
+        for (let i = 0; i < envelope.to.length; i++) rcpt.push(mail)
       }
+      if (data === undefined || data.code !== 354) {
+        if (ok(mail)) await this.command('RSET\r\n')
+        replies = data === undefined ? { mail, rcpt } : { mail, rcpt, data }
+      } else {
+        const final = this.expect(1)
+        job.bodySent = true
+        this.write(dataBlock(job.raw))
+        replies = { mail, rcpt, data, final: (await final)[0]! }
+      }
+    } catch (err) {
+      this.settle(job, err)
+      return
     }
-    if (data === undefined || data.code !== 354) {
-      // Nothing to send: the transaction is reset so the connection can take the next one.
-      if (ok(mail)) await this.command('RSET\r\n')
-      return data === undefined ? { mail, rcpt } : { mail, rcpt, data }
+    this.settle(job, undefined, replies)
+    if (this.jobs.length > 0) void this.sequential(this.jobs[0]!)
+  }
+
+  private settle (job: Job, err: unknown, replies?: TransactionReplies): void {
+    const at = this.jobs.indexOf(job)
+    if (at >= 0) this.jobs.splice(at, 1)
+    if (replies !== undefined) {
+      this.sent += 1
+      job.resolve(replies)
+    } else {
+      job.reject(err instanceof SmtpConnectionError ? Object.assign(new SmtpConnectionError(err.code, err.message, err.reply), { bodySent: job.bodySent }) : err)
     }
-    if (!rcpt.some(ok)) {
-      // DATA was accepted with no recipient (a server that does not answer DATA with 503 then): the
-      // message is not sent; an empty one ends the data and the relay's refusal of it is its answer.
-      const final = await this.command('.\r\n')
-      return { mail, rcpt, data, final }
-    }
-    const answer = this.expect(1)
-    onBody()
-    this.write(dataBlock(raw))
-    const final = (await answer)[0]!
-    return { mail, rcpt, data, final }
   }
 
   private async handshake (): Promise<void> {
@@ -315,6 +400,8 @@ export class SmtpConnection {
     const rejectors = this.rejectors
     this.rejectors = []
     for (const r of rejectors) r.reject(this.failure)
+    // A pipelined transaction whose commands had not gone out waits on no reply: it fails here.
+    if (this.pipelining) for (const job of this.jobs.filter((j) => j.commands === undefined)) this.settle(job, this.failure)
     this.socket.destroy()
     const listeners = this.closedListeners
     this.closedListeners = []

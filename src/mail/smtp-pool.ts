@@ -1,5 +1,6 @@
 // Connections to the relay, shared by the transactions waiting for one. A transaction takes an idle
-// connection, or has one opened when fewer than `max` are open; it waits in line otherwise. A connection
+// connection, or has one opened when fewer than `max` are open, or rides behind another on a connection
+// that pipelines (its commands go out with the message before it); it waits in line otherwise. A connection
 // that fails to open while others are open costs nothing but a pause in growing (a relay that caps
 // connections says so by refusing more); when none can be opened, everything waiting fails at once (the
 // mailer retries it later). A transaction whose reused connection died without a word before its
@@ -14,6 +15,8 @@ export interface PoolConnection {
   onClose (listener: () => void): void
   /** Transactions completed on it. */
   readonly sent: number
+  /** Transactions it takes at once (2 when the relay pipelines). */
+  readonly depth: number
 }
 
 /** A connection fault as the pool reads it: did the message's end go out, and did the relay say anything. */
@@ -37,12 +40,11 @@ interface Job {
   retried: boolean
 }
 
-interface Idle { conn: PoolConnection; since: number }
+interface Held { inFlight: number; idleSince: number }
 
 export class SmtpPool {
   private queue: Job[] = []
-  private idle: Idle[] = []
-  private live = new Set<PoolConnection>()
+  private live = new Map<PoolConnection, Held>()
   private opening = 0
   private growPausedUntil = 0
   private closed = false
@@ -70,7 +72,7 @@ export class SmtpPool {
     })
   }
 
-  /** Fails what waits, closes idle connections now and busy ones when their transaction ends. */
+  /** Fails what waits, closes idle connections now and busy ones when their transactions end. */
   close (): void {
     if (this.closed) return
     this.closed = true
@@ -78,14 +80,21 @@ export class SmtpPool {
     const waiting = this.queue
     this.queue = []
     for (const job of waiting) job.reject(new Error('SMTP transport is closed'))
-    const idle = this.idle
-    this.idle = []
-    for (const { conn } of idle) conn.quit()
+    for (const [conn, held] of [...this.live]) {
+      if (held.inFlight === 0) {
+        this.live.delete(conn)
+        conn.quit()
+      }
+    }
   }
 
   private pump (): void {
-    while (this.queue.length > 0 && this.idle.length > 0) {
-      this.run(this.idle.pop()!.conn, this.queue.shift()!)
+    // Idle connections first, then a second transaction on those that pipeline.
+    for (let pass = 1; pass <= 2 && this.queue.length > 0; pass++) {
+      for (const [conn, held] of this.live) {
+        while (this.queue.length > 0 && held.inFlight < Math.min(pass, conn.depth)) this.run(conn, held, this.queue.shift()!)
+        if (this.queue.length === 0) break
+      }
     }
     // One new connection per transaction still waiting beyond those being opened, up to the cap.
     while (this.queue.length > this.opening && this.size < this.opts.max && (this.live.size === 0 || this.now() >= this.growPausedUntil)) {
@@ -101,9 +110,10 @@ export class SmtpPool {
         conn.quit()
         return
       }
-      this.live.add(conn)
+      const held: Held = { inFlight: 0, idleSince: this.now() }
+      this.live.set(conn, held)
       conn.onClose(() => this.forget(conn))
-      this.release(conn)
+      this.release(conn, held)
     }, (err: unknown) => {
       this.opening -= 1
       if (this.closed) return
@@ -118,12 +128,15 @@ export class SmtpPool {
     })
   }
 
-  private run (conn: PoolConnection, job: Job): void {
+  private run (conn: PoolConnection, held: Held, job: Job): void {
     const reused = conn.sent > 0
+    held.inFlight += 1
     conn.send(job.envelope, job.raw).then((replies) => {
+      held.inFlight -= 1
       job.resolve(replies)
-      this.release(conn)
+      this.release(conn, held)
     }, (err: unknown) => {
+      held.inFlight -= 1
       const fault = err as Fault
       if (reused && !job.retried && fault.bodySent === false && fault.reply === undefined && !this.closed) {
         job.retried = true
@@ -136,40 +149,38 @@ export class SmtpPool {
     })
   }
 
-  private release (conn: PoolConnection): void {
+  /** A transaction on `conn` ended, or it just opened: it takes what waits, or idles. */
+  private release (conn: PoolConnection, held: Held): void {
     if (!this.live.has(conn)) return
     if (this.closed) {
-      this.live.delete(conn)
-      conn.quit()
+      if (held.inFlight === 0) {
+        this.live.delete(conn)
+        conn.quit()
+      }
       return
     }
-    const job = this.queue.shift()
-    if (job !== undefined) {
-      this.run(conn, job)
-    } else if (this.opts.idleMs === 0) {
+    if (this.queue.length > 0) this.pump()
+    if (held.inFlight > 0) return
+    if (this.opts.idleMs === 0) {
       this.live.delete(conn)
       conn.quit()
     } else {
-      this.idle.push({ conn, since: this.now() })
+      held.idleSince = this.now()
     }
   }
 
   private forget (conn: PoolConnection): void {
     this.live.delete(conn)
-    const at = this.idle.findIndex((i) => i.conn === conn)
-    if (at >= 0) this.idle.splice(at, 1)
     if (!this.closed && this.queue.length > 0) this.pump()
   }
 
   private sweep (): void {
     const cutoff = this.now() - this.opts.idleMs
-    const keep: Idle[] = []
-    for (const i of this.idle) {
-      if (i.since <= cutoff) {
-        this.live.delete(i.conn)
-        i.conn.quit()
-      } else keep.push(i)
+    for (const [conn, held] of [...this.live]) {
+      if (held.inFlight === 0 && held.idleSince <= cutoff) {
+        this.live.delete(conn)
+        conn.quit()
+      }
     }
-    this.idle = keep
   }
 }

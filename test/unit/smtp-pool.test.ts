@@ -11,7 +11,7 @@ class FakeConnection implements PoolConnection {
   quitted = false
   pending: Array<{ envelope: Envelope; resolve: (r: TransactionReplies) => void; reject: (e: unknown) => void }> = []
   private listeners: Array<() => void> = []
-  constructor (readonly id: number) {}
+  constructor (readonly id: number, readonly depth = 1) {}
   send (envelope: Envelope): Promise<TransactionReplies> {
     return new Promise((resolve, reject) => this.pending.push({ envelope, resolve: (r) => { this.sent++; resolve(r) }, reject }))
   }
@@ -158,4 +158,37 @@ test('close fails what waits and quits idle connections; without pooling a conne
   await turn()
   assert.equal(once.conns[0]!.quitted, true)
   assert.equal(once.pool.size, 0)
+})
+
+test('a connection that pipelines takes a second transaction while its first is answered, never a third', async () => {
+  const h = harness(1)
+  const sends = ['a', 'b', 'c'].map((r) => h.pool.send(env(`${r}@x.test`), raw))
+  h.opens[0]!.resolve(new FakeConnection(0, 2))
+  await turn()
+  const conn = h.conns[0]!
+  assert.deepEqual(conn.pending.map((p) => p.envelope.to[0]), ['a@x.test', 'b@x.test'], 'two at once, in order')
+  conn.answer()
+  await turn()
+  assert.deepEqual(conn.pending.map((p) => p.envelope.to[0]), ['b@x.test', 'c@x.test'], 'the third takes the freed place')
+  conn.answer()
+  conn.answer()
+  assert.equal((await Promise.all(sends)).length, 3)
+  assert.equal(h.opens.length, 1)
+  h.pool.close()
+})
+
+test('idle connections are spread over before a second transaction goes on a busy one', async () => {
+  const h = harness(2)
+  const first = [h.pool.send(env('a@x.test'), raw), h.pool.send(env('b@x.test'), raw)]
+  h.opens[0]!.resolve(new FakeConnection(0, 2))
+  h.opens[1]!.resolve(new FakeConnection(1, 2))
+  await turn()
+  for (const c of h.conns) while (c.pending.length > 0) c.answer()
+  await Promise.all(first)
+  await turn()
+  const next = [h.pool.send(env('c@x.test'), raw), h.pool.send(env('d@x.test'), raw)]
+  assert.deepEqual(h.conns.map((c) => c.pending.length), [1, 1])
+  for (const c of h.conns) c.answer()
+  await Promise.all(next)
+  h.pool.close()
 })
