@@ -5,7 +5,7 @@
 // Wiring only; the behaviour is src/mail/smtp-transport.ts (tested in one thread) and smtp-wire.ts.
 import type { MessagePort } from 'node:worker_threads'
 import { workerData } from 'node:worker_threads'
-import { MessageBuildError } from '../src/mail/compose.js'
+import { MessageBuildError, personalize } from '../src/mail/compose.js'
 import { createSmtpTransport, type SmtpTransportOptions } from '../src/mail/smtp-transport.js'
 import type { MailStage } from '../src/mail/stages.js'
 import { fromWire, type AnswerBatch, type RelayAnswer, type RelayJob } from '../src/mail/smtp-wire.js'
@@ -14,11 +14,16 @@ import { fromWire, type AnswerBatch, type RelayAnswer, type RelayJob } from '../
 export interface SmtpWorkerData {
   url: string
   options: Omit<SmtpTransportOptions, 'registry' | 'report'>
+  /** What recipients' copies are made with, for drafts (the tracking secret stays in this process). */
+  copies?: { publicUrl: string; secret: string }
 }
 
 export interface SmtpAttachJob { port: MessagePort }
 
 const ANSWER_BATCH = 256
+
+/** Messages started per turn of the thread's event loop. */
+const START_PER_TURN = 16
 
 const emptyBatch = (): AnswerBatch => ({ answers: [], stages: [], rendered: { template: 0, copy: 0 } })
 
@@ -53,6 +58,14 @@ export default async function attach ({ port }: SmtpAttachJob): Promise<number> 
       rendered: (what, n) => { batch.rendered[what] += n },
     },
   })
+  const copies = data.copies
+  /** The message of a job: its copies made here when it came as a draft. */
+  const sendJob = async (job: RelayJob) => {
+    const msg = fromWire(job.msg)
+    if (job.draft === undefined) return await transport.send(msg)
+    if (copies === undefined) throw new Error('a draft reached an SMTP thread that cannot make copies')
+    return await transport.send(personalize({ ...job.draft, msg }, copies))
+  }
   let finish: () => void = () => {}
   const finished = new Promise<void>((resolve) => { finish = resolve })
   const answer = (a: RelayAnswer) => {
@@ -61,11 +74,18 @@ export default async function attach ({ port }: SmtpAttachJob): Promise<number> 
     later()
     if (closed && inFlight === 0) finish()
   }
-  port.on('message', (jobs: RelayJob[]) => {
-    for (const job of jobs) {
+  // Messages are started a handful per turn of the event loop: a whole post of them (up to a few hundred)
+  // at once would keep the relay's replies waiting behind their rendering, and every connection with them.
+  let waiting: RelayJob[] = []
+  let next = 0
+  let draining = false
+  const drain = () => {
+    const end = Math.min(waiting.length, next + START_PER_TURN)
+    for (; next < end; next++) {
+      const job = waiting[next]!
       inFlight += 1
       sent += 1
-      transport.send(fromWire(job.msg)).then(
+      sendJob(job).then(
         (results) => answer({ id: job.id, results }),
         (err: unknown) => answer({
           id: job.id,
@@ -73,11 +93,28 @@ export default async function attach ({ port }: SmtpAttachJob): Promise<number> 
         }),
       )
     }
+    if (next < waiting.length) {
+      setImmediate(drain)
+    } else {
+      waiting = []
+      next = 0
+      draining = false
+    }
+  }
+  port.on('message', (jobs: RelayJob[]) => {
+    if (waiting.length === 0) waiting = jobs
+    else for (const job of jobs) waiting.push(job)
+    if (!draining) {
+      draining = true
+      drain()
+    }
   })
   port.on('close', () => {
     // The mailer closes its end once nothing is in flight; whatever still is has nowhere to answer, and
     // the email's lease brings it back.
     closed = true
+    // Nor is a message not yet started sent now.
+    waiting = waiting.slice(0, next)
     if (inFlight === 0) finish()
   })
   await finished

@@ -5,7 +5,7 @@
 import { fileURLToPath } from 'node:url'
 import { Counter, type Registry } from 'prom-client'
 import type { EmailRecord } from '../store/emails.js'
-import { MessageBuildError, composeMessage, personalize } from './compose.js'
+import { MessageBuildError, draftMessage, personalize, type MessageDraft } from './compose.js'
 import { oneThread } from './one-thread.js'
 import type { OutgoingMessage } from './transport.js'
 import type { ComposeAnswer, ComposeWorkerData } from '../../workers/compose.js'
@@ -18,6 +18,8 @@ export const COMPOSE_IN_THREAD_CHARS = 32 * 1024
 export interface Composer {
   /** The message of the email's next attempt; throws MessageBuildError when it cannot be built. */
   compose(email: EmailRecord): Promise<OutgoingMessage>
+  /** Its draft only (for a transport that makes the copies itself); throws MessageBuildError likewise. */
+  draft(email: EmailRecord): Promise<MessageDraft>
   close(): Promise<void>
 }
 
@@ -34,18 +36,22 @@ export function createComposer (opts: ComposeWorkerData & { registry?: Registry;
   const workerData: ComposeWorkerData = { publicUrl: opts.publicUrl, secret: opts.secret }
   // Large bodies are rare: their thread starts at the first one.
   const thread = oneThread<EmailRecord, ComposeAnswer>(WORKER_FILE, workerData)
+  const draft = async (email: EmailRecord): Promise<MessageDraft> => {
+    const size = (email.html?.length ?? 0) + (email.text?.length ?? 0)
+    if (size < threshold) {
+      where?.inc({ thread: 'main' })
+      return draftMessage(email, workerData)
+    }
+    where?.inc({ thread: 'worker' })
+    const answer = await thread.run(email)
+    if (!answer.ok) throw new MessageBuildError(answer.reason)
+    return answer.draft
+  }
   return {
     async compose (email) {
-      const size = (email.html?.length ?? 0) + (email.text?.length ?? 0)
-      if (size < threshold) {
-        where?.inc({ thread: 'main' })
-        return composeMessage(email, workerData)
-      }
-      where?.inc({ thread: 'worker' })
-      const answer = await thread.run(email)
-      if (!answer.ok) throw new MessageBuildError(answer.reason)
-      return personalize(answer.draft, workerData)
+      return personalize(await draft(email), workerData)
     },
+    draft,
     close: () => thread.close(),
   }
 }

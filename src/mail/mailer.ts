@@ -11,7 +11,7 @@ import { DEFAULT_RETRY_DELAYS_MS, planAttempt, planBuildFailure, type EmailServi
 import type { Component } from '../component.js'
 import type { EmailAttempt, EmailLease, EmailRecord } from '../store/emails.js'
 import type { Store } from '../store/types.js'
-import { MessageBuildError, buildFailureReason, composeMessage } from './compose.js'
+import { MessageBuildError, buildFailureReason, composeMessage, type MessageDraft } from './compose.js'
 import type { Composer } from './compose-pool.js'
 import { RecordBatch } from './record-batch.js'
 import { stageTimer, type StageTimer } from './stages.js'
@@ -287,11 +287,20 @@ export class Mailer implements Component {
     const pending = email.recipients.filter((r) => r.state === 'pending').map((r) => r.address)
     let results: RecipientOutcome[] = []
     let msg: OutgoingMessage | undefined
+    let draft: MessageDraft | undefined
     let plan: Omit<EmailAttempt, 'owner' | 'leaseToken'> | undefined
+    // A transport that makes each recipient's copy itself gets the draft: the copies (tracking tokens,
+    // the html filled in) are then made in its thread rather than this one.
+    const drafts = this.o.composer !== undefined && this.o.transport.sendDraft !== undefined
     if (pending.length > 0) {
       const t0 = performance.now()
       try {
-        msg = this.o.composer ? await this.o.composer.compose(email) : composeMessage(email, this.o)
+        if (drafts) {
+          draft = await this.o.composer!.draft(email)
+          msg = draft.msg
+        } else {
+          msg = this.o.composer ? await this.o.composer.compose(email) : composeMessage(email, this.o)
+        }
       } catch (err) {
         plan = this.buildFailed(email, err)
       }
@@ -305,7 +314,7 @@ export class Mailer implements Component {
           out = await this.o.outbound(email, msg)
           this.stages.since('outbound', t1)
         }
-        results = await this.o.transport.send(out)
+        results = draft !== undefined ? await this.o.transport.sendDraft!({ ...draft, msg: out }) : await this.o.transport.send(out)
       } catch (err) {
         if (err instanceof MessageBuildError) {
           // The transport could not render it (over SMTP, in its worker thread).

@@ -10,7 +10,8 @@ import type { Registry } from 'prom-client'
 import { MessageBuildError } from './compose.js'
 import { DEFAULT_SMTP_POOL_SIZE, parseSmtpUrl, renderedCounter, type SmtpTransportOptions } from './smtp-transport.js'
 import { stageTimer } from './stages.js'
-import { toWire, type AnswerBatch, type RelayJob } from './smtp-wire.js'
+import { draftToWire, toWire, type AnswerBatch, type RelayJob } from './smtp-wire.js'
+import type { MessageDraft } from './compose.js'
 import type { MailTransport, RecipientResult } from './transport.js'
 import type { SmtpAttachJob, SmtpWorkerData } from '../../workers/smtp.js'
 
@@ -20,11 +21,17 @@ interface Waiting { resolve: (results: RecipientResult[]) => void; reject: (err:
 
 interface Lane { port: MessagePort; ended: Promise<void> }
 
-export function createSmtpThreadTransport (url: string, opts: Omit<SmtpTransportOptions, 'report'> = {}): MailTransport {
+export interface SmtpThreadOptions extends Omit<SmtpTransportOptions, 'report'> {
+  /** What each recipient's copy is made with, in the thread (MailTransport.sendDraft); no sendDraft without it. */
+  copies?: { publicUrl: string; secret: string }
+}
+
+export function createSmtpThreadTransport (url: string, opts: SmtpThreadOptions = {}): MailTransport {
   // A bad URL is refused here, at start, not in the thread at the first email.
   parseSmtpUrl(url)
-  const { registry, ...options } = opts
+  const { registry, copies, ...options } = opts
   const workerData: SmtpWorkerData = { url, options: { ...options, maxConnections: options.maxConnections ?? DEFAULT_SMTP_POOL_SIZE } }
+  if (copies !== undefined) workerData.copies = copies
   const pool = new Piscina({ filename: WORKER_FILE, workerData, minThreads: 0, maxThreads: 1, concurrentTasksPerWorker: 1, idleTimeout: 1000 })
   const stages = stageTimer(registry)
   const rendered = renderedCounter(registry)
@@ -75,6 +82,26 @@ export function createSmtpThreadTransport (url: string, opts: Omit<SmtpTransport
     attach().port.postMessage(jobs)
   }
 
+  const relay = (wire: () => Omit<RelayJob, 'id'>): Promise<RecipientResult[]> => {
+    if (closed) return Promise.reject(new Error('SMTP transport is closed'))
+    let job: Omit<RelayJob, 'id'>
+    try {
+      job = wire()
+    } catch (err) {
+      return Promise.reject(err)
+    }
+    return new Promise<RecipientResult[]>((resolve, reject) => {
+      const id = nextId++
+      waiting.set(id, { resolve, reject })
+      outbox.push({ id, ...job })
+      // The messages of one turn of the event loop cross together.
+      if (!scheduled) {
+        scheduled = true
+        setImmediate(flush)
+      }
+    })
+  }
+
   // The thread starts with the service, not with its first email: loading its modules and compiling its
   // code took the first few thousand emails of a burst a fifth of a second and more.
   attach()
@@ -82,25 +109,10 @@ export function createSmtpThreadTransport (url: string, opts: Omit<SmtpTransport
   return {
     name: 'smtp',
     send (msg) {
-      if (closed) return Promise.reject(new Error('SMTP transport is closed'))
       // Copies are made here, where the functions are: a copy that cannot be made fails before anything is sent.
-      let wire
-      try {
-        wire = toWire(msg)
-      } catch (err) {
-        return Promise.reject(err)
-      }
-      return new Promise<RecipientResult[]>((resolve, reject) => {
-        const id = nextId++
-        waiting.set(id, { resolve, reject })
-        outbox.push({ id, msg: wire })
-        // The messages of one turn of the event loop cross together.
-        if (!scheduled) {
-          scheduled = true
-          setImmediate(flush)
-        }
-      })
+      return relay(() => ({ msg: toWire(msg) }))
     },
+    ...(copies !== undefined ? { sendDraft: (draft: MessageDraft) => relay(() => draftToWire(draft)) } : {}),
     async close () {
       if (closed) return
       closed = true

@@ -1,7 +1,7 @@
 // What crosses between the mailer's thread and the SMTP thread (./smtp-thread.ts, workers/smtp.ts). A
 // message's per-recipient parts are functions in the mailer (OutgoingMessage.copy, .returnPath); they are
 // called there, once per recipient, and travel as plain data. Tested in test/unit/smtp-wire.test.ts.
-import { MessageBuildError } from './compose.js'
+import { MessageBuildError, type MessageDraft } from './compose.js'
 import type { MailStage } from './stages.js'
 import { bareAddress, envelopeRecipients, simulatorOutcome, type OutgoingMessage, type RecipientCopy, type RecipientResult } from './transport.js'
 
@@ -11,7 +11,10 @@ export type WireMessage = Omit<OutgoingMessage, 'copy' | 'returnPath'> & {
   returnPaths?: Record<string, string>
 }
 
-export interface RelayJob { id: number; msg: WireMessage }
+/** The rest of a draft (./compose.ts) when the copies are made in the SMTP thread: plain data already. */
+export type WireDraft = Omit<MessageDraft, 'msg'>
+
+export interface RelayJob { id: number; msg: WireMessage; draft?: WireDraft }
 
 export type RelayAnswer =
   | { id: number; results: RecipientResult[] }
@@ -45,6 +48,13 @@ export function toWire (msg: OutgoingMessage): WireMessage {
     wire.returnPaths = paths
   }
   return wire
+}
+
+/** A draft as data: its message's envelope senders made here (the copies are made in the SMTP thread). */
+export function draftToWire (draft: MessageDraft): { msg: WireMessage; draft: WireDraft } {
+  const { msg, ...rest } = draft
+  if (msg.copy !== undefined) throw new TypeError('a draft\'s message has no copies yet')
+  return { msg: toWire(msg), draft: rest }
 }
 
 /** The message again, its functions answering from the data (in the SMTP thread). */

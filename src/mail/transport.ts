@@ -50,10 +50,18 @@ export interface RecipientResult {
   response?: string
 }
 
+import type { MessageDraft } from './compose.js'
+
 export interface MailTransport {
   readonly name: string
   /** One result per envelope recipient (see `envelopeRecipients`). Never throws for a delivery failure. */
   send(msg: OutgoingMessage): Promise<RecipientResult[]>
+  /**
+   * When the transport makes each recipient's copy itself (the SMTP thread does, off the mailer's
+   * thread): the draft of the message (./compose.ts), its `msg` already given its DKIM key and envelope
+   * senders. Same answers as `send`; throws MessageBuildError when a copy cannot be made.
+   */
+  sendDraft?(draft: MessageDraft): Promise<RecipientResult[]>
   close(): Promise<void>
 }
 

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { MessageBuildError } from '../../src/mail/compose.js'
-import { fromWire, toWire } from '../../src/mail/smtp-wire.js'
+import { draftMessage, MessageBuildError, personalize, type MessageDraft } from '../../src/mail/compose.js'
+import { draftToWire, fromWire, toWire } from '../../src/mail/smtp-wire.js'
+import { verifyTrackingToken } from '../../src/mail/tracking.js'
+import type { EmailRecord } from '../../src/store/emails.js'
 import type { OutgoingMessage } from '../../src/mail/transport.js'
 
 const base: OutgoingMessage = {
@@ -40,4 +42,27 @@ test('each real recipient\'s copy and envelope sender are made once, before cros
 test('a copy that cannot be made fails the whole message before anything crosses', () => {
   const msg: OutgoingMessage = { ...base, copy: () => { throw new MessageBuildError('making the List-Unsubscribe link failed (TypeError)') } }
   assert.throws(() => toWire(msg), MessageBuildError)
+})
+
+test('a draft crosses as data, and the copies made from it in the SMTP thread are the ones the mailer would have made', () => {
+  const email = {
+    id: 'em_draft1', accountId: 'acc_1', from: 'News <news@example.com>', to: ['ann@example.com', 'bob@example.com'], cc: [], bcc: [],
+    replyTo: [], subject: 'Hi', html: '<p><a href="https://example.com/a">a</a></p>', text: null, headers: {},
+    recipients: [{ address: 'ann@example.com', state: 'pending' }, { address: 'bob@example.com', state: 'pending' }],
+    createdAt: '2026-11-26T00:00:00.000Z',
+  } as unknown as EmailRecord
+  const opts = { publicUrl: 'https://svc.test', secret: 'a tracking secret of some length' }
+  const draft = draftMessage(email, opts)
+  const withPaths: MessageDraft = { ...draft, msg: { ...draft.msg, returnPath: (r) => `bounce+${r.split('@')[0]}@b.example.com` } }
+  const wire = structuredClone(draftToWire(withPaths))
+  const there = personalize({ ...wire.draft, msg: fromWire(wire.msg) }, opts)
+  assert.equal(there.returnPath!('bob@example.com'), 'bounce+bob@b.example.com')
+  for (const r of ['ann@example.com', 'bob@example.com']) {
+    const copy = there.copy!(r)
+    assert.match(copy.headers['List-Unsubscribe'] ?? '', /^<https:\/\/svc\.test\//)
+    const token = /\/([A-Za-z0-9_-]{40,})/.exec(copy.headers['List-Unsubscribe']!)![1]!
+    assert.equal(verifyTrackingToken(opts.secret, token, 'unsubscribe')?.recipient, r, 'each copy names its own recipient')
+    assert.match(copy.html ?? '', /https:\/\/svc\.test\//)
+  }
+  assert.throws(() => draftToWire({ ...draft, msg: { ...draft.msg, copy: () => ({ headers: {} }) } }), TypeError)
 })
