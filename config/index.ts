@@ -28,8 +28,9 @@ export const EnvSchema = Type.Object({
     default: 'majority', pattern: '^(majority|[1-9][0-9]?)$', description: 'majority, or a number of replica set members from 1 to 99',
   }),
   SMTP_URL: Type.Optional(Type.String({ pattern: '^smtps?://', description: 'an smtp:// or smtps:// URL' })),
-  // Connections to the relay at once (each carries one transaction at a time).
-  SMTP_POOL_SIZE: positive(10, 'a whole number of connections from 1 to 200', 200),
+  // Connections to the relay at once (each carries up to two pipelined transactions). 20, as Postfix's
+  // default concurrency per destination: each transaction waits a round trip through two busy event loops.
+  SMTP_POOL_SIZE: positive(20, 'a whole number of connections from 1 to 200', 200),
   // No CR or LF: the value becomes the From header of every email that does not name its own sender.
   MAIL_FROM: Type.String({
     default: 'svc <no-reply@localhost>', pattern: '^[^\\u0000-\\u001F\\u007F]*@[^\\u0000-\\u001F\\u007F]*$',

@@ -11,6 +11,7 @@ import { iso } from '../../src/domain/clock.js'
 import { sealKey } from '../../src/app/domains.js'
 import { newId } from '../../src/domain/ids.js'
 import { limitsOf } from '../../src/domain/plans.js'
+import { DEFAULT_SMTP_POOL_SIZE } from '../../src/mail/smtp-transport.js'
 import { batchBodies, costOf, CpuWatch, log, notes, pick, postBatches, recordCost, recordCpu, reportLogged, results, SIZES, startSvc, stopSvc, type Sample } from '../lib/context.js'
 import { ask, sleep, startProc, stopChild, type Msg } from '../lib/procs.js'
 import { fmt } from '../lib/report.js'
@@ -32,7 +33,8 @@ async function stageTotals (origin: string): Promise<Record<string, { sum: numbe
   return out
 }
 
-export const SMTP_CONNECTIONS = 10
+/** svc's default pool size (SMTP_POOL_SIZE), for both sides. */
+export const SMTP_CONNECTIONS = DEFAULT_SMTP_POOL_SIZE
 
 /**
  * Emails each side sends before it is measured, unmeasured: the peer's process runs every repeat and is

@@ -129,6 +129,45 @@ const MAX_SHAPES = 256
  * writes them on its root node (which is one): the same encoding of names and subjects, the same folding.
  */
 function perMessageFields (msg: OutgoingMessage): Map<string, string> {
+  return plainFields(msg) ?? composedFields(msg)
+}
+
+/** A bare address MimeNode writes as it is. */
+const PLAIN_ADDRESS = /^[a-z0-9._+-]{1,64}@[a-z0-9-]{1,63}(?:\.[a-z0-9-]{1,63}){0,8}$/i
+/** Printable ASCII but the double quote (which MimeNode encodes), single spaces between words: a subject MimeNode leaves as it is. */
+const PLAIN_SUBJECT = /^[\x21\x23-\x7e]+(?: [\x21\x23-\x7e]+)*$/
+
+/**
+ * The common case without MimeNode: bare ASCII addresses, a short plain subject, our own Message-ID. Each
+ * line is what MimeNode writes for it (test/unit/mime-shapes.test.ts compares them over many inputs); any
+ * other message takes composedFields.
+ */
+export function plainFields (msg: OutgoingMessage): Map<string, string> | undefined {
+  const out = new Map<string, string>()
+  const line = (key: string, name: string, value: string): boolean => {
+    const text = `${name}: ${value}`
+    // Within MimeNode's fold width: nothing to fold.
+    if (text.length > 76) return false
+    out.set(key, text)
+    return true
+  }
+  for (const [key, name, list] of [['to', 'To', msg.to], ['cc', 'Cc', msg.cc]] as const) {
+    if (list.length === 0) continue
+    if (list.length > 8 || !list.every((a) => PLAIN_ADDRESS.test(a))) return undefined
+    if (!line(key, name, list.join(', '))) return undefined
+  }
+  if (msg.subject) {
+    if (msg.subject.length > 60 || !PLAIN_SUBJECT.test(msg.subject)) return undefined
+    if (!line('subject', 'Subject', msg.subject)) return undefined
+  }
+  const id = formatMessageId(msg)
+  if (!/^<[\x21-\x7e]{1,60}>$/.test(id) || !line('message-id', 'Message-ID', id)) return undefined
+  out.set('date', `Date: ${new Date().toUTCString().replace(/GMT/, '+0000')}`)
+  return out
+}
+
+/** The per-message fields as nodemailer's MimeNode writes them. Exported for the tests. */
+export function composedFields (msg: OutgoingMessage): Map<string, string> {
   const node = new MimeNode('text/plain', { disableFileAccess: true, disableUrlAccess: true } as never)
   // As MailComposer.compile sets them: every field it is given a truthy value for.
   if (msg.to) node.setHeader('to', msg.to)

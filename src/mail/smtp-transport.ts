@@ -50,7 +50,7 @@ export function renderedCounter (registry: Registry | undefined): Counter<'what'
 }
 
 /** Connections to the relay at once, unless SMTP_POOL_SIZE says otherwise. */
-export const DEFAULT_SMTP_POOL_SIZE = 10
+export const DEFAULT_SMTP_POOL_SIZE = 20
 
 export interface SmtpUrlParts {
   host: string

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { simpleParser } from 'mailparser'
 import MailComposer from 'nodemailer/lib/mail-composer/index.js'
-import { mimeTemplate } from '../../src/mail/mime.js'
+import { composedFields, mimeTemplate, plainFields } from '../../src/mail/mime.js'
 import type { OutgoingMessage } from '../../src/mail/transport.js'
 
 function message (over: Partial<OutgoingMessage>): OutgoingMessage {
@@ -71,4 +71,34 @@ test('a thousand messages of one shape: each arrives with its own recipient and 
     boundaries.add(f.get('content-type')!)
   }
   assert.equal(boundaries.size, 1, 'one template for the thousand')
+})
+
+test('the plain fields written without MimeNode are exactly what MimeNode writes, over many inputs', () => {
+  let rnd = 7
+  const next = (n: number) => { rnd = (rnd * 1103515245 + 12345) % 2147483648; return rnd % n }
+  const ascii = (n: number) => Array.from({ length: n }, () => String.fromCharCode(0x20 + next(95))).join('')
+  let plain = 0
+  for (let i = 0; i < 3000; i++) {
+    const subject = i % 7 === 0 ? `Word ${'x'.repeat(next(70))}` : i % 11 === 0 ? ` lead and  double ${i} ` : ascii(next(80))
+    const addresses = Array.from({ length: 1 + next(3) }, (_, j) => (i % 13 === 0 ? `Name ${j} <n${j}@example.com>` : `user.${i}+${j}@mail-${j}.example.com`))
+    const msg = message({ messageId: `em_${ascii(6).replace(/[^a-z0-9]/gi, 'q')}${i}`, subject, to: addresses, cc: i % 2 === 0 ? [`cc${i}@example.org`] : [] })
+    const fast = plainFields(msg)
+    if (fast === undefined) continue
+    plain++
+    const slow = composedFields(msg)
+    assert.deepEqual([...fast.keys()].sort(), [...slow.keys()].sort(), JSON.stringify(subject))
+    for (const [k, v] of fast) {
+      if (k === 'date') assert.match(v, /^Date: [A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} \+0000$/)
+      else assert.equal(v, slow.get(k), `${k} of ${JSON.stringify(subject)}`)
+    }
+  }
+  assert.ok(plain > 1000, `the plain path was taken ${plain} times`)
+})
+
+test('a hostile megabyte subject or recipient list takes the composed path at once, and is written whole', async () => {
+  const subject = 'a '.repeat(512 * 1024)
+  assert.equal(plainFields(message({ subject })), undefined)
+  assert.equal(plainFields(message({ to: Array.from({ length: 50_000 }, (_, i) => `r${i}@example.com`) })), undefined)
+  const raw = (await (await mimeTemplate(message({ messageId: 'em_big', subject: 'x'.repeat(1 << 20) }))).render(undefined)).toString('latin1')
+  assert.equal(fields(raw).get('subject')?.replace(/ /g, ''), `Subject:${'x'.repeat(1 << 20)}`)
 })
