@@ -129,6 +129,9 @@ class ExternalWrites implements Component {
 }
 
 /** The transport without SMTP_URL: nothing leaves the machine; in development each email is written to DATA_DIR/sandbox. */
+/** Emails in flight at once on the sandbox (what 8 per connection gave with the pool's old default of 10). */
+const SANDBOX_CONCURRENCY = 80
+
 function sandbox (config: Config, app: App): MailTransport {
   if (config.sandboxKeep === 0) return createSandboxTransport({ keep: 0 })
   const logger = app.log.child({ component: 'mailer' })
@@ -196,7 +199,9 @@ export async function createService (config: Config, given: ServiceDeps): Promis
       owner: config.nodeId,
       // Enough emails in flight that every relay connection has the next message waiting while others are
       // claimed, built and recorded (each email spends most of its attempt outside the SMTP transaction).
-      concurrency: Math.max(32, 8 * config.smtpPoolSize),
+      // The sandbox answers at once: more in flight would only take the main thread from the API and the
+      // webhooks.
+      concurrency: config.smtpUrl !== undefined ? Math.max(32, 8 * config.smtpPoolSize) : SANDBOX_CONCURRENCY,
       composer: createComposer({ publicUrl: config.publicUrl, secret: config.secret!, registry: app.registry }),
       outbound: createOutbound({ domains: app.services.domains, verpKey: verpKey(config.secret!), bounceDomain: config.mail.bounceDomain }),
       ...deps.mailer,
