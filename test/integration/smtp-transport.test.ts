@@ -33,9 +33,11 @@ interface Sink {
   close(): Promise<void>
 }
 
-async function startSink(opts: { password?: string } = {}): Promise<Sink> {
+async function startSink(opts: { password?: string; hidePipelining?: boolean; authMethods?: string[] } = {}): Promise<Sink> {
   const sink: Sink = { port: 0, received: [], connections: 0, close: async () => {} }
   const server = new SMTPServer({
+    ...(opts.hidePipelining === true ? { hidePIPELINING: true } : {}),
+    ...(opts.authMethods !== undefined ? { authMethods: opts.authMethods } : {}),
     authOptional: opts.password === undefined,
     allowInsecureAuth: true,
     // Loopback only: no certificate to offer, so STARTTLS is not advertised at all.
@@ -733,6 +735,45 @@ describe('SMTP pipelining against a real server', () => {
         const parsed = await simpleParser(got.raw)
         assert.equal(parsed.text?.trim(), `.line ${i} starts with a dot\n.\nand one that is only a dot`)
       }
+    } finally {
+      await t.close()
+      await s.close()
+    }
+  })
+})
+
+describe('SMTP with a relay that does not pipeline, or logs in with AUTH LOGIN only', () => {
+  test('without PIPELINING, one command at a time: the same outcomes, and many messages waiting their turn on one connection', async () => {
+    const s = await startSink({ hidePipelining: true })
+    const t = createSmtpTransport(`smtp://127.0.0.1:${s.port}`, { maxConnections: 1 })
+    try {
+      const mixed = byRecipient(await t.send(message({ to: ['alice@example.net', 'nosuch@example.net'], cc: ['busy@example.net'] })))
+      assert.equal(mixed['alice@example.net']?.outcome, 'delivered')
+      assert.equal(mixed['nosuch@example.net']?.code, 550)
+      assert.equal(mixed['busy@example.net']?.code, 451)
+      assert.deepEqual(s.received[0]?.rcptTo, ['alice@example.net'])
+      const refused = await t.send(message({ from: 'blocked@mail.example.com', to: ['alice@example.net'] }))
+      assert.deepEqual(refused.map((r) => [r.outcome, r.code]), [['deferred', 553]])
+      const none = await t.send(message({ to: ['nosuch2@example.net'] }))
+      assert.deepEqual(none.map((r) => [r.outcome, r.code]), [['bounced', 550]])
+      const many = await Promise.all(Array.from({ length: 20 }, (_, i) => t.send(message({ messageId: `em_seq${i}`, to: [`s${i}@example.net`] }))))
+      assert.ok(many.every((r) => r[0]?.outcome === 'delivered'))
+      assert.equal(s.received.length, 21)
+      assert.equal(s.connections, 1)
+    } finally {
+      await t.close()
+      await s.close()
+    }
+  })
+
+  test('AUTH LOGIN when the relay offers no PLAIN', async () => {
+    const password = 'login only pw'
+    const s = await startSink({ password, authMethods: ['LOGIN'] })
+    const t = createSmtpTransport(`smtp://svc:${encodeURIComponent(password)}@127.0.0.1:${s.port}`)
+    try {
+      const results = await t.send(message())
+      assert.equal(results[0]?.outcome, 'delivered', results[0]?.response)
+      assert.equal(s.received.length, 1)
     } finally {
       await t.close()
       await s.close()
