@@ -7,7 +7,7 @@ import { bareOf } from '../domain/addresses.js'
 import { MAX_BUILD_BODY_CHARS, TRACKING_TTL_MS, trackingRecipient } from '../app/emails.js'
 import type { EmailRecord } from '../store/emails.js'
 import { fillHtml, htmlTemplate, unsubscribeHeaders, type HtmlTemplate, type TrackingLinkOptions } from './tracking.js'
-import type { OutgoingMessage, RecipientCopy } from './transport.js'
+import type { MessageDraft, OutgoingMessage, RecipientCopy } from './transport.js'
 
 /** The message of an email cannot be built; the message says what failed and never quotes the content. */
 export class MessageBuildError extends Error {
@@ -33,19 +33,8 @@ function buildStep<T> (what: string, step: () => T): T {
   }
 }
 
-/**
- * An attempt's message before it is made per recipient: plain data, so that it crosses threads. `msg` has
- * no html and no List-Unsubscribe yet; `template` is its html with the tracked places found.
- */
-export interface MessageDraft {
-  msg: OutgoingMessage
-  template: HtmlTemplate | null
-  /** The pending recipients (bare addresses), in order: the first one's copy is also `msg`'s own. */
-  recipients: string[]
-  emailId: string
-  /** Unix seconds after which the tracking and unsubscribe tokens are refused. */
-  expiresAt: number
-}
+/** An attempt's message before it is made per recipient (its definition is in ./transport.ts). */
+export type { MessageDraft }
 
 /**
  * The draft of one attempt: only the recipients still pending (a retry does not resend to those who have

@@ -1,4 +1,5 @@
 import addressparser from 'nodemailer/lib/addressparser/index.js'
+import type { HtmlTemplate } from './tracking.js'
 
 export interface OutgoingMessage {
   /** Our id; the Message-ID header becomes `<${messageId}@${domain of from}>`. */
@@ -50,7 +51,19 @@ export interface RecipientResult {
   response?: string
 }
 
-import type { MessageDraft } from './compose.js'
+/**
+ * An attempt's message before it is made per recipient: plain data, so that it crosses threads. `msg` has
+ * no html and no List-Unsubscribe yet; `template` is its html with the tracked places found.
+ */
+export interface MessageDraft {
+  msg: OutgoingMessage
+  template: HtmlTemplate | null
+  /** The pending recipients (bare addresses), in order: the first one's copy is also `msg`'s own. */
+  recipients: string[]
+  emailId: string
+  /** Unix seconds after which the tracking and unsubscribe tokens are refused. */
+  expiresAt: number
+}
 
 export interface MailTransport {
   readonly name: string
