@@ -23,13 +23,24 @@ const B64URL = /^[A-Za-z0-9_-]+$/
 
 function isHttpUrl(value: string): boolean {
   if (!/^https?:/i.test(value)) return false
+  // The same few URLs come back for every recipient of a campaign (its links, PUBLIC_URL): their verdict
+  // is kept rather than parsed again, a few per copy.
+  const known = httpUrls.get(value)
+  if (known !== undefined) return known
+  let ok: boolean
   try {
     const u = new URL(value)
-    return u.protocol === 'http:' || u.protocol === 'https:'
+    ok = u.protocol === 'http:' || u.protocol === 'https:'
   } catch {
-    return false
+    ok = false
   }
+  if (value.length <= MAX_TRACKED_URL_LENGTH) {
+    if (httpUrls.size >= 256) httpUrls.delete(httpUrls.keys().next().value!)
+    httpUrls.set(value, ok)
+  }
+  return ok
 }
+const httpUrls = new Map<string, boolean>()
 
 // ---- Tokens ------------------------------------------------------------------------------
 //
@@ -98,10 +109,11 @@ function tokenKey(seal: Buffer, salt: Buffer): Buffer {
   return createHmac('sha256', seal).update(salt).digest()
 }
 
-function shortField(value: string, what: string): Buffer {
-  const bytes = Buffer.from(value, 'utf8')
-  if (bytes.length === 0 || bytes.length > 255) throw new TypeError(`${what} must be 1 to 255 bytes`)
-  return Buffer.concat([Buffer.of(bytes.length), bytes])
+/** The UTF-8 length of a 1-to-255-byte field, or a TypeError. */
+function shortField(value: string, what: string): number {
+  const n = Buffer.byteLength(value, 'utf8')
+  if (n === 0 || n > 255) throw new TypeError(`${what} must be 1 to 255 bytes`)
+  return n
 }
 
 function encodeClaims(claims: TrackingClaims): Buffer {
@@ -112,19 +124,28 @@ function encodeClaims(claims: TrackingClaims): Buffer {
   if (!Number.isSafeInteger(claims.exp) || claims.exp < 0 || claims.exp > MAX_EXP) {
     throw new TypeError('exp must be an integer number of unix seconds')
   }
-  const head = Buffer.alloc(7)
-  head[0] = code
-  head.writeUIntBE(claims.exp, 1, 6)
-  const parts = [head, shortField(claims.emailId, 'emailId'), shortField(claims.recipient, 'recipient')]
+  const idBytes = shortField(claims.emailId, 'emailId')
+  const recipientBytes = shortField(claims.recipient, 'recipient')
+  let urlBytes = 0
   if (claims.kind === 'click') {
     // A click token is a sealed redirect: it may only ever point at the web.
     if (typeof claims.url !== 'string' || !isHttpUrl(claims.url)) throw new TypeError('a click token needs an http(s) url')
     if (claims.url.length > MAX_TRACKED_URL_LENGTH) throw new TypeError(`a click url is at most ${MAX_TRACKED_URL_LENGTH} characters`)
-    parts.push(Buffer.from(claims.url, 'utf8'))
+    urlBytes = Buffer.byteLength(claims.url, 'utf8')
   } else if (claims.url !== undefined) {
     throw new TypeError(`a ${claims.kind} token carries no url`)
   }
-  return Buffer.concat(parts)
+  // One buffer, written in place: kind, exp, then each field after its length.
+  const out = Buffer.allocUnsafe(7 + 1 + idBytes + 1 + recipientBytes + urlBytes)
+  out[0] = code
+  out.writeUIntBE(claims.exp, 1, 6)
+  let at = 7
+  out[at++] = idBytes
+  at += out.write(claims.emailId, at, 'utf8')
+  out[at++] = recipientBytes
+  at += out.write(claims.recipient, at, 'utf8')
+  if (urlBytes > 0) out.write(claims.url!, at, 'utf8')
+  return out
 }
 
 /** The tag proves we wrote it; the layout is still checked as strictly as if it were input. */
@@ -160,8 +181,16 @@ export function createTrackingToken(secret: string, claims: TrackingClaims): str
   const salt = nextSalt()
   const cipher = createCipheriv('aes-256-gcm', tokenKey(keysFor(secret).seal, salt), FIXED_IV, { authTagLength: TAG_BYTES })
   cipher.setAAD(HEADER)
-  const sealed = Buffer.concat([cipher.update(plain), cipher.final()])
-  return Buffer.concat([HEADER, salt, sealed, cipher.getAuthTag()]).toString('base64url')
+  // GCM is a stream cipher: update gives every byte, and final none (it completes the tag).
+  let sealed = cipher.update(plain)
+  const rest = cipher.final()
+  if (rest.length > 0) sealed = Buffer.concat([sealed, rest])
+  const out = Buffer.allocUnsafe(HEADER.length + SALT_BYTES + sealed.length + TAG_BYTES)
+  out[0] = VERSION
+  salt.copy(out, HEADER.length)
+  sealed.copy(out, HEADER.length + SALT_BYTES)
+  cipher.getAuthTag().copy(out, HEADER.length + SALT_BYTES + sealed.length)
+  return out.toString('base64url')
 }
 
 export function verifyTrackingToken(
