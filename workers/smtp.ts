@@ -1,5 +1,6 @@
-// The SMTP thread: the relay's connections, each message's MIME and DKIM signature, and the SMTP dialogue
-// run here, beside the mailer's thread rather than in it. The mailer attaches once, with one long-lived
+// The SMTP thread: the relay's connections, each recipient's copy (from the mailer's draft), each
+// message's MIME and DKIM signature, and the SMTP dialogue run here, beside the mailer's thread rather
+// than in it. The mailer attaches once, with one long-lived
 // Piscina task that hands over a MessagePort; messages come in on it in handfuls, and answers go back the
 // same way as the relay gives them. The task ends when the mailer closes its end of the port.
 // Wiring only; the behaviour is src/mail/smtp-transport.ts (tested in one thread) and smtp-wire.ts.

@@ -1,8 +1,8 @@
-// The SMTP transport in a thread of its own. Over SMTP each email costs the mailer's thread its MIME,
-// its signature and its share of the SMTP dialogue (nodemailer's parser and streams, the socket writes):
-// about as much as all the rest of its path through svc (accepting it, storing it, tracking, the
-// record). Here that part runs in one worker thread beside the main one, so on two cores the two halves
-// run at once. The message crosses as data (./smtp-wire.ts), many to a message-port post.
+// The SMTP transport in a thread of its own. Over SMTP each email costs its recipients' copies (tracking
+// tokens, the html filled in), its MIME, its signature and its share of the SMTP dialogue: about as much as
+// all the rest of its path through svc (accepting it, storing it, the record). Here that part runs in one
+// worker thread beside the main one, so on two cores the two halves run at once. The message crosses as
+// data (./smtp-wire.ts: a draft, or a message with its copies made), many to a message-port post.
 import { fileURLToPath } from 'node:url'
 import { MessageChannel, type MessagePort } from 'node:worker_threads'
 import { Piscina } from 'piscina'
