@@ -11,6 +11,10 @@ export type { Quotas }
 
 const port = (fallback: number, expects: string) =>
   Type.Integer({ minimum: 0, maximum: 65535, default: fallback, description: expects })
+
+/** Connections to the SMTP relay at once unless SMTP_POOL_SIZE says otherwise: Postfix's default concurrency per destination. */
+export const DEFAULT_SMTP_POOL_SIZE = 20
+
 const positive = (fallback: number, expects: string, max = Number.MAX_SAFE_INTEGER) =>
   Type.Integer({ minimum: 1, maximum: max, default: fallback, description: expects })
 
@@ -30,7 +34,7 @@ export const EnvSchema = Type.Object({
   SMTP_URL: Type.Optional(Type.String({ pattern: '^smtps?://', description: 'an smtp:// or smtps:// URL' })),
   // Connections to the relay at once (each carries up to two pipelined transactions). 20, as Postfix's
   // default concurrency per destination: each transaction waits a round trip through two busy event loops.
-  SMTP_POOL_SIZE: positive(20, 'a whole number of connections from 1 to 200', 200),
+  SMTP_POOL_SIZE: positive(DEFAULT_SMTP_POOL_SIZE, 'a whole number of connections from 1 to 200', 200),
   // No CR or LF: the value becomes the From header of every email that does not name its own sender.
   MAIL_FROM: Type.String({
     default: 'svc <no-reply@localhost>', pattern: '^[^\\u0000-\\u001F\\u007F]*@[^\\u0000-\\u001F\\u007F]*$',

@@ -1,7 +1,7 @@
 import type tls from 'node:tls'
 import { domainToASCII } from 'node:url'
 import { Counter, type Registry } from 'prom-client'
-import { isLoopbackHost } from '../../config/index.js'
+import { DEFAULT_SMTP_POOL_SIZE, isLoopbackHost } from '../../config/index.js'
 import { MessageBuildError } from './compose.js'
 import { mimeTemplate } from './mime.js'
 import { SmtpConnection, SmtpConnectionError, SmtpSetupError, type Envelope, type SmtpEndpoint, type TransactionReplies } from './smtp-connection.js'
@@ -49,8 +49,8 @@ export function renderedCounter (registry: Registry | undefined): Counter<'what'
     : undefined
 }
 
-/** Connections to the relay at once, unless SMTP_POOL_SIZE says otherwise. */
-export const DEFAULT_SMTP_POOL_SIZE = 20
+/** Connections to the relay at once, unless SMTP_POOL_SIZE says otherwise (config/index.ts). */
+export { DEFAULT_SMTP_POOL_SIZE }
 
 export interface SmtpUrlParts {
   host: string
