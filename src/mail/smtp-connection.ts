@@ -75,9 +75,21 @@ interface Job {
 
 const ok = (r: SmtpReply | undefined) => r !== undefined && r.code >= 200 && r.code < 300
 
-function defaultName (): string {
+/**
+ * This machine's host name when it is a domain name (dotted); else the connection's own address as an
+ * address literal (RFC 5321 §4.1.3), which relays that refuse a bare "localhost" (Postfix's
+ * reject_non_fqdn_helo_hostname) still take.
+ */
+function defaultName (socket: net.Socket): string {
   const host = os.hostname()
-  return /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)+$/i.test(host) ? host : 'localhost'
+  if (/^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)+$/i.test(host) && net.isIP(host) === 0) return host
+  const local = socket.localAddress ?? '127.0.0.1'
+  return net.isIPv6(local) ? `[IPv6:${local}]` : `[${local}]`
+}
+
+/** The name TLS checks the certificate against: the relay's host name; none for an address. */
+function serverName (host: string): string | undefined {
+  return net.isIP(host) === 0 ? host : undefined
 }
 
 export class SmtpConnection {
@@ -200,7 +212,8 @@ export class SmtpConnection {
           this.write('RSET\r\n')
           this.commandsMayGo = true
           this.next()
-          await reset
+          // The relay's word on this message is known; a connection lost now fails only what follows.
+          await reset.catch(() => {})
         } else {
           this.commandsMayGo = true
           this.next()
@@ -253,7 +266,7 @@ export class SmtpConnection {
         for (let i = 0; i < envelope.to.length; i++) rcpt.push(mail)
       }
       if (data === undefined || data.code !== 354) {
-        if (ok(mail)) await this.command('RSET\r\n')
+        if (ok(mail)) await this.command('RSET\r\n').catch(() => {})
         replies = data === undefined ? { mail, rcpt } : { mail, rcpt, data }
       } else {
         const final = this.expect(1)
@@ -283,7 +296,7 @@ export class SmtpConnection {
   private async handshake (): Promise<void> {
     const greeting = (await this.expect(1))[0]!
     if (greeting.code !== 220) throw new SmtpSetupError(greeting, 'greeting')
-    const name = this.ep.name ?? defaultName()
+    const name = this.ep.name ?? defaultName(this.socket)
     let caps = await this.hello(name)
     const tlsOn = this.socket instanceof tls.TLSSocket
     if (!tlsOn && caps !== undefined && caps.has('STARTTLS')) {
@@ -339,14 +352,25 @@ export class SmtpConnection {
   private async upgrade (): Promise<void> {
     const plain = this.socket
     this.detach(plain)
-    const secured = tls.connect({ ...this.ep.tls, socket: plain, servername: net.isIP(this.ep.host) === 0 ? this.ep.host : undefined })
+    const secured = tls.connect({ servername: serverName(this.ep.host), ...this.ep.tls, socket: plain })
     this.socket = secured
     this.attach(secured)
     this.reader = new ReplyReader()
     await new Promise<void>((resolve, reject) => {
-      const fail = (err: Error) => reject(new SmtpConnectionError('ETLS', `TLS with the relay failed: ${err.message}`))
-      secured.once('secureConnect', () => { secured.off('error', fail); resolve() })
-      secured.once('error', fail)
+      const done = (err?: SmtpConnectionError) => {
+        secured.off('secureConnect', ok)
+        secured.off('error', failed)
+        secured.off('close', closed)
+        if (err === undefined) resolve()
+        else reject(err)
+      }
+      const ok = () => done()
+      const failed = (err: Error) => done(new SmtpConnectionError('ETLS', `TLS with the relay failed: ${err.message}`))
+      // A handshake that stalls ends when the set-up's timer closes the socket (no 'error' then).
+      const closed = () => done(this.failure ?? new SmtpConnectionError('ETLS', 'the relay closed the connection during the TLS handshake'))
+      secured.once('secureConnect', ok)
+      secured.once('error', failed)
+      secured.once('close', closed)
     })
   }
 
@@ -380,11 +404,11 @@ export class SmtpConnection {
   private onReply (reply: SmtpReply): void {
     const w = this.waiters.shift()
     if (w === undefined) {
-      // Unasked for: a relay that is going away says so (421) before hanging up.
+      // Unasked for: a relay that is going away says so (421) before hanging up. Only such a reply is
+      // what a later hang-up is explained by: a refusal answering a command belongs to that command alone.
       if (reply.code >= 400) this.lastRefusal = reply
       return
     }
-    if (reply.code >= 400) this.lastRefusal = reply
     const head = this.rejectors[0]
     if (head !== undefined && --head.count === 0) this.rejectors.shift()
     w.resolve(reply)
@@ -413,6 +437,8 @@ export class SmtpConnection {
     try {
       replies = this.reader.push(chunk.toString('latin1'))
     } catch (err) {
+      // The replies that came whole before the bad line still answer their commands.
+      if (err instanceof SmtpProtocolError) for (const r of err.replies) this.onReply(r)
       this.fail(new SmtpConnectionError('EPROTOCOL', err instanceof SmtpProtocolError ? err.message : String(err)))
       return
     }
@@ -449,7 +475,7 @@ export class SmtpConnection {
 function connect (ep: SmtpEndpoint): Promise<net.Socket> {
   return new Promise((resolve, reject) => {
     const socket: net.Socket = ep.secure
-      ? tls.connect({ ...ep.tls, host: ep.host, port: ep.port, servername: net.isIP(ep.host) === 0 ? ep.host : undefined })
+      ? tls.connect({ servername: serverName(ep.host), ...ep.tls, host: ep.host, port: ep.port })
       : net.connect({ host: ep.host, port: ep.port })
     socket.setNoDelay(true)
     const timer = setTimeout(() => {

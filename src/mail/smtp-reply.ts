@@ -10,7 +10,10 @@ export interface SmtpReply {
 }
 
 /** A server that does not speak SMTP, or that talks without end, is a protocol error. */
-export class SmtpProtocolError extends Error {}
+export class SmtpProtocolError extends Error {
+  /** The replies that came whole, in the same chunk, before the bad line. */
+  replies: SmtpReply[] = []
+}
 
 /** RFC 5321 allows 512 octets per reply line; a few KiB more covers servers that go over. */
 export const MAX_REPLY_BYTES = 64 * 1024
@@ -31,12 +34,22 @@ export class ReplyReader {
       start = nl + 1
       const line = this.partial === '' ? piece : this.partial + piece
       this.partial = ''
-      const reply = this.line(line.endsWith('\r') ? line.slice(0, -1) : line)
+      let reply: SmtpReply | undefined
+      try {
+        reply = this.line(line.endsWith('\r') ? line.slice(0, -1) : line)
+      } catch (err) {
+        if (err instanceof SmtpProtocolError) err.replies = out
+        throw err
+      }
       if (reply !== undefined) out.push(reply)
     }
     if (start < chunk.length) {
       this.partial += chunk.slice(start)
-      if (this.size + this.partial.length > MAX_REPLY_BYTES) throw new SmtpProtocolError('the server sent a reply longer than 64 KiB')
+      if (this.size + this.partial.length > MAX_REPLY_BYTES) {
+        const err = new SmtpProtocolError('the server sent a reply longer than 64 KiB')
+        err.replies = out
+        throw err
+      }
     }
     return out
   }
@@ -44,9 +57,9 @@ export class ReplyReader {
   private line (line: string): SmtpReply | undefined {
     this.size += line.length + 1
     if (this.size > MAX_REPLY_BYTES) throw new SmtpProtocolError('the server sent a reply longer than 64 KiB')
-    const code = line.length >= 3 ? Number(line.slice(0, 3)) : NaN
+    const code = /^[2-5]\d\d/.test(line) ? Number(line.slice(0, 3)) : NaN
     const sep = line.length > 3 ? line[3] : ' '
-    if (!Number.isInteger(code) || code < 200 || code > 599 || (sep !== ' ' && sep !== '-')) {
+    if (Number.isNaN(code) || (sep !== ' ' && sep !== '-')) {
       throw new SmtpProtocolError(`the server's reply is not SMTP: ${JSON.stringify(line.slice(0, 80))}`)
     }
     if (this.lines.length > 0 && Number(this.lines[0]!.slice(0, 3)) !== code) {

@@ -91,6 +91,10 @@ export function parseSmtpUrl(url: string): SmtpUrlParts {
       if (value !== 'true' && value !== 'false') throw new Error('invalid SMTP URL: requireTLS must be true or false')
       parts.requireTLS = value === 'true'
     } else if (key === 'name') {
+      // It goes into EHLO as it is: a domain name or an address literal, nothing that could end the line.
+      if (!/^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*|\[[0-9A-Fa-f:.]{2,45}\]|\[IPv6:[0-9A-Fa-f:.]{2,45}\])$/.test(value)) {
+        throw new Error('invalid SMTP URL: name must be a domain name or an address literal like [192.0.2.1]')
+      }
       parts.name = value
     } else {
       throw new Error(`invalid SMTP URL: unknown parameter ${JSON.stringify(key)} (known: requireTLS, name)`)
@@ -138,7 +142,7 @@ export function createSmtpTransport(url: string, opts: SmtpTransportOptions = {}
     open: () => SmtpConnection.open(endpoint),
   })
 
-  const scrub = secretScrubber(parts.pass)
+  const scrub = secretScrubber(parts.pass, parts.user)
   let closed = false
 
   const rendered = opts.report === undefined ? renderedCounter(opts.registry) : undefined
@@ -254,9 +258,13 @@ function faultResult (recipient: string, err: unknown, scrub: (s: string) => str
  * Server replies are copied into results that get stored and shown; a server that
  * echoes what it was sent must not make the password one of them.
  */
-function secretScrubber(pass: string | undefined): (s: string) => string {
+function secretScrubber(pass: string | undefined, user: string | undefined): (s: string) => string {
   // A very short password would match ordinary text and garble every reply.
   if (pass === undefined || pass.length < 4) return (s) => s
-  const forms = [...new Set([pass, encodeURIComponent(pass)])]
+  // As typed, as in the URL, and as AUTH sent it (base64: the password alone for LOGIN, the PLAIN blob).
+  const forms = [...new Set([
+    pass, encodeURIComponent(pass), Buffer.from(pass, 'utf8').toString('base64'),
+    Buffer.from(`\0${user ?? ''}\0${pass}`, 'utf8').toString('base64'),
+  ])]
   return (s) => forms.reduce((acc, f) => acc.split(f).join('***'), s)
 }

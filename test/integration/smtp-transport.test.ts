@@ -835,3 +835,150 @@ describe('SMTP with a relay that stalls', () => {
     }
   })
 })
+
+/**
+ * A relay written by hand, one connection at a time: `answer` says what to reply to each command line
+ * ('' for nothing, null to hang up), and the message's end is answered 250 unless `afterData` says otherwise.
+ */
+async function scriptedRelay (answer: (line: string, connection: number) => string | null, afterData: (connection: number) => string | null = () => '250 2.0.0 queued\r\n') {
+  const lines: string[] = []
+  let connections = 0
+  const sockets = new Set<net.Socket>()
+  const server = net.createServer((socket) => {
+    const n = ++connections
+    sockets.add(socket)
+    let inData = false
+    let buffered = ''
+    socket.on('error', () => {})
+    socket.write('220 scripted.test ESMTP\r\n')
+    socket.on('data', (chunk) => {
+      buffered += chunk.toString('latin1')
+      for (;;) {
+        if (inData) {
+          const end = buffered.indexOf('\r\n.\r\n')
+          if (end < 0) return
+          buffered = buffered.slice(end + 5)
+          inData = false
+          const reply = afterData(n)
+          if (reply === null) { socket.destroy(); return }
+          socket.write(reply)
+          continue
+        }
+        const nl = buffered.indexOf('\r\n')
+        if (nl < 0) return
+        const line = buffered.slice(0, nl)
+        buffered = buffered.slice(nl + 2)
+        lines.push(`${n} ${line}`)
+        const reply = answer(line, n)
+        if (reply === null) { socket.destroy(); return }
+        if (line.toUpperCase() === 'DATA' && reply.startsWith('354')) inData = true
+        socket.write(reply)
+      }
+    })
+  })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  return {
+    port: (server.address() as AddressInfo).port,
+    lines,
+    connections: () => connections,
+    close: async () => {
+      for (const s of sockets) s.destroy()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    },
+  }
+}
+
+const ehloPipelining = (extra = '') => `250-scripted.test\r\n${extra}250 PIPELINING\r\n`
+
+describe('SMTP faults a real relay can produce (found in review)', () => {
+  test('a STARTTLS handshake that never happens ends at the connection timeout, and the next send is answered too', async () => {
+    const relay = await scriptedRelay((line) => {
+      const cmd = line.toUpperCase()
+      if (cmd.startsWith('EHLO')) return '250-scripted.test\r\n250-STARTTLS\r\n250 PIPELINING\r\n'
+      if (cmd === 'STARTTLS') return '220 go ahead\r\n' // and then silence: no TLS from this relay
+      return '250 ok\r\n'
+    })
+    const t = createSmtpTransport(`smtp://127.0.0.1:${relay.port}`, { connectionTimeoutMs: 300, pool: false })
+    try {
+      for (let i = 0; i < 2; i++) {
+        const results = await t.send(message({ messageId: `em_tls_stall${i}` }))
+        assert.equal(results[0]?.outcome, 'deferred')
+        assert.match(results[0]?.response ?? '', /^(ETIMEDOUT|ETLS): /)
+      }
+      // The EHLO name is a domain name or an address literal, never a bare word.
+      const ehlo = relay.lines.find((l) => l.split(' ')[1]?.toUpperCase() === 'EHLO')!
+      assert.match(ehlo.split(' ')[2]!, /^(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+|\[(?:IPv6:)?[0-9A-Fa-f:.]+\])$/)
+    } finally {
+      await t.close()
+      await relay.close()
+    }
+  })
+
+  test('a refusal of one recipient is not carried over to a later message when the relay idles the connection out', async () => {
+    const relay = await scriptedRelay((line, connection) => {
+      const cmd = line.toUpperCase()
+      if (cmd.startsWith('EHLO')) return ehloPipelining()
+      // The first connection goes away without a word at its second transaction.
+      if (cmd.startsWith('MAIL FROM') && connection === 1 && relay.lines.filter((l) => l.startsWith('1 MAIL')).length === 2) return null
+      if (cmd.startsWith('RCPT TO:<BOB@')) return '550 5.1.1 <bob@other-tenant.example>: user unknown\r\n'
+      if (cmd === 'DATA') return '354 go ahead\r\n'
+      return '250 ok\r\n'
+    })
+    const t = createSmtpTransport(`smtp://127.0.0.1:${relay.port}`, { maxConnections: 1 })
+    try {
+      const first = byRecipient(await t.send(message({ to: ['bob@other-tenant.example', 'carol@example.net'] })))
+      assert.equal(first['bob@other-tenant.example']?.outcome, 'bounced')
+      assert.equal(first['carol@example.net']?.outcome, 'delivered')
+      const second = await t.send(message({ messageId: 'em_after_idle', to: ['dave@example.net'] }))
+      assert.equal(second[0]?.outcome, 'delivered', second[0]?.response)
+      assert.doesNotMatch(JSON.stringify(second), /bob|other-tenant/)
+      assert.equal(relay.connections(), 2, 'tried once more, on a fresh connection')
+    } finally {
+      await t.close()
+      await relay.close()
+    }
+  })
+
+  test('the replies that came before a line that is not SMTP still count: a message the relay took is not sent again', async () => {
+    const relay = await scriptedRelay((line) => {
+      const cmd = line.toUpperCase()
+      if (cmd.startsWith('EHLO')) return ehloPipelining()
+      if (cmd === 'DATA') return '354 go ahead\r\n'
+      return '250 ok\r\n'
+    }, () => '250 2.0.0 queued\r\nthis is not smtp\r\n')
+    const t = createSmtpTransport(`smtp://127.0.0.1:${relay.port}`, { maxConnections: 1 })
+    try {
+      const results = await t.send(message())
+      assert.equal(results[0]?.outcome, 'delivered', results[0]?.response)
+      assert.equal(relay.lines.filter((l) => / DATA$/i.test(l)).length, 1)
+    } finally {
+      await t.close()
+      await relay.close()
+    }
+  })
+
+  test('an EHLO name with a line break in the URL is refused at start, and AUTH\'s base64 forms of the password are scrubbed', async () => {
+    assert.throws(() => parseSmtpUrl('smtp://relay.example.com?name=a%0d%0aRSET'), /name must be a domain name/)
+    assert.equal(parseSmtpUrl('smtp://relay.example.com?name=%5B192.0.2.1%5D').name, '[192.0.2.1]')
+    // A relay that repeats what it was sent in its refusal.
+    const relay = await scriptedRelay((line) => {
+      if (line.toUpperCase().startsWith('EHLO')) return '250-scripted.test\r\n250 AUTH PLAIN\r\n'
+      if (line.toUpperCase().startsWith('AUTH')) return `535 5.7.8 refused: ${line}\r\n`
+      return '250 ok\r\n'
+    })
+    const t = createSmtpTransport(`smtp://svc:${encodeURIComponent('echoed secret 42')}@127.0.0.1:${relay.port}`)
+    try {
+      const results = await t.send(message())
+      assert.equal(results[0]?.outcome, 'deferred')
+      assert.equal(results[0]?.code, 535)
+      const blob = Buffer.from('\0svc\0echoed secret 42').toString('base64')
+      assert.ok(relay.lines.some((l) => l.includes(blob)), 'the relay got the PLAIN blob')
+      assert.doesNotMatch(JSON.stringify(results), new RegExp(`${blob.replace(/[+/=]/g, '.')}|echoed secret`))
+      assert.match(results[0]?.response ?? '', /\*\*\*/)
+    } finally {
+      await t.close()
+      await relay.close()
+    }
+  })
+})

@@ -59,3 +59,16 @@ test('DATA: a hostile megabyte of dot lines is stuffed in one pass, every line i
   assert.ok(out.subarray(0, 8).equals(Buffer.from('..\r\n..\r\n')))
   assert.ok(out.subarray(out.length - 7).equals(Buffer.from('..\r\n.\r\n')))
 })
+
+test('a code must be three digits, 2xx to 5xx; the replies before a bad line in the same chunk are kept on the error', () => {
+  for (const bad of ['2e2 ok\r\n', '+25 ok\r\n', '1.5e2\r\n', '600 no\r\n', '199 no\r\n']) {
+    assert.throws(() => new ReplyReader().push(bad), SmtpProtocolError, JSON.stringify(bad))
+  }
+  try {
+    new ReplyReader().push('250 ok\r\n354 go\r\nnot smtp\r\n250 never\r\n')
+    assert.fail('a bad line is refused')
+  } catch (err) {
+    assert.ok(err instanceof SmtpProtocolError)
+    assert.deepEqual(err.replies.map((r) => r.code), [250, 354])
+  }
+})
