@@ -124,10 +124,7 @@ const PER_MESSAGE = new Set(['to', 'cc', 'subject', 'message-id', 'date'])
 const shapes = new Map<string, Built & { fields: Array<{ key: string; line: string }> }>()
 const MAX_SHAPES = 256
 
-/**
- * The per-message header fields of a message, written by nodemailer's MimeNode exactly as MailComposer
- * writes them on its root node (which is one): the same encoding of names and subjects, the same folding.
- */
+/** The per-message header fields of a message, exactly as MailComposer would write them. */
 function perMessageFields (msg: OutgoingMessage): Map<string, string> {
   return plainFields(msg) ?? composedFields(msg)
 }
@@ -166,7 +163,10 @@ export function plainFields (msg: OutgoingMessage): Map<string, string> | undefi
   return out
 }
 
-/** The per-message fields as nodemailer's MimeNode writes them. Exported for the tests. */
+/**
+ * The per-message fields as nodemailer's MimeNode writes them on a root node, as MailComposer's root node
+ * does: the same encoding of names and subjects, the same folding. Exported for the tests.
+ */
 export function composedFields (msg: OutgoingMessage): Map<string, string> {
   const node = new MimeNode('text/plain', { disableFileAccess: true, disableUrlAccess: true } as never)
   // As MailComposer.compile sets them: every field it is given a truthy value for.

@@ -1,6 +1,6 @@
 // One connection to the relay, and the SMTP dialogue on it (RFC 5321), written for volume. When the relay
-// offers PIPELINING (RFC 2920) a transaction is two writes and two round trips: MAIL FROM, every RCPT TO
-// and DATA in one write, then the message and its end-of-data line in another. nodemailer's client (the
+// offers PIPELINING (RFC 2920) MAIL FROM, every RCPT TO and DATA go out in one write, and the next
+// transaction's commands ride with the message before it: one write and one round trip per message. nodemailer's client (the
 // one svc used before) takes a round trip per command and passes each message through a chain of streams;
 // over loopback that was most of the SMTP thread's CPU per email (benchmarks/README.md, mail over SMTP).
 // Without PIPELINING the commands go one by one. TLS (smtps, or STARTTLS when offered, required with
@@ -17,7 +17,7 @@ export interface SmtpEndpoint {
   secure: boolean
   /** Refuse to go on without TLS (STARTTLS must be offered and work). */
   requireTLS: boolean
-  /** Name announced in EHLO. Default: this machine's host name when it is one, else "localhost". */
+  /** Name announced in EHLO. Default: this machine's host name when it is a domain name, else the connection's address literal. */
   name?: string
   user?: string
   pass?: string
@@ -35,6 +35,8 @@ export interface SmtpEndpoint {
  * last refusal the relay gave before hanging up (a 421), when it gave one.
  */
 export class SmtpConnectionError extends Error {
+  /** Set on a transaction's failure: whether its message's end had gone out (the relay may have taken it). */
+  bodySent?: boolean
   constructor (readonly code: string, message: string, readonly reply?: SmtpReply) {
     super(message)
   }
@@ -131,10 +133,6 @@ export class SmtpConnection {
     }
   }
 
-  get open (): boolean {
-    return this.failure === undefined
-  }
-
   /**
    * Transactions it takes at once: two when the relay pipelines (the next one's commands go out with the
    * message before it), else one.
@@ -175,12 +173,11 @@ export class SmtpConnection {
     this.fail(new SmtpConnectionError('ECLOSED', 'the connection was closed'))
   }
 
-  private commandsOf (job: Job): string {
+  /** A transaction's commands, each with its CRLF: MAIL FROM, one RCPT TO per recipient, DATA. */
+  private commandsOf (job: Job): string[] {
     const { envelope } = job
     const utf8 = this.smtputf8 && [envelope.from, ...envelope.to].some((a) => /[^\x00-\x7f]/.test(a))
-    let out = `MAIL FROM:<${envelope.from}>${utf8 ? ' SMTPUTF8' : ''}\r\n`
-    for (const r of envelope.to) out += `RCPT TO:<${r}>\r\n`
-    return out + 'DATA\r\n'
+    return [`MAIL FROM:<${envelope.from}>${utf8 ? ' SMTPUTF8' : ''}\r\n`, ...envelope.to.map((r) => `RCPT TO:<${r}>\r\n`), 'DATA\r\n']
   }
 
   /**
@@ -193,7 +190,7 @@ export class SmtpConnection {
     if (job === undefined) return
     this.commandsMayGo = false
     job.commands = this.expect(2 + job.envelope.to.length)
-    this.write(this.commandsOf(job))
+    this.write(this.commandsOf(job).join(''))
     void this.answered(job)
   }
 
@@ -235,7 +232,7 @@ export class SmtpConnection {
         job.bodySent = true
         if (following !== undefined) {
           following.commands = this.expect(2 + following.envelope.to.length)
-          this.write(Buffer.concat([dataBlock(job.raw), Buffer.from(this.commandsOf(following), 'utf8')]))
+          this.write(Buffer.concat([dataBlock(job.raw), Buffer.from(this.commandsOf(following).join(''), 'utf8')]))
           void this.answered(following)
         } else {
           this.write(dataBlock(job.raw))
@@ -255,7 +252,7 @@ export class SmtpConnection {
     const { envelope } = job
     let replies: TransactionReplies
     try {
-      const commands = this.commandsOf(job).split('\r\n').slice(0, -1).map((c) => `${c}\r\n`)
+      const commands = this.commandsOf(job)
       const mail = await this.command(commands[0]!)
       const rcpt: SmtpReply[] = []
       let data: SmtpReply | undefined
@@ -289,7 +286,14 @@ export class SmtpConnection {
       this.sent += 1
       job.resolve(replies)
     } else {
-      job.reject(err instanceof SmtpConnectionError ? Object.assign(new SmtpConnectionError(err.code, err.message, err.reply), { bodySent: job.bodySent }) : err)
+      if (err instanceof SmtpConnectionError) {
+        // Each transaction its own error: the connection's is shared by all that fail with it.
+        const own = new SmtpConnectionError(err.code, err.message, err.reply)
+        own.bodySent = job.bodySent
+        job.reject(own)
+      } else {
+        job.reject(err)
+      }
     }
   }
 
