@@ -783,55 +783,25 @@ describe('SMTP with a relay that does not pipeline, or logs in with AUTH LOGIN o
 
 describe('SMTP with a relay that stalls', () => {
   test('silence after the message is a timeout: deferred with ETIMEDOUT, and the next message goes out on a fresh connection', async () => {
-    // A relay written by hand: it answers everything, but goes silent after the first message's end.
-    let connections = 0
-    const sockets = new Set<net.Socket>()
-    const server = net.createServer((socket) => {
-      connections++
-      sockets.add(socket)
-      const first = connections === 1
-      let inData = false
-      let buffered = ''
-      socket.write('220 stall.test ESMTP\r\n')
-      socket.on('data', (chunk) => {
-        buffered += chunk.toString('latin1')
-        for (;;) {
-          if (inData) {
-            const end = buffered.indexOf('\r\n.\r\n')
-            if (end < 0) return
-            buffered = buffered.slice(end + 5)
-            inData = false
-            if (first) return // the stall: the message is never answered
-            socket.write('250 2.0.0 queued\r\n')
-            continue
-          }
-          const nl = buffered.indexOf('\r\n')
-          if (nl < 0) return
-          const line = buffered.slice(0, nl).toUpperCase()
-          buffered = buffered.slice(nl + 2)
-          if (line.startsWith('EHLO')) socket.write('250-stall.test\r\n250 PIPELINING\r\n')
-          else if (line === 'DATA') { socket.write('354 go ahead\r\n'); inData = true }
-          else if (line === 'QUIT') socket.end('221 bye\r\n')
-          else socket.write('250 ok\r\n')
-        }
-      })
-      socket.on('error', () => {})
-    })
-    server.listen(0, '127.0.0.1')
-    await once(server, 'listening')
-    const port = (server.address() as AddressInfo).port
-    const t = createSmtpTransport(`smtp://127.0.0.1:${port}`, { socketTimeoutMs: 300, maxConnections: 1 })
+    // It answers everything, but goes silent after the first connection's message.
+    const relay = await scriptedRelay((line) => {
+      const cmd = line.toUpperCase()
+      if (cmd.startsWith('EHLO')) return ehloPipelining()
+      if (cmd === 'DATA') return '354 go ahead\r\n'
+      if (cmd === 'QUIT') return '221 bye\r\n'
+      return '250 ok\r\n'
+    }, (connection) => (connection === 1 ? '' : '250 2.0.0 queued\r\n'))
+    const t = createSmtpTransport(`smtp://127.0.0.1:${relay.port}`, { socketTimeoutMs: 300, maxConnections: 1 })
     try {
       const stalled = await t.send(message())
       assert.equal(stalled[0]?.outcome, 'deferred')
       assert.match(stalled[0]?.response ?? '', /^ETIMEDOUT: /)
       const next = await t.send(message({ messageId: 'em_after_stall' }))
       assert.equal(next[0]?.outcome, 'delivered', next[0]?.response)
-      assert.equal(connections, 2)
+      assert.equal(relay.connections(), 2)
     } finally {
       await t.close()
-      for (const s of sockets) s.destroy()
-      await new Promise<void>((resolve) => server.close(() => resolve()))
+      await relay.close()
     }
   })
 })
