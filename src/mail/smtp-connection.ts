@@ -23,8 +23,14 @@ export interface SmtpEndpoint {
   pass?: string
   /** TCP connect and greeting. */
   connectionTimeoutMs: number
-  /** Silence from the relay while it owes a reply. */
+  /** Silence from the relay while it owes a reply to a command. */
   socketTimeoutMs: number
+  /**
+   * Silence from the relay while it owes the reply to a message's end (the final dot). It is longer: the
+   * relay may be scanning or queueing the message, and giving up then risks sending the message twice
+   * (the relay may still take it). Default: socketTimeoutMs.
+   */
+  dataEndTimeoutMs?: number
   /** Extra TLS options (tests: a CA to trust). */
   tls?: tls.ConnectionOptions
 }
@@ -109,6 +115,8 @@ export class SmtpConnection {
   private pipelining = false
   private smtputf8 = false
   private closedListeners: Array<() => void> = []
+  /** Messages whose end was written and whose reply has not come: while there are any, silence may last dataEndTimeoutMs. */
+  private endsOwed = 0
   /** Transactions completed on this connection. */
   sent = 0
 
@@ -219,15 +227,15 @@ export class SmtpConnection {
       } else if (!rcpt.some(ok)) {
         // DATA was accepted with no recipient (a server that does not answer DATA with 503 then): the
         // message is not sent; an empty one ends the data and the relay's refusal of it is its answer.
-        const final = this.expect(1)
+        const final = this.awaitEnd()
         this.write('.\r\n')
         this.commandsMayGo = true
         this.next()
-        replies = { mail, rcpt, data, final: (await final)[0]! }
+        replies = { mail, rcpt, data, final: await final }
       } else {
         // The message, and with it the next transaction's commands when one waits: one write, and the
         // relay's answers to both come back together.
-        const final = this.expect(1)
+        const final = this.awaitEnd()
         const following = this.jobs.find((j) => j.commands === undefined && j !== job)
         job.bodySent = true
         if (following !== undefined) {
@@ -238,7 +246,7 @@ export class SmtpConnection {
           this.write(dataBlock(job.raw))
           this.commandsMayGo = true
         }
-        replies = { mail, rcpt, data, final: (await final)[0]! }
+        replies = { mail, rcpt, data, final: await final }
       }
     } catch (err) {
       this.settle(job, err)
@@ -266,10 +274,10 @@ export class SmtpConnection {
         if (ok(mail)) await this.command('RSET\r\n').catch(() => {})
         replies = data === undefined ? { mail, rcpt } : { mail, rcpt, data }
       } else {
-        const final = this.expect(1)
+        const final = this.awaitEnd()
         job.bodySent = true
         this.write(dataBlock(job.raw))
-        replies = { mail, rcpt, data, final: (await final)[0]! }
+        replies = { mail, rcpt, data, final: await final }
       }
     } catch (err) {
       this.settle(job, err)
@@ -378,6 +386,24 @@ export class SmtpConnection {
     })
   }
 
+  /**
+   * The reply to a message's end, about to be written: until it comes, the relay may stay silent for
+   * dataEndTimeoutMs (RFC 5321 §4.5.3.2.6 gives it 10 minutes) rather than socketTimeoutMs.
+   */
+  private async awaitEnd (): Promise<SmtpReply> {
+    const reply = this.expect(1)
+    if (this.endsOwed++ === 0) this.socket.setTimeout(this.endTimeoutMs)
+    try {
+      return (await reply)[0]!
+    } finally {
+      if (--this.endsOwed === 0 && this.failure === undefined) this.socket.setTimeout(this.ep.socketTimeoutMs)
+    }
+  }
+
+  private get endTimeoutMs (): number {
+    return Math.max(this.ep.dataEndTimeoutMs ?? this.ep.socketTimeoutMs, this.ep.socketTimeoutMs)
+  }
+
   private command (line: string): Promise<SmtpReply> {
     const answer = this.expect(1)
     this.write(line)
@@ -453,7 +479,9 @@ export class SmtpConnection {
   private readonly onEnd = () => this.fail(new SmtpConnectionError('ECLOSED', 'the relay closed the connection'))
   private readonly onTimeout = () => {
     // Silence matters only while a reply is owed; an idle connection waits for the pool to close it.
-    if (this.waiters.length > 0) this.fail(new SmtpConnectionError('ETIMEDOUT', `no answer from the relay for ${this.ep.socketTimeoutMs} ms`))
+    if (this.waiters.length === 0) return
+    const what = this.endsOwed > 0 ? 'to the end of a message' : 'from the relay'
+    this.fail(new SmtpConnectionError('ETIMEDOUT', `no answer ${what} for ${this.endsOwed > 0 ? this.endTimeoutMs : this.ep.socketTimeoutMs} ms`))
   }
 
   private attach (socket: net.Socket): void {
@@ -462,7 +490,7 @@ export class SmtpConnection {
     socket.on('close', this.onEnd)
     socket.on('end', this.onEnd)
     socket.on('timeout', this.onTimeout)
-    socket.setTimeout(this.ep.socketTimeoutMs)
+    socket.setTimeout(this.endsOwed > 0 ? this.endTimeoutMs : this.ep.socketTimeoutMs)
   }
 
   private detach (socket: net.Socket): void {

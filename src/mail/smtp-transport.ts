@@ -24,8 +24,13 @@ export interface SmtpTransportOptions {
   maxConnections?: number
   /** TCP connect and greeting timeout. Default 10 000 ms. */
   connectionTimeoutMs?: number
-  /** Inactivity on an open connection before giving up. Default 60 000 ms. */
+  /** Silence from the relay while it owes a reply to a command, before giving up. Default 60 000 ms. */
   socketTimeoutMs?: number
+  /**
+   * Silence from the relay while it owes the reply to a message's end. Default 600 000 ms, RFC 5321's
+   * 10 minutes: a relay scanning a message takes its time, and giving up early may send it twice.
+   */
+  dataEndTimeoutMs?: number
   /** Where `svc_mail_rendered_total` and the stage timings are registered; no metric without it. */
   registry?: Registry
   /** Instead of the registry (in the SMTP thread, which has none): where stage times and counts go. */
@@ -132,6 +137,7 @@ export function createSmtpTransport(url: string, opts: SmtpTransportOptions = {}
     requireTLS: parts.requireTLS,
     connectionTimeoutMs: connectionTimeout,
     socketTimeoutMs: opts.socketTimeoutMs ?? 60_000,
+    dataEndTimeoutMs: opts.dataEndTimeoutMs ?? 600_000,
   }
   if (parts.name !== undefined) endpoint.name = parts.name
   if (parts.user !== undefined) { endpoint.user = parts.user; endpoint.pass = parts.pass ?? '' }

@@ -782,23 +782,57 @@ describe('SMTP with a relay that does not pipeline, or logs in with AUTH LOGIN o
 })
 
 describe('SMTP with a relay that stalls', () => {
-  test('silence after the message is a timeout: deferred with ETIMEDOUT, and the next message goes out on a fresh connection', async () => {
+  const answerAll = (line: string) => {
+    const cmd = line.toUpperCase()
+    if (cmd.startsWith('EHLO')) return ehloPipelining()
+    if (cmd === 'DATA') return '354 go ahead\r\n'
+    if (cmd === 'QUIT') return '221 bye\r\n'
+    return '250 ok\r\n'
+  }
+
+  test('silence after the message past the end limit is a timeout: deferred with ETIMEDOUT, and the next message goes out on a fresh connection', async () => {
     // It answers everything, but goes silent after the first connection's message.
-    const relay = await scriptedRelay((line) => {
-      const cmd = line.toUpperCase()
-      if (cmd.startsWith('EHLO')) return ehloPipelining()
-      if (cmd === 'DATA') return '354 go ahead\r\n'
-      if (cmd === 'QUIT') return '221 bye\r\n'
-      return '250 ok\r\n'
-    }, (connection) => (connection === 1 ? '' : '250 2.0.0 queued\r\n'))
-    const t = createSmtpTransport(`smtp://127.0.0.1:${relay.port}`, { socketTimeoutMs: 300, maxConnections: 1 })
+    const relay = await scriptedRelay(answerAll, (connection) => (connection === 1 ? '' : '250 2.0.0 queued\r\n'))
+    const t = createSmtpTransport(`smtp://127.0.0.1:${relay.port}`, { socketTimeoutMs: 300, dataEndTimeoutMs: 300, maxConnections: 1 })
     try {
       const stalled = await t.send(message())
       assert.equal(stalled[0]?.outcome, 'deferred')
-      assert.match(stalled[0]?.response ?? '', /^ETIMEDOUT: /)
+      assert.match(stalled[0]?.response ?? '', /^ETIMEDOUT: no answer to the end of a message/)
       const next = await t.send(message({ messageId: 'em_after_stall' }))
       assert.equal(next[0]?.outcome, 'delivered', next[0]?.response)
       assert.equal(relay.connections(), 2)
+    } finally {
+      await t.close()
+      await relay.close()
+    }
+  })
+
+  test('a relay slow to answer the end of a message (scanning it, say) is waited for past the command limit: delivered once, not deferred and sent again', async () => {
+    // The reply to the final dot comes well after the command limit (200 ms) and within the end limit.
+    const relay = await scriptedRelay(answerAll, () => ({ delayMs: 1_000, reply: '250 2.0.0 queued after a scan\r\n' }))
+    const t = createSmtpTransport(`smtp://127.0.0.1:${relay.port}`, { socketTimeoutMs: 200, dataEndTimeoutMs: 30_000, maxConnections: 1 })
+    try {
+      const slow = await t.send(message())
+      assert.equal(slow[0]?.outcome, 'delivered', slow[0]?.response)
+      assert.match(slow[0]?.response ?? '', /queued after a scan/)
+      // Commands are held to their own limit again afterwards: the same connection carries the next message.
+      const next = await t.send(message({ messageId: 'em_after_scan' }))
+      assert.equal(next[0]?.outcome, 'delivered', next[0]?.response)
+      assert.equal(relay.connections(), 1)
+      assert.equal(relay.lines.filter((l) => l.endsWith('DATA')).length, 2)
+    } finally {
+      await t.close()
+      await relay.close()
+    }
+  })
+
+  test('silence on a command keeps the command limit, however long the end limit is', async () => {
+    const relay = await scriptedRelay((line) => (line.toUpperCase().startsWith('RCPT') ? '' : answerAll(line)))
+    const t = createSmtpTransport(`smtp://127.0.0.1:${relay.port}`, { socketTimeoutMs: 300, dataEndTimeoutMs: 600_000, maxConnections: 1 })
+    try {
+      const stalled = await t.send(message())
+      assert.equal(stalled[0]?.outcome, 'deferred')
+      assert.match(stalled[0]?.response ?? '', /^ETIMEDOUT: no answer from the relay for 300 ms/)
     } finally {
       await t.close()
       await relay.close()
@@ -808,9 +842,13 @@ describe('SMTP with a relay that stalls', () => {
 
 /**
  * A relay written by hand, one connection at a time: `answer` says what to reply to each command line
- * ('' for nothing, null to hang up), and the message's end is answered 250 unless `afterData` says otherwise.
+ * ('' for nothing, null to hang up), and the message's end is answered 250 unless `afterData` says otherwise
+ * (a reply, '' for nothing, null to hang up, or a reply written after a delay).
  */
-async function scriptedRelay (answer: (line: string, connection: number) => string | null, afterData: (connection: number) => string | null = () => '250 2.0.0 queued\r\n') {
+async function scriptedRelay (
+  answer: (line: string, connection: number) => string | null,
+  afterData: (connection: number) => string | null | { delayMs: number; reply: string } = () => '250 2.0.0 queued\r\n',
+) {
   const lines: string[] = []
   let connections = 0
   const sockets = new Set<net.Socket>()
@@ -831,7 +869,8 @@ async function scriptedRelay (answer: (line: string, connection: number) => stri
           inData = false
           const reply = afterData(n)
           if (reply === null) { socket.destroy(); return }
-          socket.write(reply)
+          if (typeof reply === 'string') socket.write(reply)
+          else setTimeout(() => { if (!socket.destroyed) socket.write(reply.reply) }, reply.delayMs)
           continue
         }
         const nl = buffered.indexOf('\r\n')
