@@ -4,7 +4,11 @@
 // per second from the first POST to the last arrival; it is set beside the ceiling and the naive peer of
 // the same run. Run twice: with the sandbox's files (SANDBOX_KEEP=200, the default) and without
 // (SANDBOX_KEEP=0), so the sandbox's cost shows. Then the p99 of send → webhook at half the rate, open loop.
-import { batchBodies, costOf, CpuWatch, log, notes, pick, postBatches, recordCost, recordCpu, reportLogged, results, sendBodies, sinkConfig, sinkOrigin, sinkProcs, sinkStats, SIZES, startSvc, stopSvc, waitForSink, type Sample } from '../lib/context.js'
+// Each svc is warmed first with PIPELINE_WARMUP unmeasured emails through the same path (their webhooks
+// arrived, the mailer done with them), as the mail-over-SMTP scenario warms both its sides: a service runs
+// for days, and a cold svc spends the first seconds of a short window compiling its own code (V8's compiler
+// threads were about a quarter of svc's CPU in a cold 20,000-email window).
+import { batchBodies, costOf, CpuWatch, deliveryThreadIds, log, notes, pick, postBatches, recordCost, recordCpu, reportLogged, results, sendBodies, sinkConfig, sinkOrigin, sinkProcs, sinkStats, SIZES, startSvc, stopSvc, waitForSink, type Sample } from '../lib/context.js'
 import { ask, startProc, stopChild, type Msg } from '../lib/procs.js'
 import { fmt } from '../lib/report.js'
 import { summarize } from '../lib/stats.js'
@@ -13,6 +17,30 @@ import { removeDir, Seeder, tempDataDir } from '../lib/svc.js'
 export interface PipelineFigures { rate: number; rateNoSandboxFiles: number; p99: number; rateDelivered: number }
 
 type Hooked = 'email.sent' | 'email.delivered'
+
+/** Emails through the whole path before each measured window, unmeasured. */
+export const PIPELINE_WARMUP = 2000
+
+/** Recipients the mailer has settled (svc_mail_recipient_outcomes_total, every outcome), from /metrics. */
+async function mailerSettled (origin: string): Promise<number> {
+  const text = await (await fetch(`${origin}/metrics`)).text()
+  let n = 0
+  for (const m of text.matchAll(/^svc_mail_recipient_outcomes_total\{[^}]*\} ([0-9.e+]+)$/gm)) n += Number(m[1])
+  return n
+}
+
+/** Warms svc with `count` emails: posted, their webhooks verified at the sink, and the mailer done with them. */
+async function warm (svc: { origin: string; unexpectedExit: () => string | undefined }, key: string, count: number): Promise<void> {
+  const before = (await sinkStats()).fast.count
+  await postBatches(svc.origin, key, batchBodies(count), 32)
+  const got = await waitForSink(before + count, { capMs: 120_000, abort: () => svc.unexpectedExit() })
+  if (!got.complete) throw new Error(`the warm-up's ${count} webhooks did not all arrive`)
+  const deadline = Date.now() + 120_000
+  while (await mailerSettled(svc.origin) < count) {
+    if (Date.now() > deadline) throw new Error(`the mailer did not settle the warm-up's ${count} emails`)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+}
 
 async function seeded (event: Hooked = 'email.sent'): Promise<{ dir: string; key: string; secrets: string[] }> {
   const dir = tempDataDir()
@@ -30,6 +58,8 @@ async function rateRun (count: number, sandboxKeep: string, rep: number, event: 
   await sinkConfig(secrets)
   const svc = await startSvc(dir, { SANDBOX_KEEP: sandboxKeep }, label)
   try {
+    await warm(svc, key, PIPELINE_WARMUP)
+    const deliveryTids = await deliveryThreadIds(svc.origin)
     const before = (await sinkStats()).fast.count
     const watch = new CpuWatch({ svc: svc.pid, ...sinkProcs() })
     const started = Date.now()
@@ -40,7 +70,7 @@ async function rateRun (count: number, sandboxKeep: string, rep: number, event: 
     const got = stats.fast.count - before
     const rate = got / ((stats.fast.last - started) / 1000)
     const foreign = recordCpu(label, report)
-    recordCost({ what: `pipeline: send → sandbox → ${event} webhook (SANDBOX_KEEP=${sandboxKeep})`, per: 'email', count: got, procs: costOf(report, got, { name: 'svc', pid: svc.pid, deliveryTids: [] }) })
+    recordCost({ what: `pipeline: send → sandbox → ${event} webhook (SANDBOX_KEEP=${sandboxKeep})`, per: 'email', count: got, procs: costOf(report, got, { name: 'svc', pid: svc.pid, deliveryTids }) })
     log(`    ${label} ${rep + 1}: ${fmt(rate)} emails/s end to end (${fmt(got)}/${fmt(count)} ${event} verified${stats.complete ? '' : ' INCOMPLETE'}, ${stats.bad} bad, ${stats.duplicates} duplicates; statuses ${JSON.stringify(statuses)})`)
     return { value: stats.complete ? rate : NaN, foreign }
   } finally {
@@ -79,7 +109,7 @@ async function p99Run (rate: number): Promise<number> {
 export async function pipeline (): Promise<PipelineFigures> {
   const count = SIZES.pipelineEmails
   log(`- pipeline: ${fmt(count)} emails via POST /api/send/batch → mailer (sandbox, development defaults) → email.sent webhooks; ` +
-    `with the sandbox's files (SANDBOX_KEEP=200) and without (0); ${SIZES.reps} repeats; then p99 at half the rate`)
+    `with the sandbox's files (SANDBOX_KEEP=200) and without (0); ${SIZES.reps} repeats, each svc warmed with ${fmt(PIPELINE_WARMUP)} unmeasured emails; then p99 at half the rate`)
   const withFiles: Sample[] = []
   const without: Sample[] = []
   // email.sent is raised when svc accepts the email (202), so its webhook does not wait for the mailer,
