@@ -1,3 +1,4 @@
+import type { RefusalStage } from '../domain/refusals.js'
 import addressparser from 'nodemailer/lib/addressparser/index.js'
 import type { HtmlTemplate } from './tracking.js'
 
@@ -49,6 +50,8 @@ export interface RecipientResult {
   outcome: RecipientOutcome
   code?: number
   response?: string
+  /** For a refusal over SMTP: whether the relay refused the recipient (RCPT TO) or the message (DATA or its end). */
+  stage?: RefusalStage
 }
 
 /**
