@@ -105,7 +105,7 @@ async function svcRun (relay: ChildProcess, port: number, count: number, signed:
       return n > 0 ? `${stage} ${fmt((a.sum - b.sum) * 1000 / n, 2)} ms × ${fmt(n)}` : ''
     }).filter(Boolean).join(', ')
     log(`    svc ${label} ${rep + 1}: ${fmt(rate)} emails/s (${fmt(s.messages)}/${fmt(count)} at the relay${signed ? `, ${fmt(s.signed)} DKIM-signed` : ''}, ${fmt(s.recipients)} recipients; ` +
-      `202s in ${fmt(accepted)} ms; statuses ${JSON.stringify(statuses)})`)
+      `202s in ${fmt(accepted)} ms, the first at the relay after ${fmt(s.first - started)} ms; statuses ${JSON.stringify(statuses)})`)
     log(`      stages (mean per observation): ${stages}`)
     return { value: rate, foreign, stages }
   } finally {

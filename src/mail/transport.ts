@@ -94,9 +94,31 @@ const SIMULATOR_DOMAIN = 'simulator.test'
  * address-like is there, so callers can drop it instead of sending to garbage.
  */
 export function bareAddress(input: string): string {
+  // Most inputs are a bare address already (every envelope recipient is): those need no parser.
+  if (isPlainAddress(input)) return input.toLowerCase()
   const parsed = addressparser(input, { flatten: true })
   const first = parsed.find((a) => a.address !== '')
   return (first?.address ?? '').trim().toLowerCase()
+}
+
+// The characters of a dot-atom address (RFC 5322 atext, the dot and one @): none of them means anything
+// to the address parser, so an input made only of them, with one @ inside it, is its own bare address.
+const ATEXT = new Uint8Array(128)
+for (const c of "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!#$%&'*+-/=?^_`{|}~.") ATEXT[c.charCodeAt(0)] = 1
+
+/** `a.b+c@example.com`, in one linear pass: atext and dots, exactly one @, with something on either side. */
+export function isPlainAddress(input: string): boolean {
+  let at = -1
+  for (let i = 0; i < input.length; i++) {
+    const c = input.charCodeAt(i)
+    if (c === 0x40) {
+      if (at >= 0) return false
+      at = i
+    } else if (c >= 128 || ATEXT[c] === 0) {
+      return false
+    }
+  }
+  return at > 0 && at < input.length - 1
 }
 
 /**
@@ -117,6 +139,7 @@ export function isSimulatorAddress(a: string): boolean {
 
 export function simulatorOutcome(a: string): RecipientResult | null {
   const kind = simulatorKind(a)
+  if (kind === null) return null
   const recipient = bareAddress(a)
   switch (kind) {
     case 'delivered':
@@ -135,6 +158,10 @@ export function simulatorOutcome(a: string): RecipientResult | null {
 export function envelopeRecipients(msg: Pick<OutgoingMessage, 'to' | 'cc' | 'bcc'>): string[] {
   const seen = new Set<string>()
   for (const entry of [...msg.to, ...msg.cc, ...msg.bcc]) {
+    if (isPlainAddress(entry)) {
+      seen.add(entry.toLowerCase())
+      continue
+    }
     // An entry may be a group ("Team: a@x, b@x;"); every address in it is a recipient.
     for (const { address } of addressparser(entry, { flatten: true })) {
       const a = address.trim().toLowerCase()
