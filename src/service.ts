@@ -133,12 +133,15 @@ class ExternalWrites implements Component {
 const SANDBOX_CONCURRENCY = 80
 
 function sandbox (config: Config, app: App): MailTransport {
-  if (config.sandboxKeep === 0) return createSandboxTransport({ keep: 0 })
+  // The mailer hands the sandbox drafts: a copy per recipient is made only for the emails it writes.
+  const copies = { publicUrl: config.publicUrl, secret: config.secret! }
+  if (config.sandboxKeep === 0) return createSandboxTransport({ keep: 0, copies })
   const logger = app.log.child({ component: 'mailer' })
   return createSandboxTransport({
     keep: 0,
     dir: path.join(config.dataDir, 'sandbox'),
     keepFiles: config.sandboxKeep,
+    copies,
     logger: { info: (msg) => logger.info(msg), warn: (msg) => logger.warn(msg) },
   })
 }

@@ -1,12 +1,14 @@
 import { mkdir, readdir, unlink, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import MailComposer from 'nodemailer/lib/mail-composer/index.js'
+import { personalize } from './compose.js'
 import {
   customHeaders,
   envelopeRecipients,
   formatMessageId,
   simulatorOutcome,
   type MailTransport,
+  type MessageDraft,
   type OutgoingMessage,
   type RecipientResult,
 } from './transport.js'
@@ -38,13 +40,26 @@ export interface SandboxOptions {
   writeDelayMs?: number
   /** Hears once where the files go (at the first message), and once when writing them fails. */
   logger?: { info(msg: string): void; warn(msg: string): void }
+  /**
+   * What a draft's copy is made with (MailTransport.sendDraft). With it, the mailer hands over drafts and
+   * a copy (tracking tokens, the html filled in) is made only for the messages written to `dir` (the
+   * newest `keepFiles`), when they are written: the others are never looked at. No sendDraft without it.
+   */
+  copies?: { publicUrl: string; secret: string }
 }
 
 const escapeHtml = (s: string): string =>
   s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
 
-/** What a message costs to hold until it is written (its bodies, in characters). */
-const sizeOf = (m: OutgoingMessage) => (m.html?.length ?? 0) + (m.text?.length ?? 0)
+/** A message to write, or its draft, whose copy is made only if it is written. */
+interface Pending {
+  messageId: string
+  /** What it costs to hold until it is written (its bodies, in characters). */
+  size: number
+  message: () => OutgoingMessage
+}
+
+const bodyChars = (m: { html?: string | undefined; text?: string | undefined }) => (m.html?.length ?? 0) + (m.text?.length ?? 0)
 /** Messages waiting to be written are held up to this many characters; the oldest beyond it are not written. */
 const MAX_PENDING_CHARS = 32 * 1024 * 1024
 
@@ -63,7 +78,7 @@ function plain (msg: OutgoingMessage): OutgoingMessage {
 function fileWriter (dir: string, keepFiles: number, delayMs: number, logger: SandboxOptions['logger']) {
   let names: string[] | undefined
   let failed = false
-  let pending: OutgoingMessage[] = []
+  let pending: Pending[] = []
   let pendingChars = 0
   let timer: NodeJS.Timeout | undefined
   let writing: Promise<void> = Promise.resolve()
@@ -108,10 +123,10 @@ function fileWriter (dir: string, keepFiles: number, delayMs: number, logger: Sa
       const list = await ready()
       // Ids are ours (em_…), but a file name is no place to trust that. Sends finish in any order; the ids
       // sort by time, so the newest are the last after sorting.
-      const named = batch.map((msg) => ({ msg, name: msg.messageId.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 100) }))
+      const named = batch.map((entry) => ({ entry, name: entry.messageId.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 100) }))
         .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)).slice(-keepFiles)
-      for (const { msg, name } of named) {
-        await writeOne(msg, name)
+      for (const { entry, name } of named) {
+        await writeOne(entry.message(), name)
         if (!list.includes(name)) list.push(name)
       }
       list.sort()
@@ -134,11 +149,11 @@ function fileWriter (dir: string, keepFiles: number, delayMs: number, logger: Sa
   }
 
   return {
-    add (msg: OutgoingMessage): void {
-      pending.push(msg)
-      pendingChars += sizeOf(msg)
+    add (entry: Pending): void {
+      pending.push(entry)
+      pendingChars += entry.size
       // Only the newest keepFiles can end up in the directory; the rest need not be held.
-      while (pending.length > keepFiles || (pendingChars > MAX_PENDING_CHARS && pending.length > 1)) pendingChars -= sizeOf(pending.shift()!)
+      while (pending.length > keepFiles || (pendingChars > MAX_PENDING_CHARS && pending.length > 1)) pendingChars -= pending.shift()!.size
       lastAddAt = Date.now()
       if (timer === undefined) {
         firstPendingAt = lastAddAt
@@ -166,23 +181,26 @@ export function createSandboxTransport(opts: SandboxOptions = {}): SandboxTransp
   const kept: OutgoingMessage[] = []
   let closed = false
 
-  return {
+  const keepInMemory = (copy: OutgoingMessage) => {
+    // A copy, so later changes by the caller do not rewrite what was "sent".
+    kept.push(structuredClone(copy))
+    if (kept.length > keep) kept.splice(0, kept.length - keep)
+  }
+  const results = (msg: OutgoingMessage): RecipientResult[] => envelopeRecipients(msg).map(
+    (recipient): RecipientResult =>
+      simulatorOutcome(recipient) ?? { recipient, outcome: 'delivered', response: SANDBOX_RESPONSE },
+  )
+
+  const transport: SandboxTransport = {
     name: 'sandbox',
     async send(msg) {
       if (closed) throw new Error('sandbox transport is closed')
       if (keep > 0 || files !== undefined) {
         const copy = plain(msg)
-        if (keep > 0) {
-          // A copy, so later changes by the caller do not rewrite what was "sent".
-          kept.push(structuredClone(copy))
-          if (kept.length > keep) kept.splice(0, kept.length - keep)
-        }
-        files?.add(copy)
+        if (keep > 0) keepInMemory(copy)
+        files?.add({ messageId: copy.messageId, size: bodyChars(copy), message: () => copy })
       }
-      return envelopeRecipients(msg).map(
-        (recipient): RecipientResult =>
-          simulatorOutcome(recipient) ?? { recipient, outcome: 'delivered', response: SANDBOX_RESPONSE },
-      )
+      return results(msg)
     },
     sent() {
       return kept.map((m) => structuredClone(m))
@@ -194,4 +212,22 @@ export function createSandboxTransport(opts: SandboxOptions = {}): SandboxTransp
       await files?.flush()
     },
   }
+  const copies = opts.copies
+  if (copies !== undefined) {
+    transport.sendDraft = async (draft: MessageDraft) => {
+      if (closed) throw new Error('sandbox transport is closed')
+      // The message as the first recipient's copy, made only when it is looked at: a developer sees the
+      // newest few hundred, and at volume the rest would be made for nothing (three tracking tokens and
+      // the html filled in, per email). A draft that made it this far has its copies' parts checked.
+      const made = () => plain(personalize(draft, copies))
+      if (keep > 0) keepInMemory(made())
+      if (files !== undefined) {
+        let copy: OutgoingMessage | undefined
+        const size = (draft.template?.parts.reduce((n, part) => n + part.length, 0) ?? 0) + bodyChars(draft.msg)
+        files.add({ messageId: draft.msg.messageId, size, message: () => (copy ??= made()) })
+      }
+      return results(draft.msg)
+    }
+  }
+  return transport
 }

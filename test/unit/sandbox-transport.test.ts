@@ -4,6 +4,9 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 import { createSandboxTransport } from '../../src/mail/sandbox-transport.js'
+import { draftMessage } from '../../src/mail/compose.js'
+import { verifyTrackingToken } from '../../src/mail/tracking.js'
+import type { EmailRecord } from '../../src/store/emails.js'
 import {
   SIMULATOR,
   formatMessageId,
@@ -134,6 +137,38 @@ describe('sandbox transport writing to a directory', () => {
     assert.equal(tr.sent()[0]?.copy, undefined)
     await tr.flush()
     assert.ok(readFileSync(path.join(dir, 'em_c1.html'), 'utf8').endsWith('<p>first</p>'))
+  })
+
+  test('drafts: the same answers as send, and a copy made only for the emails written, naming its recipient', async (t) => {
+    const dir = scratch(t)
+    const copies = { publicUrl: 'http://127.0.0.1:3000', secret: 'a sandbox test secret of some length' }
+    const tr = createSandboxTransport({ dir, keep: 0, keepFiles: 2, writeDelayMs: 60_000, copies })
+    const email = (i: number, to: string): EmailRecord => ({
+      id: `em_${String(i).padStart(28, '0')}`, accountId: 'acc_1', from: 'Sender <sender@mail.example.com>', to: [to], cc: [], bcc: [],
+      replyTo: [], subject: `Hello ${i}`, html: `<p>Hi <a href="https://example.com/docs">docs</a></p>`, text: null, headers: {},
+      tags: [], recipients: [{ address: to, state: 'pending' }], status: 'queued', attempts: 0, nextAttemptAt: null, lastError: null,
+      createdAt: new Date().toISOString(), updatedAt: new Date().toISOString(),
+    } as unknown as EmailRecord)
+    // The first three name a recipient too long for a tracking token: making their copies would throw.
+    // They are not among the newest two, so no copy of them is ever made, and their sends answer as usual.
+    const long = `${'x'.repeat(64)}@${'d'.repeat(60)}.${'e'.repeat(60)}.${'f'.repeat(60)}.${'g'.repeat(60)}.example`
+    const answers = []
+    for (let i = 1; i <= 5; i++) {
+      const to = i <= 3 ? long : `r${i}@example.net`
+      answers.push(await tr.sendDraft!(draftMessage(email(i, to), copies)))
+    }
+    assert.deepEqual(answers.map((a) => a.map((r) => [r.recipient, r.outcome])), [1, 2, 3, 4, 5].map((i) => [[i <= 3 ? long : `r${i}@example.net`, 'delivered']]))
+    assert.deepEqual(await tr.sendDraft!(draftMessage(email(6, 'bounced@simulator.test'), copies)).then((a) => a.map((r) => r.outcome)), ['bounced'])
+    assert.deepEqual(readdirSync(dir), [], 'nothing written by the sends themselves')
+    await tr.close()
+    const written = readdirSync(dir).sort()
+    assert.deepEqual(written, [`${email(5, '').id}.eml`, `${email(5, '').id}.html`, `${email(6, '').id}.eml`, `${email(6, '').id}.html`])
+    const html = readFileSync(path.join(dir, `${email(5, '').id}.html`), 'utf8')
+    const click = /href="http:\/\/127\.0\.0\.1:3000\/t\/c\/([^"]+)"/.exec(html)?.[1]
+    assert.ok(click, 'the link is tracked')
+    assert.equal(verifyTrackingToken(copies.secret, click, 'click')?.recipient, 'r5@example.net')
+    assert.match(readFileSync(path.join(dir, `${email(5, '').id}.eml`), 'utf8'), /^List-Unsubscribe:\s+<http:\/\/127\.0\.0\.1:3000\/t\/u\//m)
+    assert.equal(createSandboxTransport({ keep: 0 }).sendDraft, undefined, 'no drafts without what copies are made with')
   })
 
   test('a directory it cannot write to fails no send; it says so once', async (t) => {
