@@ -174,7 +174,7 @@ async function main (): Promise<void> {
     const hasSvc = procNames.includes('svc')
     const u = (n: number) => fmt(n, 1)
     costRows.push([what, rows[0]!.per,
-      hasSvc ? u(m('svc', 'main')) : '', hasSvc && rows[0]!.per === 'delivery' ? u(m('svc', 'delivery')) : '', hasSvc ? u(m('svc', 'other')) : '', hasSvc ? u(m('svc', 'total')) : '',
+      hasSvc ? u(m('svc', 'main')) : '', hasSvc && m('svc', 'delivery') > 0 ? u(m('svc', 'delivery')) : '', hasSvc ? u(m('svc', 'other')) : '', hasSvc ? u(m('svc', 'total')) : '',
       gen !== undefined ? `${u(m(gen, 'total'))}${gen === 'bare' ? ' (route)' : ''}${procNames.includes('redis') ? ` + redis ${u(m('redis', 'total'))}` : ''}` : '',
       Number.isFinite(sinkUs) ? u(sinkUs) : ''])
   }
