@@ -10,7 +10,6 @@ import type {
 import type { ApiKeyRecord, Store } from '../store/types.js'
 import { bareOf, formatAddress, parseAddress } from '../domain/addresses.js'
 import { hasControlCharacter } from '../domain/text.js'
-import { refusalSuppresses, type RefusalStage } from '../domain/refusals.js'
 import { iso, type Clock } from '../domain/clock.js'
 import { eventPayload, type EventBodyData, type EventData, type EventRecord, type EventType, type StoredEventType } from '../domain/events.js'
 import { newId } from '../domain/ids.js'
@@ -320,8 +319,6 @@ export interface RecipientOutcome {
   outcome: 'delivered' | 'bounced' | 'complained' | 'deferred'
   code?: number
   response?: string
-  /** A refusal over SMTP: of the recipient or of the message. */
-  stage?: RefusalStage
 }
 
 export interface AttemptPolicy {
@@ -344,8 +341,7 @@ export function withJitter (delayMs: number, random: () => number): number {
  * The email's next state after one attempt at its pending recipients, with the events and suppressions
  * that attempt raises. Pure: the mailer writes what this returns as one atomic write.
  *
- * delivered → email.delivered. bounced (a 5xx) → email.bounced, and a suppression of that address only when
- * the refusal says the mailbox is bad (src/domain/refusals.ts: not for a message refused as spam, say).
+ * delivered → email.delivered. bounced (a 5xx) → email.bounced and a suppression of that address only.
  * complained → email.delivered, then email.complained and a suppression. deferred (4xx, connection
  * faults) → stays pending for a retry after the next delay of the schedule; once the schedule is spent,
  * email.bounced without a suppression (the fault may have been ours or the relay's, not the address's).
@@ -370,10 +366,7 @@ export function planAttempt (email: EmailRecord, results: RecipientOutcome[], no
         return { address: recipient, state: 'delivered' }
       case 'bounced':
         events.push(makeEvent({ ...base, type: 'email.bounced', recipient }, { reason: reasonOf(result) }))
-        // A refusal of the message (as spam, say) or of us bounces this email but leaves the address be.
-        if (result.code === undefined || refusalSuppresses(result.code, result.response ?? '', result.stage ?? 'recipient')) {
-          suppressions.push({ accountId: email.accountId, email: recipient, reason: 'bounced', createdAt: at })
-        }
+        suppressions.push({ accountId: email.accountId, email: recipient, reason: 'bounced', createdAt: at })
         return { address: recipient, state: 'bounced' }
       case 'complained':
         events.push(makeEvent({ ...base, type: 'email.delivered', recipient }))

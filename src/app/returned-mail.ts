@@ -2,9 +2,7 @@
 // to the VERP Return-Path, and feedback reports (ARF, RFC 5965) from mailbox providers. What each means:
 //
 // - a DSN recipient with `Action: failed` and a 5.x.x status: the address bounced for good → email.bounced
-//   (status and diagnostic in data.reason), and the address suppressed (bounced) when the status says the
-//   mailbox is bad (5.1.1 and the like; src/domain/refusals.ts), not for a refusal of the message or the
-//   sender (5.7.1 as spam, say);
+//   (status and diagnostic in data.reason) and the address suppressed (bounced);
 // - `Action: delayed`, or a 4.x.x status: the relay is still trying → an `email.delayed` entry on the
 //   email's timeline only (no webhook, no suppression);
 // - `Action: delivered`, `relayed`, `expanded`: nothing to record;
@@ -20,9 +18,6 @@ import type { EmailRecord } from '../store/emails.js'
 import type { Clock } from '../domain/clock.js'
 import { makeEvent } from './emails.js'
 import type { VerpClaims } from '../domain/verp.js'
-import { dsnSuppresses, statusCode } from '../domain/refusals.js'
-
-export { statusCode }
 
 const MAX_REASON = 500
 const EMAIL_ID = /^em_[0-9a-f]{28}$/
@@ -34,6 +29,13 @@ export type DsnVerdict =
   | { kind: 'bounce'; status: string; diagnostic: string; recipient: string | null }
   | { kind: 'delay'; status: string; diagnostic: string; recipient: string | null }
   | { kind: 'none' }
+
+/** `5.1.1 (extra)` → `5.1.1`; null unless it is a status code (class 2, 4 or 5). */
+export function statusCode (value: string | undefined): string | null {
+  if (value === undefined) return null
+  const m = /^\s*([245])\.(\d{1,3})\.(\d{1,3})(?![\d.])/.exec(value.slice(0, 40))
+  return m ? `${m[1]}.${m[2]}.${m[3]}` : null
+}
 
 /** `rfc822; Alice@Example.net` or `<a@b>` → `alice@example.net`; null when there is no address there. */
 export function addressField (value: string | undefined): string | null {
@@ -102,11 +104,11 @@ export function createReturnedMailService ({ store, clock }: { store: Store; clo
     return email && recipient ? { email, recipient } : null
   }
 
-  async function record (email: EmailRecord, recipient: string, kind: 'bounce' | 'delay' | 'complaint', why: string, suppress = kind !== 'delay'): Promise<ReturnedOutcome> {
+  async function record (email: EmailRecord, recipient: string, kind: 'bounce' | 'delay' | 'complaint', why: string): Promise<ReturnedOutcome> {
     const now = clock.now()
     const type = kind === 'bounce' ? 'email.bounced' : kind === 'complaint' ? 'email.complained' : 'email.delayed'
     const event = makeEvent({ accountId: email.accountId, emailId: email.id, type, recipient, at: now }, { reason: reason(why) })
-    const suppression = kind === 'delay' || !suppress
+    const suppression = kind === 'delay'
       ? null
       : { accountId: email.accountId, email: recipient, reason: kind === 'bounce' ? 'bounced' as const : 'complained' as const, createdAt: event.occurredAt }
     const result = await store.recordReturnedMail({ event, suppression, timelineOnly: kind === 'delay' })
@@ -121,8 +123,7 @@ export function createReturnedMailService ({ store, clock }: { store: Store; clo
       const found = await recipientOf(claims)
       if (found === null) return 'unmatched'
       const text = `${verdict.status}${verdict.diagnostic !== '' ? ` ${verdict.diagnostic}` : ''}`
-      if (verdict.kind === 'delay') return await record(found.email, found.recipient, 'delay', `delayed: ${text}`)
-      return await record(found.email, found.recipient, 'bounce', text, dsnSuppresses(verdict.status, verdict.diagnostic))
+      return await record(found.email, found.recipient, verdict.kind, verdict.kind === 'bounce' ? text : `delayed: ${text}`)
     },
 
     /** An ARF report. Only `abuse` complaints count; other feedback types are ignored. */

@@ -2,7 +2,6 @@ import type tls from 'node:tls'
 import { domainToASCII } from 'node:url'
 import { Counter, type Registry } from 'prom-client'
 import { DEFAULT_SMTP_POOL_SIZE, isLoopbackHost } from '../../config/index.js'
-import type { RefusalStage } from '../domain/refusals.js'
 import { MessageBuildError } from './compose.js'
 import { mimeTemplate } from './mime.js'
 import { SmtpConnection, SmtpConnectionError, SmtpSetupError, type Envelope, type SmtpEndpoint, type TransactionReplies } from './smtp-connection.js'
@@ -230,14 +229,14 @@ export function createSmtpTransport(url: string, opts: SmtpTransportOptions = {}
 function outcomeOf (recipient: string, replies: TransactionReplies, rcpt: SmtpReply | undefined, scrub: (s: string) => string): RecipientResult {
   // A refused MAIL FROM is about our sender or our account: suppressing every recipient for that would
   // punish the wrong party, so it defers.
-  if (!accepted(replies.mail)) return replyResult(recipient, replies.mail, undefined, scrub)
+  if (!accepted(replies.mail)) return replyResult(recipient, replies.mail, false, scrub)
   if (rcpt === undefined) return { recipient, outcome: 'deferred', response: 'no answer from the server for this recipient' }
-  if (!accepted(rcpt)) return replyResult(recipient, rcpt, 'recipient', scrub)
+  if (!accepted(rcpt)) return replyResult(recipient, rcpt, true, scrub)
   // Refusals of the message itself (DATA, or the reply after the body) are about every recipient.
   if (replies.data === undefined) return { recipient, outcome: 'deferred', response: 'the message was not sent' }
-  if (replies.data.code !== 354) return replyResult(recipient, replies.data, 'message', scrub)
+  if (replies.data.code !== 354) return replyResult(recipient, replies.data, true, scrub)
   if (replies.final === undefined) return { recipient, outcome: 'deferred', response: 'no answer from the server after the message' }
-  if (!accepted(replies.final)) return replyResult(recipient, replies.final, 'message', scrub)
+  if (!accepted(replies.final)) return replyResult(recipient, replies.final, true, scrub)
   return { recipient, outcome: 'delivered', code: replies.final.code, response: scrub(replies.final.text) }
 }
 
@@ -245,20 +244,17 @@ function accepted (reply: SmtpReply): boolean {
   return reply.code >= 200 && reply.code < 300
 }
 
-/**
- * A refusal: 5xx bounces when it is about the recipient or the message (`stage` says which: whether it
- * also suppresses the address is the domain's call, src/domain/refusals.ts), anything else defers.
- */
-function replyResult (recipient: string, reply: SmtpReply, stage: RefusalStage | undefined, scrub: (s: string) => string): RecipientResult {
-  if (stage !== undefined && reply.code >= 500) return { recipient, outcome: 'bounced', code: reply.code, response: scrub(reply.text), stage }
-  return { recipient, outcome: 'deferred', code: reply.code, response: scrub(reply.text) }
+/** A refusal: 5xx bounces when it is about the recipient or the message, anything else defers. */
+function replyResult (recipient: string, reply: SmtpReply, aboutRecipient: boolean, scrub: (s: string) => string): RecipientResult {
+  const outcome = aboutRecipient && reply.code >= 500 ? 'bounced' : 'deferred'
+  return { recipient, outcome, code: reply.code, response: scrub(reply.text) }
 }
 
 /** The transaction could not finish: the relay refused us at set-up, hung up or went silent. It defers. */
 function faultResult (recipient: string, err: unknown, scrub: (s: string) => string): RecipientResult {
-  if (err instanceof SmtpSetupError) return replyResult(recipient, err.reply, undefined, scrub)
+  if (err instanceof SmtpSetupError) return replyResult(recipient, err.reply, false, scrub)
   if (err instanceof SmtpConnectionError) {
-    if (err.reply !== undefined) return replyResult(recipient, err.reply, undefined, scrub)
+    if (err.reply !== undefined) return replyResult(recipient, err.reply, false, scrub)
     return { recipient, outcome: 'deferred', response: scrub(`${err.code}: ${err.message}`) }
   }
   return { recipient, outcome: 'deferred', response: scrub(err instanceof Error ? err.message : String(err)) }

@@ -1,4 +1,3 @@
-import type { RefusalStage } from '../domain/refusals.js'
 import addressparser from 'nodemailer/lib/addressparser/index.js'
 import type { HtmlTemplate } from './tracking.js'
 
@@ -50,8 +49,6 @@ export interface RecipientResult {
   outcome: RecipientOutcome
   code?: number
   response?: string
-  /** For a refusal over SMTP: whether the relay refused the recipient (RCPT TO) or the message (DATA or its end). */
-  stage?: RefusalStage
 }
 
 /**

@@ -1,7 +1,6 @@
 // A real SMTP server on 127.0.0.1:0 that plays a relay. What it answers depends on the recipient's local
 // part: `nosuch…` is refused with 550 at RCPT, `shutdown…` with 421 (and the connection closed),
-// `flaky…` with 421 the first time it is seen and accepted after, `spam…` has its message refused after
-// DATA with 554 5.7.1 (as a content filter would); everything else is accepted with 250.
+// `flaky…` with 421 the first time it is seen and accepted after; everything else is accepted with 250.
 // A message counts as received only once its 250 has been written: with `hold()`, DATA is answered only
 // on `release()`, and a message whose connection died meanwhile is dropped, as a real relay drops it.
 import type { AddressInfo } from 'node:net'
@@ -71,7 +70,6 @@ export async function startSmtpSink (): Promise<SmtpSink> {
           rcptTo: session.envelope.rcptTo.map((r) => r.address),
           raw: Buffer.concat(chunks).toString('utf8'),
         }
-        if (message.rcptTo.some((r) => r.toLowerCase().startsWith('spam'))) return cb(smtpError('5.7.1 message rejected as spam', 554))
         if (holding) {
           held.push({ sessionId: session.id, message, answer: cb })
           return

@@ -142,27 +142,6 @@ describe('returning mail', () => {
     await w.server.service.engine.drained()
   })
 
-  test('a report that the message was refused as spam (5.7.1): email.bounced, and the address stays sendable', async (t) => {
-    const w = await world(t)
-    const spam = fixture('postfix-hard.eml', values(w, 'r2@example.net'))
-      .replace('Status: 5.1.1', 'Status: 5.7.1')
-      .replace(/Diagnostic-Code: smtp; 550 5\.1\.1 [^\n]*(\n[ \t][^\n]*)*/, 'Diagnostic-Code: smtp; 550 5.7.1 Message rejected as spam by the content filter')
-    assert.match(spam, /Status: 5\.7\.1/)
-    assert.match(spam, /Diagnostic-Code: smtp; 550 5\.7\.1 Message rejected as spam/)
-    await w.mail(w.verpOf.get('r2@example.net')!, spam)
-    await w.receiver.until(() => hooks(w, 'email.bounced').length === 1, 'the bounce')
-    const got = hooks(w, 'email.bounced')[0]!
-    assert.equal(got.body.to, 'r2@example.net')
-    assert.match(got.body.data.reason, /^5\.7\.1 .*rejected as spam/)
-    assert.equal((await suppressions(w)).size, 0)
-    assert.equal(await metric(w, 'kind="dsn",outcome="bounced"'), 1)
-    const next = await w.s.send({ from: 'shop@example.com', to: 'r2@example.net', subject: 'Again', text: 'x' })
-    assert.equal(next.status, 202)
-    assert.deepEqual(next.body.data.suppressed ?? [], [])
-    await w.s.settled(next.body.data.id)
-    await w.server.service.engine.drained()
-  })
-
   test('soft and delayed (Postfix delayed, Exim 4.x.x failed, Microsoft delayed): on the timeline only, no webhook, no suppression', async (t) => {
     const w = await world(t)
     const cases = [['postfix-delayed.eml', 'r5@example.net'], ['exim-soft.eml', 'r6@example.net'], ['microsoft-delayed.eml', 'r7@example.net']] as const

@@ -92,21 +92,6 @@ describe('the SMTP relay', () => {
     assert.equal(next.body.error.code, 'recipient_suppressed')
   })
 
-  test('a message refused as spam (554 5.7.1 after DATA): bounced, and the address is not suppressed', async (t) => {
-    const { server, sink, s } = await setup(t)
-    const res = await s.send({ to: 'spammy@example.net', subject: 'Hi', text: 'x' })
-    const email = await s.settled(res.body.data.id)
-    assert.equal(email.status, 'bounced')
-    assert.deepEqual(timeline(email), ['email.sent spammy@example.net', 'email.bounced spammy@example.net'])
-    const bounced = (await server.store.listEmailEvents(s.accountId, email.id)).filter((e) => e.type === 'email.bounced')
-    assert.match(JSON.parse(bounced[0]!.payload).data.reason, /5\.7\.1 message rejected as spam/)
-    assert.deepEqual(await suppressed(s), [], 'a refusal of the message says nothing about the mailbox')
-    assert.equal(sink.received.length, 0)
-    // The next email to that address is accepted and sent.
-    const next = await s.send({ to: 'spammy@example.net', subject: 'Hi again', text: 'y' })
-    assert.equal(next.status, 202)
-  })
-
   test('421: deferred, retried with backoff, then delivered once; the address is not suppressed', async (t) => {
     const { server, sink, s } = await setup(t)
     const res = await s.send({ to: 'flaky@example.net', subject: 'Hi', text: 'x' })

@@ -116,23 +116,6 @@ describe('planAttempt', () => {
     assert.equal(new Set(plan.events.map((e) => e.id)).size, plan.events.length)
   })
 
-  test('a refusal of the message (as spam) or by policy bounces the email but does not suppress the address; a bad mailbox does', () => {
-    const plan = planAttempt(email({
-      recipients: ['spam', 'policy', 'full', 'gone', 'nosuch', 'plain', 'after'].map((n) => ({ address: `${n}@example.com`, state: 'pending' as const })),
-    }), [
-      { recipient: 'spam@example.com', outcome: 'bounced', code: 554, response: '554 5.7.1 message rejected as spam', stage: 'message' },
-      { recipient: 'policy@example.com', outcome: 'bounced', code: 550, response: '550 5.7.1 client host blocked', stage: 'recipient' },
-      { recipient: 'full@example.com', outcome: 'bounced', code: 552, response: '552 5.2.2 mailbox full', stage: 'recipient' },
-      { recipient: 'gone@example.com', outcome: 'bounced', code: 550, response: '550-5.1.1 the account does not exist\n550 5.1.1 see the docs', stage: 'recipient' },
-      { recipient: 'nosuch@example.com', outcome: 'bounced', code: 550, response: '550 no such user here', stage: 'recipient' },
-      { recipient: 'plain@example.com', outcome: 'bounced', code: 554, response: '554 transaction failed', stage: 'recipient' },
-      { recipient: 'after@example.com', outcome: 'bounced', code: 550, response: '550 rejected', stage: 'message' },
-    ], NOW, policy)
-    assert.deepEqual(plan.recipients.map((r) => r.state), Array(7).fill('bounced'))
-    assert.equal(plan.events.filter((e) => e.type === 'email.bounced').length, 7)
-    assert.deepEqual(plan.suppressions.map((s) => s.email), ['gone@example.com', 'nosuch@example.com'])
-  })
-
   test('only pending recipients are touched; a missing result counts as deferred', () => {
     const before = email({
       attempts: 1,
