@@ -9,7 +9,7 @@
 // for days, and a cold svc spends the first seconds of a short window compiling its own code (V8's compiler
 // threads were about a quarter of svc's CPU in a cold 20,000-email window).
 import { batchBodies, costOf, CpuWatch, deliveryThreadIds, log, notes, pick, postBatches, recordCost, recordCpu, reportLogged, results, sendBodies, sinkConfig, sinkOrigin, sinkProcs, sinkStats, SIZES, startSvc, stopSvc, waitForSink, type Sample } from '../lib/context.js'
-import { ask, startProc, stopChild, type Msg } from '../lib/procs.js'
+import { ask, sleep, startProc, stopChild, type Msg } from '../lib/procs.js'
 import { fmt } from '../lib/report.js'
 import { summarize } from '../lib/stats.js'
 import { removeDir, Seeder, tempDataDir } from '../lib/svc.js'
@@ -38,7 +38,7 @@ async function warm (svc: { origin: string; unexpectedExit: () => string | undef
   const deadline = Date.now() + 120_000
   while (await mailerSettled(svc.origin) < count) {
     if (Date.now() > deadline) throw new Error(`the mailer did not settle the warm-up's ${count} emails`)
-    await new Promise((resolve) => setTimeout(resolve, 50))
+    await sleep(50)
   }
 }
 

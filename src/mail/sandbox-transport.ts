@@ -219,12 +219,13 @@ export function createSandboxTransport(opts: SandboxOptions = {}): SandboxTransp
       // The message as the first recipient's copy, made only when it is looked at: a developer sees the
       // newest few hundred, and at volume the rest would be made for nothing (three tracking tokens and
       // the html filled in, per email). A draft that made it this far has its copies' parts checked.
-      const made = () => plain(personalize(draft, copies))
+      // Made once, whether it is kept in memory, written, or both.
+      let copy: OutgoingMessage | undefined
+      const made = () => (copy ??= plain(personalize(draft, copies)))
       if (keep > 0) keepInMemory(made())
       if (files !== undefined) {
-        let copy: OutgoingMessage | undefined
         const size = (draft.template?.parts.reduce((n, part) => n + part.length, 0) ?? 0) + bodyChars(draft.msg)
-        files.add({ messageId: draft.msg.messageId, size, message: () => (copy ??= made()) })
+        files.add({ messageId: draft.msg.messageId, size, message: made })
       }
       return results(draft.msg)
     }

@@ -392,16 +392,21 @@ export class SmtpConnection {
    */
   private async awaitEnd (): Promise<SmtpReply> {
     const reply = this.expect(1)
-    if (this.endsOwed++ === 0) this.socket.setTimeout(this.endTimeoutMs)
+    if (this.endsOwed++ === 0) this.socket.setTimeout(this.silenceLimitMs)
     try {
       return (await reply)[0]!
     } finally {
-      if (--this.endsOwed === 0 && this.failure === undefined) this.socket.setTimeout(this.ep.socketTimeoutMs)
+      if (--this.endsOwed === 0 && this.failure === undefined) this.socket.setTimeout(this.silenceLimitMs)
     }
   }
 
   private get endTimeoutMs (): number {
     return Math.max(this.ep.dataEndTimeoutMs ?? this.ep.socketTimeoutMs, this.ep.socketTimeoutMs)
+  }
+
+  /** The silence allowed now: the end limit while a message's end is owed a reply, else the command limit. */
+  private get silenceLimitMs (): number {
+    return this.endsOwed > 0 ? this.endTimeoutMs : this.ep.socketTimeoutMs
   }
 
   private command (line: string): Promise<SmtpReply> {
@@ -481,7 +486,7 @@ export class SmtpConnection {
     // Silence matters only while a reply is owed; an idle connection waits for the pool to close it.
     if (this.waiters.length === 0) return
     const what = this.endsOwed > 0 ? 'to the end of a message' : 'from the relay'
-    this.fail(new SmtpConnectionError('ETIMEDOUT', `no answer ${what} for ${this.endsOwed > 0 ? this.endTimeoutMs : this.ep.socketTimeoutMs} ms`))
+    this.fail(new SmtpConnectionError('ETIMEDOUT', `no answer ${what} for ${this.silenceLimitMs} ms`))
   }
 
   private attach (socket: net.Socket): void {
@@ -490,7 +495,7 @@ export class SmtpConnection {
     socket.on('close', this.onEnd)
     socket.on('end', this.onEnd)
     socket.on('timeout', this.onTimeout)
-    socket.setTimeout(this.endsOwed > 0 ? this.endTimeoutMs : this.ep.socketTimeoutMs)
+    socket.setTimeout(this.silenceLimitMs)
   }
 
   private detach (socket: net.Socket): void {
