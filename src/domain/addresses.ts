@@ -40,6 +40,26 @@ export function parseBareAddress (input: string): string | { error: string } {
   return input.toLowerCase()
 }
 
+// The characters of a dot-atom address (RFC 5322 atext, the dot and one @): none of them means anything
+// to the address parser, so an input made only of them, with one @ inside it, is its own bare address.
+const ATEXT = new Uint8Array(128)
+for (const c of "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!#$%&'*+-/=?^_`{|}~.") ATEXT[c.charCodeAt(0)] = 1
+
+/** `a.b+c@example.com`, in one linear pass: atext and dots, exactly one @, with something on either side. */
+export function isPlainAddress (input: string): boolean {
+  let at = -1
+  for (let i = 0; i < input.length; i++) {
+    const c = input.charCodeAt(i)
+    if (c === 0x40) {
+      if (at >= 0) return false
+      at = i
+    } else if (c >= 128 || ATEXT[c] === 0) {
+      return false
+    }
+  }
+  return at > 0 && at < input.length - 1
+}
+
 /** `addr` or `Name <addr>` (the name may be "quoted"), or an error message. */
 export function parseAddress (input: string): Address | { error: string } {
   // Never in a header: C0 and C1 controls (CR, LF, tab, NEL, …), DEL, U+2028 and U+2029.
@@ -61,6 +81,9 @@ export function parseAddress (input: string): Address | { error: string } {
   const address = parseBareAddress(bare)
   if (typeof address !== 'string') return address
   const result = { name, address }
+  // A bare dot-atom address is written as itself, and reads back as itself (isPlainAddress): the round
+  // trip below can only agree, so it is skipped for the commonest input there is.
+  if (name === null && isPlainAddress(address)) return result
   // The last word: what nodemailer will read back from the header we write must be this one address.
   const back = addressparser(formatAddress(result), { flatten: true })
   if (back.length !== 1 || back[0]?.address.toLowerCase() !== address || (back[0]?.name || null) !== name) {

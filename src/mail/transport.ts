@@ -1,4 +1,5 @@
 import addressparser from 'nodemailer/lib/addressparser/index.js'
+import { isPlainAddress } from '../domain/addresses.js'
 import type { HtmlTemplate } from './tracking.js'
 
 export interface OutgoingMessage {
@@ -96,26 +97,6 @@ export function bareAddress(input: string): string {
   const parsed = addressparser(input, { flatten: true })
   const first = parsed.find((a) => a.address !== '')
   return (first?.address ?? '').trim().toLowerCase()
-}
-
-// The characters of a dot-atom address (RFC 5322 atext, the dot and one @): none of them means anything
-// to the address parser, so an input made only of them, with one @ inside it, is its own bare address.
-const ATEXT = new Uint8Array(128)
-for (const c of "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!#$%&'*+-/=?^_`{|}~.") ATEXT[c.charCodeAt(0)] = 1
-
-/** `a.b+c@example.com`, in one linear pass: atext and dots, exactly one @, with something on either side. */
-export function isPlainAddress(input: string): boolean {
-  let at = -1
-  for (let i = 0; i < input.length; i++) {
-    const c = input.charCodeAt(i)
-    if (c === 0x40) {
-      if (at >= 0) return false
-      at = i
-    } else if (c >= 128 || ATEXT[c] === 0) {
-      return false
-    }
-  }
-  return at > 0 && at < input.length - 1
 }
 
 /**
