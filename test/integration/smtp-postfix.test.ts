@@ -1,0 +1,144 @@
+// svc behind a real relay: Debian's Postfix on loopback is SMTP_URL, and relays everything to an SMTP
+// server playing the remote MX (test/helpers/postfix.ts). What a sender pointing svc at their own
+// Postfix would check: every email reaches the remote once, signed so that DKIM still verifies after
+// Postfix has handled it, each with its own recipient's unsubscribe link; and whatever Postfix answers
+// becomes the sender's events. Its refusal at RCPT (550) is a bounce and a suppression; its 450 is a
+// retry, delivered once Postfix relents; and a recipient the remote refuses after Postfix took the
+// message comes back as Postfix's own DSN, mailed to the VERP Return-Path, which Postfix routes to svc's
+// inbound port: a bounce, suppressed, on the right recipient.
+//
+// Skipped, saying why, where Postfix is not installed or the tests do not run as root (.ci/run installs
+// it from Debian).
+import assert from 'node:assert/strict'
+import { describe, test } from 'node:test'
+import { dkimVerify } from 'mailauth'
+import { verifyTrackingToken } from '../../src/mail/tracking.js'
+import type { InboundMail } from '../../src/mail/inbound/listener.js'
+import { freePort } from '../helpers/browser.js'
+import { startDnsServer } from '../helpers/dns-server.js'
+import { verifiedDomain } from '../helpers/domains.js'
+import { postfixMissing, startPostfix, type PostfixOptions } from '../helpers/postfix.js'
+import { TEST_SECRET, startServer } from '../helpers/server.js'
+import { sender, timeline } from '../helpers/sending.js'
+import { header, startSmtpSink } from '../helpers/smtp-sink.js'
+import { waitFor } from '../helpers/wait.js'
+
+const missing = postfixMissing()
+
+async function world (t: Parameters<typeof startServer>[0], access: PostfixOptions['access'] = {}) {
+  const dns = await startDnsServer(t)
+  const remote = await startSmtpSink()
+  t.after(() => remote.close())
+  const relayPort = await freePort()
+  const server = await startServer(t, {
+    env: {
+      DNS_SERVERS: dns.server, SMTP_URL: `smtp://127.0.0.1:${relayPort}`, PUBLIC_URL: 'https://mail.svc.test',
+      MAIL_FROM: 'svc <no-reply@svc.test>', INBOUND_SMTP_PORT: '0', INBOUND_SMTP_HOST: '127.0.0.1',
+    },
+    // Retries a quarter of a second apart, for ten seconds: long enough to outlast a restart of Postfix.
+    deps: { mailer: { retryDelaysMs: Array.from({ length: 40 }, () => 250), random: () => 0.5 } },
+  })
+  const inbound = server.service.components.find((c) => c.name === 'inbound-smtp') as unknown as InboundMail
+  // Mail for the bounce domain goes to svc's inbound port; everything else to the remote MX.
+  const postfix = await startPostfix(t, { port: relayPort, relayPort: remote.port, transports: { 'bounces.example.com': inbound.port }, access })
+  const s = await sender(server)
+  await verifiedDomain(s.client, dns, 'example.com')
+  return { dns, remote, server, postfix, s }
+}
+
+/** Whose token this is: the recipient sealed in it. */
+function ownerOf (url: string, kind: 'unsubscribe'): string | undefined {
+  const path = new URL(url).pathname
+  return verifyTrackingToken(TEST_SECRET, path.slice(path.lastIndexOf('/') + 1), kind)?.recipient
+}
+
+describe('through a real Postfix', { skip: missing ?? false }, () => {
+  test('1,000 emails from a verified domain: each reaches the remote once, its DKIM signature still verifies, its unsubscribe link names its recipient', async (t) => {
+    const { dns, remote, postfix, s } = await world(t)
+    const count = 1000
+    for (let start = 0; start < count; start += 100) {
+      const batch = Array.from({ length: 100 }, (_, j) => ({
+        from: 'Shop <shop@example.com>', to: `reader${start + j}@example.net`, subject: `Hello ${start + j}`,
+        html: `<p>Hello <a href="https://shop.example.com/p/${start + j}">there</a></p>`, text: `Hello ${start + j}`,
+      }))
+      const res = await s.batch(batch)
+      assert.equal(res.status, 202, res.text)
+    }
+    await waitFor(() => `${count} messages at the remote through Postfix (${remote.received.length} so far)`, () => remote.received.length >= count, { timeoutMs: 180_000 })
+
+    const seen = new Map<string, number>()
+    for (const m of remote.received) {
+      assert.equal(m.rcptTo.length, 1)
+      const r = m.rcptTo[0]!
+      seen.set(r, (seen.get(r) ?? 0) + 1)
+      // Postfix handled it: its Received line is on top, and the envelope sender it kept is the VERP one.
+      assert.match(m.raw, /^Received: from [^\r\n]*\r\n\s+by relay\.postfix\.test \(Postfix\)/)
+      assert.match(m.mailFrom, /^b\+[a-z2-7]+@bounces\.example\.com$/)
+      assert.equal(ownerOf(/^<(.+)>$/.exec(header(m.raw, 'List-Unsubscribe')!)![1]!, 'unsubscribe'), r)
+    }
+    assert.equal(seen.size, count, 'every recipient got their email')
+    assert.deepEqual([...new Set(seen.values())], [1], 'each exactly once')
+    for (const m of remote.received) {
+      const verdict = await dkimVerify(Buffer.from(m.raw), { resolver: dns.resolve as never })
+      const first = verdict.results[0] as { status: { result: string }; signingDomain?: string } | undefined
+      assert.equal(first?.status.result, 'pass', `DKIM for ${m.rcptTo[0]} after Postfix: ${JSON.stringify(first?.status)}`)
+      assert.equal(first?.signingDomain, 'example.com')
+    }
+    // Postfix queued each once: one queue id per message in its log, none deferred or bounced.
+    const log = postfix.log()
+    assert.equal(log.match(/ status=sent /g)?.length, count, 'Postfix relayed each message once')
+    assert.doesNotMatch(log, / status=(deferred|bounced) /)
+  })
+
+  test('Postfix\'s answers become the sender\'s events: 550 at RCPT bounces, 450 retries until it relents, and the remote\'s refusal comes back as Postfix\'s DSN', async (t) => {
+    const { remote, postfix, s } = await world(t, {
+      'refused@example.net': '550 5.1.1 no such user here',
+      'later@example.net': '450 4.2.0 mailbox busy, try later',
+    })
+    const res = await s.send({
+      from: 'Shop <shop@example.com>', to: ['ok@example.net', 'refused@example.net', 'later@example.net', 'nosuch1@example.net'],
+      subject: 'Your order', text: 'Thanks',
+    })
+    assert.equal(res.status, 202, res.text)
+    const id: string = res.body.data.id
+
+    // Postfix took ok and nosuch1 (it cannot know the remote will refuse nosuch1), refused `refused` at
+    // once, and keeps answering 450 for `later`.
+    await waitFor('the 550 and a 450 on the timeline', async () => {
+      const events = timeline((await s.email(id)).body.data)
+      return events.includes('email.bounced refused@example.net') && events.includes('email.delivered ok@example.net') ? events : false
+    })
+    const first = (await s.email(id)).body.data
+    assert.ok(!['delivered', 'bounced', 'partially_delivered', 'failed'].includes(first.status), `a 450 is not final (the email is ${first.status})`)
+    assert.ok(!timeline(first).some((e: string) => /^email\.(delivered|bounced) later@/.test(e)), 'nothing final for later@example.net yet')
+
+    // Postfix relents, and is restarted on its new settings: svc's pool loses its connections, opens
+    // new ones, and the next retry delivers `later`, once.
+    await postfix.restart({ access: { 'refused@example.net': '550 5.1.1 no such user here' } })
+    const done = await waitFor('later@example.net to be delivered on a retry', async () => {
+      const e = (await s.email(id)).body.data
+      return timeline(e).includes('email.delivered later@example.net') ? e : false
+    }, { timeoutMs: 60_000 })
+    // Postfix said 250 to svc; it relays on its own time.
+    await waitFor('Postfix to relay later@example.net\'s copy', () => remote.received.some((m) => m.rcptTo.includes('later@example.net')))
+    assert.equal(remote.received.filter((m) => m.rcptTo.includes('later@example.net')).length, 1)
+    assert.equal(remote.received.filter((m) => m.rcptTo.includes('ok@example.net')).length, 1, 'a retry resends only what was pending')
+    assert.equal(timeline(done).filter((e: string) => e === 'email.delivered ok@example.net').length, 1)
+
+    // The remote refused nosuch1: Postfix bounces it to the VERP address, which it routes to svc.
+    const bounced = await waitFor('Postfix\'s DSN for nosuch1 to reach svc', async () => {
+      const e = (await s.email(id)).body.data
+      return timeline(e).includes('email.bounced nosuch1@example.net') ? e : false
+    }, { timeoutMs: 60_000 })
+    const dsn = bounced.events.find((e: { type: string; recipient: string }) => e.type === 'email.bounced' && e.recipient === 'nosuch1@example.net')
+    assert.match(dsn.reason, /^5\.1\.1 .*550/, 'the status and the remote\'s answer, from Postfix\'s DSN')
+    assert.match(postfix.log(), /to=<nosuch1@example\.net>.* status=bounced /)
+    assert.match(postfix.log(), /to=<b\+[a-z2-7]+@bounces\.example\.com>.* status=sent /, 'the DSN went to svc\'s inbound port')
+    assert.equal(bounced.status, 'partially_delivered')
+
+    const listed = new Map<string, string>((await s.client.get('/api/suppressions')).body.data.map((e: { email: string; reason: string }) => [e.email, e.reason]))
+    assert.deepEqual([...listed.keys()].sort(), ['nosuch1@example.net', 'refused@example.net'])
+    assert.equal(listed.get('refused@example.net'), 'bounced')
+    assert.equal(listed.get('nosuch1@example.net'), 'bounced')
+  })
+})
