@@ -5,7 +5,7 @@
 //
 // Every load generator, peer and sink is a process of its own; svc runs as `node dist/src/server.js` and is
 // measured from outside: its throughput by what the sink verified, its memory by /proc/<pid>/status.
-// Options: --quick; --only=<scenario,…> (ceiling naive engine queue api latency slow scale adversarial smtp pipeline
+// Options: --quick; --only=<scenario,…> (ceiling naive engine queue api latency slow scale adversarial smtp postfix pipeline
 // cap4 ratelimit outage unreliable; writes a
 // "-partial" record); --sink-workers=N (a cluster sink; one process is enough, see benchmarks/README.md);
 // --cpu-prof (svc runs under Node's --cpu-prof; each thread's busiest functions are printed).
@@ -28,6 +28,7 @@ import { scale } from './scenarios/scale.js'
 import { slow } from './scenarios/slow.js'
 import { smtp, SMTP_CONNECTIONS } from './scenarios/smtp.js'
 import { pipeline } from './scenarios/pipeline.js'
+import { postfix } from './scenarios/postfix.js'
 import { throughput } from './scenarios/throughput.js'
 
 /** Which code was measured: the commit, and the files under src/, workers/ and config/ that differ from it. */
@@ -95,6 +96,7 @@ async function main (): Promise<void> {
   const outageFig = wanted('outage') ? await attempt('outage', outage) : undefined
   const unreliableFig = wanted('unreliable') ? await attempt('unreliable', unreliable) : undefined
   const smtpFig = wanted('smtp') ? await attempt('smtp', smtp) : undefined
+  const postfixFig = wanted('postfix') ? await attempt('postfix', postfix) : undefined
   const pipeFig = wanted('pipeline') ? await attempt('pipeline', pipeline) : undefined
 
   const scaleName = `${fmt(SIZES.scaleAccounts * 10)} webhooks, ${fmt(SIZES.scaleAccounts * 10 * SIZES.scaleEventsPerAccount)} pending`
@@ -141,6 +143,8 @@ async function main (): Promise<void> {
     ['… all in one, rate limits in the store', apiFig ? `${fmt(apiFig.sharedLimits.rps)} req/s (p50 ${fmt(apiFig.sharedLimits.p50, 1)} ms, p99 ${fmt(apiFig.sharedLimits.p99, 1)} ms)` : 'n/a'],
     ['svc mail over SMTP, plain / DKIM + VERP (emails/s at the relay)', smtpFig ? `${per(smtpFig.plain.svc)} / ${per(smtpFig.signed.svc)}` : 'n/a'],
     [`nodemailer pooled (${SMTP_CONNECTIONS} conn.), plain / DKIM + VERP`, smtpFig ? `${per(smtpFig.plain.peer)} / ${per(smtpFig.signed.peer)}` : 'n/a'],
+    [`svc / nodemailer pooled (${SMTP_CONNECTIONS} conn.) through a real Postfix (emails/s at the far side)`, postfixFig
+      ? `${per(postfixFig.svc)} / ${per(postfixFig.peer)} (${fmt(postfixFig.svc / postfixFig.peer, 2)} ×)` : 'n/a'],
     ['svc pipeline send → sandbox → email.sent, files / no files', pipeFig ? `${per(pipeFig.rate)} / ${per(pipeFig.rateNoSandboxFiles)} (p99 at ½ rate ${fmt(pipeFig.p99, 1)} ms)` : 'n/a'],
     ['svc event → delivery at ½ max rate (via /api/send)', Number.isFinite(p99) ? `p99 ${fmt(p99, 1)} ms` : 'n/a'],
     ['svc 99 fast webhooks: alone / beside a 5 s one', slowFig ? `${per(slowFig.alone)} / ${per(slowFig.beside)}` : 'n/a'],

@@ -25,7 +25,7 @@ export const SIZES = QUICK
       slowEventsPerAccount: 100, slowReps: 1,
       scaleAccounts: 100, scaleEventsPerAccount: 100, scaleCapMs: 30_000, stallMs: 10_000, scaleStallMs: 30_000,
       advWarmupMs: 1000, advMs: 3000, advGraceMs: 2000, advARate: 2, advBRate: 50,
-      smtpEmails: 2000, pipelineEmails: 5000,
+      smtpEmails: 2000, pipelineEmails: 5000, postfixEmails: 500,
     }
   : {
       reps: 3, ceilingMs: 5000, naiveMs: 4000, engineEvents: 100_000, queueJobs: 50_000, queueReps: 2,
@@ -34,7 +34,7 @@ export const SIZES = QUICK
       slowEventsPerAccount: 300, slowReps: 2,
       scaleAccounts: 1000, scaleEventsPerAccount: 100, scaleCapMs: 240_000, stallMs: 20_000, scaleStallMs: 60_000,
       advWarmupMs: 2000, advMs: 8000, advGraceMs: 5000, advARate: 2, advBRate: 50,
-      smtpEmails: 5000, pipelineEmails: 20_000,
+      smtpEmails: 5000, pipelineEmails: 20_000, postfixEmails: 2000,
     }
 
 export const log = (line: string) => process.stdout.write(line + '\n')

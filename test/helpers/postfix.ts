@@ -5,14 +5,16 @@
 // DSNs Postfix writes come back to svc). `access` gives some recipients Postfix's own refusal at RCPT.
 //
 // Postfix's master runs as root and drops to the `postfix` user: without root, or without the package
-// (`.ci/run` installs it), `postfixOrSkip` says why and the test is skipped.
+// (`.ci/run` installs it), `postfixMissing` says why. The benchmarks run the same instance
+// (benchmarks/scenarios/postfix.ts), so it needs no test context: `runPostfix` starts one and hands back
+// its `stop`; `startPostfix` ties that to a test's end.
 import { execFile } from 'node:child_process'
 import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
+import { connect, createServer } from 'node:net'
 import type { TestContext } from 'node:test'
-import { freePort } from './browser.js'
 import { waitFor } from './wait.js'
 
 const run = promisify(execFile)
@@ -40,6 +42,8 @@ export interface Postfix {
    * pool does) would go on talking to smtpd processes that still hold the old settings.
    */
   restart (opts: Partial<PostfixOptions>): Promise<void>
+  /** Stops it and removes its directory. */
+  stop (): Promise<void>
 }
 
 /** Why a Postfix cannot be started here, or null when it can. */
@@ -47,16 +51,6 @@ export function postfixMissing (): string | null {
   if (!existsSync(POSTFIX)) return `${POSTFIX} is not installed (Debian package postfix)`
   if (process.getuid?.() !== 0) return 'Postfix\'s master process must start as root'
   return null
-}
-
-/** Skips the test (saying why) when no Postfix can run here; otherwise starts one, stopped after the test. */
-export async function postfixOrSkip (t: TestContext, opts: PostfixOptions): Promise<Postfix | null> {
-  const missing = postfixMissing()
-  if (missing !== null) {
-    t.skip(`no real Postfix: ${missing}`)
-    return null
-  }
-  return await startPostfix(t, opts)
 }
 
 /** An inline: table (Postfix ≥ 3.0) of key = value pairs, values with spaces in braces. */
@@ -140,7 +134,14 @@ async function postfix (dir: string, command: string): Promise<void> {
   }
 }
 
+/** A Postfix instance for a test: stopped, and its directory removed, when the test ends. */
 export async function startPostfix (t: Pick<TestContext, 'after'>, opts: PostfixOptions): Promise<Postfix> {
+  const postfix = await runPostfix(opts)
+  t.after(() => postfix.stop())
+  return postfix
+}
+
+export async function runPostfix (opts: PostfixOptions): Promise<Postfix> {
   const dir = mkdtempSync(join(tmpdir(), 'svc-postfix-'))
   // mkdtemp makes it 0700: the postfix user must be able to reach its data directory inside.
   chmodSync(dir, 0o755)
@@ -159,13 +160,15 @@ export async function startPostfix (t: Pick<TestContext, 'after'>, opts: Postfix
     // The master has let go of its lock and its port once `status` says it is not running.
     await waitFor('Postfix to stop', async () => !(await run(POSTFIX, ['-c', join(dir, 'etc'), 'status']).then(() => true, () => false)), { timeoutMs: 20_000 })
   }
-  t.after(async () => {
+  try {
+    await postfix(dir, 'start')
+    // smtpd answers once the master has bound the port.
+    await waitFor('Postfix to listen', () => canConnect(port), { timeoutMs: 20_000 })
+  } catch (err) {
     await stop().catch(() => {})
     rmSync(dir, { recursive: true, force: true })
-  })
-  await postfix(dir, 'start')
-  // smtpd answers once the master has bound the port.
-  await waitFor('Postfix to listen', () => canConnect(port), { timeoutMs: 20_000 })
+    throw err
+  }
   return {
     port,
     url: `smtp://127.0.0.1:${port}`,
@@ -176,6 +179,10 @@ export async function startPostfix (t: Pick<TestContext, 'after'>, opts: Postfix
       await stop()
       await postfix(dir, 'start')
       await waitFor('Postfix to listen again', () => canConnect(port), { timeoutMs: 20_000 })
+    },
+    async stop () {
+      await stop().catch(() => {})
+      rmSync(dir, { recursive: true, force: true })
     },
   }
 }
@@ -189,10 +196,21 @@ async function userIds (name: string): Promise<{ uid: number; gid: number }> {
 }
 
 async function canConnect (port: number): Promise<boolean> {
-  const { connect } = await import('node:net')
   return await new Promise((resolve) => {
     const s = connect(port, '127.0.0.1')
     s.once('connect', () => { s.destroy(); resolve(true) })
     s.once('error', () => resolve(false))
+  })
+}
+
+/** A port nothing listens on now (the kernel's choice, let go at once). */
+function freePort (): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number }
+      server.close(() => resolve(port))
+    })
   })
 }
