@@ -29,6 +29,11 @@ export interface PostfixOptions {
   access?: Record<string, string>
   /** The smtpd port; default: a free one. */
   port?: number
+  /**
+   * STARTTLS with this certificate and key (PEM files); `required`: no mail before it (Postfix's
+   * `encrypt` level, as relays that take logins have it).
+   */
+  tls?: { certFile: string; keyFile: string; required: boolean }
 }
 
 export interface Postfix {
@@ -80,10 +85,14 @@ function mainCf (dir: string, opts: PostfixOptions): string {
     'alias_database =',
     `relayhost = [127.0.0.1]:${opts.relayPort}`,
     Object.keys(transports).length > 0 ? `transport_maps = ${inline(transports)}` : '',
-    // Loopback only: no DNS, no TLS.
+    // Loopback only: no DNS; TLS towards svc only when asked for.
     'smtp_dns_support_level = disabled',
     'smtp_tls_security_level = none',
-    'smtpd_tls_security_level = none',
+    ...(opts.tls !== undefined
+      ? [`smtpd_tls_cert_file = ${opts.tls.certFile}`, `smtpd_tls_key_file = ${opts.tls.keyFile}`, `smtpd_tls_security_level = ${opts.tls.required ? 'encrypt' : 'may'}`,
+          // Says in each Received line whether the hop was encrypted, and with what.
+          'smtpd_tls_received_header = yes']
+      : ['smtpd_tls_security_level = none']),
     'smtputf8_enable = no',
     'smtpd_relay_restrictions = permit_mynetworks, reject',
     `smtpd_recipient_restrictions = ${recipientChecks.filter(Boolean).join(', ')}`,
@@ -105,6 +114,8 @@ function masterCf (port: number): string {
     'pickup unix n - n 60 1 pickup',
     'cleanup unix n - n - 0 cleanup',
     'qmgr unix n - n 300 1 qmgr',
+    // smtpd asks it for TLS session keys and entropy: without it, Postfix turns STARTTLS off.
+    'tlsmgr unix - - n 1000? 1 tlsmgr',
     'rewrite unix - - n - - trivial-rewrite',
     'bounce unix - - n - 0 bounce',
     'defer unix - - n - 0 bounce',

@@ -7,11 +7,18 @@
 // message comes back as Postfix's own DSN, mailed to the VERP Return-Path, which Postfix routes to svc's
 // inbound port: a bounce, suppressed, on the right recipient.
 //
+// And a Postfix that takes no mail before STARTTLS, with a certificate svc is told to trust: svc
+// upgrades every connection, and without that trust sends nothing.
+//
 // Skipped, saying why, where Postfix is not installed or the tests do not run as root (.ci/run installs
 // it from Debian).
 import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
 import { describe, test } from 'node:test'
+import { fileURLToPath } from 'node:url'
 import { dkimVerify } from 'mailauth'
+import { createSmtpThreadTransport } from '../../src/mail/smtp-thread.js'
+import { createSmtpTransport } from '../../src/mail/smtp-transport.js'
 import { verifyTrackingToken } from '../../src/mail/tracking.js'
 import type { InboundMail } from '../../src/mail/inbound/listener.js'
 import { freePort } from '../helpers/browser.js'
@@ -24,6 +31,7 @@ import { header, startSmtpSink } from '../helpers/smtp-sink.js'
 import { waitFor } from '../helpers/wait.js'
 
 const missing = postfixMissing()
+const TLS_DIR = new URL('../../../test/fixtures/tls/', import.meta.url)
 
 async function world (t: Parameters<typeof startServer>[0], access: PostfixOptions['access'] = {}) {
   const dns = await startDnsServer(t)
@@ -88,6 +96,47 @@ describe('through a real Postfix', { skip: missing ?? false }, () => {
     const log = postfix.log()
     assert.equal(log.match(/ status=sent /g)?.length, count, 'Postfix relayed each message once')
     assert.doesNotMatch(log, / status=(deferred|bounced) /)
+  })
+
+  test('a Postfix that takes no mail before STARTTLS: svc upgrades every connection to it, and sends nothing where it cannot verify the certificate', async (t) => {
+    const remote = await startSmtpSink()
+    t.after(() => remote.close())
+    const postfix = await startPostfix(t, {
+      relayPort: remote.port,
+      tls: { certFile: fileURLToPath(new URL('relay-cert.pem', TLS_DIR)), keyFile: fileURLToPath(new URL('relay-key.pem', TLS_DIR)), required: true },
+    })
+    const ca = readFileSync(new URL('relay-cert.pem', TLS_DIR))
+    // svc's own SMTP thread, told to trust the test certificate (a deployment would use NODE_EXTRA_CA_CERTS
+    // or a certificate from a public authority).
+    const transport = createSmtpThreadTransport(postfix.url, { tls: { ca }, maxConnections: 4, copies: { publicUrl: 'https://mail.svc.test', secret: TEST_SECRET } })
+    const server = await startServer(t, { env: { SMTP_URL: postfix.url, PUBLIC_URL: 'https://mail.svc.test', MAIL_FROM: 'Example <mail@example.com>' }, deps: { transport } })
+    t.after(() => transport.close())
+    const s = await sender(server)
+    const count = 50
+    const res = await s.batch(Array.from({ length: count }, (_, i) => ({ to: `tls${i}@example.net`, subject: `Over TLS ${i}`, text: 'x' })))
+    assert.equal(res.status, 202, res.text)
+    // Only the sends count: Postfix mails its postmaster about a client in trouble, through the same remote.
+    const ours = () => remote.received.filter((m) => /^tls\d+@example\.net$/.test(m.rcptTo[0] ?? ''))
+    await waitFor(() => `${count} messages through Postfix over TLS (${ours().length} so far)`, () => ours().length >= count, { timeoutMs: 60_000 })
+    assert.equal(new Set(ours().map((m) => m.rcptTo[0])).size, count, 'each once')
+    assert.equal(ours().length, count)
+    for (const m of ours()) {
+      // Postfix's Received line names the TLS session it took the message over.
+      assert.match(m.raw.split('\r\n\r\n')[0]!, /\(using TLSv1\.[23] with cipher [^)]+\)[\s\S]*by relay\.postfix\.test \(Postfix\) with ESMTPS/)
+    }
+    assert.doesNotMatch(postfix.log(), /Must issue a STARTTLS command first|disabling TLS support/)
+
+    // The same Postfix, a client that does not trust its certificate: deferred, and Postfix took nothing.
+    const untrusting = createSmtpTransport(postfix.url)
+    try {
+      const results = await untrusting.send({ messageId: 'em_untrusted', from: 'shop@example.com', to: ['nobody@example.net'], cc: [], bcc: [], subject: 'x', text: 'x', headers: {} })
+      assert.equal(results[0]?.outcome, 'deferred')
+      assert.match(results[0]?.response ?? '', /^ETLS: /)
+    } finally {
+      await untrusting.close()
+    }
+    assert.doesNotMatch(postfix.log(), /to=<nobody@example\.net>/)
+    assert.equal(ours().length, count)
   })
 
   test('Postfix\'s answers become the sender\'s events: 550 at RCPT bounces, 450 retries until it relents, and the remote\'s refusal comes back as Postfix\'s DSN', async (t) => {
