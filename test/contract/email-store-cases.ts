@@ -225,6 +225,38 @@ export function emailStoreCases (store: () => Store, make: MakeStore): void {
     assert.equal((await store().findEmail(a.id, early.id))?.leaseOwner, 'node-c')
   })
 
+  test('a claimed email is exactly what the store holds once claimed: on its first claim, and on a retry\'s', async () => {
+    const a = await newAccount()
+    const t = Date.now() + 450 * DAY
+    const rich = await accepted(a.id, {
+      nextAttemptAt: iso(t - 3), cc: ['Copy <copy@example.test>'], bcc: ['blind@example.test'], replyTo: ['reply@example.test'],
+      html: '<p>Hi <a href="https://example.com/x">x</a></p>', text: 'Hi', headers: { 'X-Campaign': 'spring', 'X-Other': 'yes' },
+      tags: [{ name: 'kind', value: 'welcome' }, { name: 'wave', value: '2' }], suppressed: ['gone@example.test'],
+    })
+    const plain = await accepted(a.id, { nextAttemptAt: iso(t - 2), html: null, text: 'plain' })
+    await sweepBefore(t - 10)
+    const claimed = await store().claimDueEmails({ owner: 'node-a', now: iso(t), leaseUntil: iso(t + MINUTE), limit: 10 })
+    assert.deepEqual(claimed.map((e) => e.id), [rich.id, plain.id])
+    for (const c of claimed) assert.deepEqual(c, await store().findEmail(a.id, c.id), `${c.id} as stored`)
+
+    // Deferred, then claimed again: the retry's claim reads the state the attempt left.
+    const first = claimed[0]!
+    const deferred = {
+      emailId: first.id, owner: 'node-a', leaseToken: first.leaseToken,
+      recipients: first.recipients.map((r) => ({ ...r, state: 'pending' as const })), status: 'deferred' as const, attempts: 1,
+      nextAttemptAt: iso(t + MINUTE), lastError: '451 later', at: iso(t + 1), events: [], suppressions: [],
+    }
+    assert.equal(await store().recordEmailAttempt(deferred), true)
+    // (The other one's lease has run out by then too: it is due again, as it was.)
+    const retried = await store().claimDueEmails({ owner: 'node-b', now: iso(t + 2 * MINUTE), leaseUntil: iso(t + 3 * MINUTE), limit: 10 })
+    assert.deepEqual(retried.map((e) => e.id).sort(), [rich.id, plain.id].sort())
+    for (const c of retried) assert.deepEqual(c, await store().findEmail(a.id, c.id), `${c.id} as stored`)
+    const again = retried.find((e) => e.id === first.id)!
+    assert.equal(again.attempts, 1)
+    assert.equal(again.lastError, '451 later')
+    assert.equal(again.leaseOwner, 'node-b')
+  })
+
   test('recordEmailAttempt applies state, events and suppressions for the lease holder only', async () => {
     const a = await newAccount()
     const t = Date.now() + 500 * DAY

@@ -92,6 +92,48 @@ describe('sqlite store: adapter-specific', () => {
     }
   })
 
+  test('two processes on one file: a claim reads whole rows for what it did not accept, and the state from the row for what it did, whoever worked on it meanwhile', async () => {
+    const own = await makeSqlite()
+    try {
+      const api = own.store as SqliteStore
+      const worker = own.open()
+      const a = account()
+      assert.equal(await api.createAccount(a), 'created')
+      const t = Date.now() + 900 * 86_400_000
+      const at = new Date(t - 5).toISOString()
+      const mk = (n: number) => ({
+        id: newId('em', t - 100 + n), accountId: a.id, from: 'Shop <shop@example.test>', to: [`r${n}@example.test`], cc: [], bcc: [], replyTo: [],
+        subject: `s${n}`, html: `<p>${n}</p>`, text: null, headers: { 'X-N': String(n) }, tags: [], suppressed: [],
+        recipients: [{ address: `r${n}@example.test`, state: 'pending' as const }], status: 'queued' as const, attempts: 0,
+        nextAttemptAt: new Date(t - 10 + n).toISOString(), leaseOwner: null, leaseExpiresAt: null, leaseToken: 0, lastError: null, createdAt: at, updatedAt: at,
+      })
+      const [e1, e2] = [mk(1), mk(2)]
+      assert.deepEqual(await api.acceptEmails({ emails: [e1, e2], events: [] }), { outcome: 'accepted' })
+      const iso = (ms: number) => new Date(ms).toISOString()
+
+      // The other process accepted nothing: it reads e1 whole, and defers it.
+      const [w1] = await worker.claimDueEmails({ owner: 'worker', now: iso(t), leaseUntil: iso(t + 60_000), limit: 1 })
+      assert.equal(w1?.id, e1.id)
+      assert.deepEqual(w1, await worker.findEmail(a.id, e1.id))
+      assert.equal(await worker.recordEmailAttempt({
+        emailId: e1.id, owner: 'worker', leaseToken: w1.leaseToken, recipients: w1.recipients, status: 'deferred', attempts: 1,
+        nextAttemptAt: iso(t + 1000), lastError: '451 later', at: iso(t), events: [], suppressions: [],
+      }), true)
+
+      // The accepting process claims both later: e2 as it accepted it; e1 (still held from its
+      // acceptance) with the state the other process left: one attempt, its error, a newer token.
+      const mine = await api.claimDueEmails({ owner: 'api', now: iso(t + 2000), leaseUntil: iso(t + 60_000), limit: 10 })
+      assert.deepEqual(mine.map((e) => e.id).sort(), [e1.id, e2.id].sort())
+      for (const e of mine) assert.deepEqual(e, await api.findEmail(a.id, e.id), `${e.id} as stored`)
+      const again1 = mine.find((e) => e.id === e1.id)!
+      assert.equal(again1.attempts, 1)
+      assert.equal(again1.lastError, '451 later')
+      assert.equal(again1.leaseToken, 2)
+    } finally {
+      await own.cleanup()
+    }
+  })
+
   test('upgrading to the routing cursor routes what was unrouted, and nothing routed before or marked as a test event', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'svc-sqlite-v4-'))
     try {

@@ -8,9 +8,13 @@ import type {
   AcceptResult, DailyEventCount, EmailAttempt, EmailLease, EmailListQuery, EmailRecord, EmailStatus, EmailStore, EmailSummary,
   EngagementEvent, IdempotencyRecord, QuotaCharge, SuppressionCursor, SuppressionReason, SuppressionRecord, UnsubscribeResult,
 } from '../emails.js'
+import { FreshEmails } from './fresh-emails.js'
 import type { WriteQueue } from './write-queue.js'
 
 type Row = Record<string, unknown>
+
+/** The due, unleased emails a claim takes, earliest due first. */
+const DUE = 'SELECT id FROM emails WHERE next_attempt_at <= ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?) ORDER BY next_attempt_at LIMIT ?'
 
 /** findSuppressions reads this many addresses or fewer one by one (the duplicate check is quadratic in it). */
 const FEW_ADDRESSES = 8
@@ -43,6 +47,24 @@ function toEmail (r: Row): EmailRecord {
     leaseToken: r.lease_token as number,
     lastError: strOrNull(r.last_error),
     createdAt: str(r.created_at),
+    updatedAt: str(r.updated_at),
+  }
+}
+
+const byDue = (a: EmailRecord, b: EmailRecord): number => (a.nextAttemptAt! < b.nextAttemptAt! ? -1 : a.nextAttemptAt! > b.nextAttemptAt! ? 1 : 0)
+
+/** A stored email as a claim leaves it: what it says from `email`, its state from the claim's row. */
+function withState (email: EmailRecord, r: Row): EmailRecord {
+  return {
+    ...email,
+    recipients: json(r.recipients),
+    status: r.status as EmailStatus,
+    attempts: r.attempts as number,
+    nextAttemptAt: strOrNull(r.next_attempt_at),
+    leaseOwner: strOrNull(r.lease_owner),
+    leaseExpiresAt: strOrNull(r.lease_expires_at),
+    leaseToken: r.lease_token as number,
+    lastError: strOrNull(r.last_error),
     updatedAt: str(r.updated_at),
   }
 }
@@ -80,6 +102,8 @@ export class SqliteEmails implements EmailStore {
   private readonly db: Database.Database
   /** listEmails' statements, one per combination of filters (32 at most), prepared on first use. */
   private readonly listStatements = new Map<string, Database.Statement>()
+  /** The emails this process accepted and has not claimed yet, as stored (./fresh-emails.ts). */
+  readonly fresh = new FreshEmails()
 
   /** `insertEventRows` writes outbox rows inside the current write (the store's own, shared with the engine). */
   constructor (
@@ -98,9 +122,13 @@ export class SqliteEmails implements EmailStore {
       emailAccount: p('SELECT account_id FROM emails WHERE id = ?'),
       emailAnyAccount: p('SELECT * FROM emails WHERE id = ?'),
       claim: p(`UPDATE emails SET lease_owner = ?, lease_expires_at = ?, lease_token = lease_token + 1
-                WHERE id IN (SELECT id FROM emails WHERE next_attempt_at <= ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?)
-                             ORDER BY next_attempt_at LIMIT ?)
-                RETURNING *`),
+                WHERE id IN (${DUE}) RETURNING *`),
+      // The same, returning only the columns that change after acceptance: for when this process accepted
+      // emails lately (`fresh`); those it did not are read whole (emailsByIds).
+      claimState: p(`UPDATE emails SET lease_owner = ?, lease_expires_at = ?, lease_token = lease_token + 1
+                     WHERE id IN (${DUE})
+                     RETURNING id, recipients, status, attempts, next_attempt_at, lease_owner, lease_expires_at, lease_token, last_error, updated_at`),
+      emailsByIds: p('SELECT * FROM emails WHERE id IN (SELECT value FROM json_each(?))'),
       attempt: p(`UPDATE emails SET recipients = ?, status = ?, attempts = ?, next_attempt_at = ?, last_error = ?, updated_at = ?,
                     lease_owner = NULL, lease_expires_at = NULL
                   WHERE id = ? AND lease_owner = ? AND lease_token = ?`),
@@ -172,6 +200,9 @@ export class SqliteEmails implements EmailStore {
       }
       for (const e of input.emails) this.insertEmailRow(e)
       this.insertEventRows(input.events)
+      // Inside the write: a claim in a later write finds them. Were this write rolled back, its entries
+      // would only wait unclaimed until they age out.
+      this.fresh.add(input.emails)
       return { outcome: 'accepted' }
     })
   }
@@ -244,9 +275,21 @@ export class SqliteEmails implements EmailStore {
     // The mailer polls: an idle queue is answered by a read, without taking the write lock.
     if (req.limit <= 0 || this.q.anyDue.get(req.now, req.now) === undefined) return []
     // A lease lost to a power cut only makes the email due again: no fsync needed for it alone.
-    return await this.writes.run(() =>
-      (this.q.claim.all(req.owner, req.leaseUntil, req.now, req.now, req.limit) as Row[]).map(toEmail)
-        .sort((a, b) => (a.nextAttemptAt! < b.nextAttemptAt! ? -1 : a.nextAttemptAt! > b.nextAttemptAt! ? 1 : 0)), { durable: false })
+    return await this.writes.run(() => {
+      const args = [req.owner, req.leaseUntil, req.now, req.now, req.limit]
+      // Nothing accepted here lately (a process that only sends, beside one that only accepts): whole rows.
+      if (this.fresh.held() === 0) return (this.q.claim.all(...args) as Row[]).map(toEmail).sort(byDue)
+      const claimed: EmailRecord[] = []
+      let unknown: string[] | undefined
+      for (const r of this.q.claimState.all(...args) as Row[]) {
+        const fresh = this.fresh.take(str(r.id))
+        if (fresh !== undefined) claimed.push(withState(fresh, r))
+        else (unknown ??= []).push(str(r.id))
+      }
+      // In the same write as the claim: these rows are as the claim left them.
+      if (unknown !== undefined) for (const r of this.q.emailsByIds.all(JSON.stringify(unknown)) as Row[]) claimed.push(toEmail(r))
+      return claimed.sort(byDue)
+    }, { durable: false })
   }
 
   recordEmailAttempt (a: EmailAttempt): Promise<boolean> {
