@@ -13,30 +13,15 @@ import { batchBodies, CpuWatch, log, notes, pick, postBatches, recordCpu, report
 import { ask, sleep, startProc, stopChild, type Msg } from '../lib/procs.js'
 import { fmt } from '../lib/report.js'
 import { removeDir, Seeder, tempDataDir } from '../lib/svc.js'
-import { SMTP_CONNECTIONS } from './smtp.js'
+import { relayHas, SMTP_CONNECTIONS } from './smtp.js'
 
 export interface PostfixFigures { svc: number; peer: number }
-
-interface RelayStats extends Msg { messages: number; first: number; last: number }
 
 /** Emails each side sends through Postfix before it is measured. */
 const WARMUP = 200
 
-/** Waits until the relay behind Postfix has `count` messages, or nothing arrives for SIZES.stallMs. */
-async function farSideHas (relay: ChildProcess, count: number, label: string): Promise<RelayStats> {
-  let lastCount = -1
-  let lastChange = Date.now()
-  for (;;) {
-    const s = await ask<RelayStats>(relay, { type: 'stats' })
-    if (s.messages >= count) return s
-    if (s.messages !== lastCount) { lastCount = s.messages; lastChange = Date.now() }
-    if (Date.now() - lastChange > SIZES.stallMs) {
-      log(`    ! ${label}: no progress for ${SIZES.stallMs / 1000} s at ${fmt(s.messages)} of ${fmt(count)}`)
-      return s
-    }
-    await sleep(20)
-  }
-}
+/** The relay behind Postfix counts what reaches the far side. */
+const farSideHas = relayHas
 
 async function svcRun (relay: ChildProcess, postfix: Postfix, count: number, rep: number): Promise<Sample> {
   const dir = tempDataDir()

@@ -20,7 +20,7 @@ import { removeDir, Seeder, SVC_SECRET, tempDataDir } from '../lib/svc.js'
 export interface SmtpFigures { plain: { svc: number; peer: number }; signed: { svc: number; peer: number } }
 
 const DOMAIN = 'bench.example.com'
-interface RelayStats extends Msg { messages: number; recipients: number; signed: number; first: number; last: number }
+export interface RelayStats extends Msg { messages: number; recipients: number; signed: number; first: number; last: number }
 
 /** The per-stage sums and counts of svc_mail_stage_seconds, read from /metrics. */
 async function stageTotals (origin: string): Promise<Record<string, { sum: number; count: number }>> {
@@ -44,7 +44,7 @@ export const SMTP_CONNECTIONS = DEFAULT_SMTP_POOL_SIZE
 export const SMTP_WARMUP = 1000
 
 /** Waits until the relay has `count` messages, or nothing arrives for SIZES.stallMs. */
-async function relayHas (relay: ChildProcess, count: number, label: string): Promise<RelayStats> {
+export async function relayHas (relay: ChildProcess, count: number, label: string): Promise<RelayStats> {
   let s: RelayStats
   let lastCount = -1
   let lastChange = Date.now()

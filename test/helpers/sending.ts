@@ -49,3 +49,18 @@ export async function sender (server: Pick<TestServer, 'client'> & Partial<TestS
 export function timeline (email: { events: Array<{ type: string; recipient: string }> }): string[] {
   return email.events.map((e) => `${e.type} ${e.recipient}`)
 }
+
+/**
+ * `count` sends in batches of 100 (POST /api/send/batch bodies): one reader each (reader<n>@example.net),
+ * from `from`, with a link of its own in the html and a text part, as a newsletter run would send them.
+ */
+export function readerBatches (count: number, from: string): Array<Array<Record<string, string>>> {
+  const batches: Array<Array<Record<string, string>>> = []
+  for (let start = 0; start < count; start += 100) {
+    batches.push(Array.from({ length: Math.min(100, count - start) }, (_, j) => ({
+      from, to: `reader${start + j}@example.net`, subject: `Hello ${start + j}`,
+      html: `<p>Hello <a href="https://shop.example.com/p/${start + j}">there</a></p>`, text: `Hello ${start + j}`,
+    })))
+  }
+  return batches
+}

@@ -11,7 +11,7 @@ import { verifyTrackingToken } from '../../src/mail/tracking.js'
 import { startDnsServer } from '../helpers/dns-server.js'
 import { verifiedDomain } from '../helpers/domains.js'
 import { TEST_SECRET, startServer, type Response, type TestServer } from '../helpers/server.js'
-import { sender, timeline } from '../helpers/sending.js'
+import { readerBatches, sender, timeline } from '../helpers/sending.js'
 import { header, startSmtpSink, type Received } from '../helpers/smtp-sink.js'
 import { waitFor } from '../helpers/wait.js'
 
@@ -109,11 +109,7 @@ describe('a copy per recipient', () => {
     const s = await sender(server)
     await verifiedDomain(s.client, dns, 'example.com')
     const count = 2000
-    for (let start = 0; start < count; start += 100) {
-      const batch = Array.from({ length: 100 }, (_, j) => ({
-        from: 'Shop <shop@example.com>', to: `reader${start + j}@example.net`, subject: `Hello ${start + j}`,
-        html: `<p>Hello <a href="https://shop.example.com/p/${start + j}">there</a></p>`, text: `Hello ${start + j}`,
-      }))
+    for (const batch of readerBatches(count, 'Shop <shop@example.com>')) {
       const res = await s.batch(batch)
       assert.equal(res.status, 202, res.text)
     }

@@ -26,7 +26,7 @@ import { startDnsServer } from '../helpers/dns-server.js'
 import { verifiedDomain } from '../helpers/domains.js'
 import { postfixMissing, startPostfix, type PostfixOptions } from '../helpers/postfix.js'
 import { TEST_SECRET, startServer } from '../helpers/server.js'
-import { sender, timeline } from '../helpers/sending.js'
+import { readerBatches, sender, timeline } from '../helpers/sending.js'
 import { header, startSmtpSink } from '../helpers/smtp-sink.js'
 import { waitFor } from '../helpers/wait.js'
 
@@ -64,11 +64,7 @@ describe('through a real Postfix', { skip: missing ?? false }, () => {
   test('1,000 emails from a verified domain: each reaches the remote once, its DKIM signature still verifies, its unsubscribe link names its recipient', async (t) => {
     const { dns, remote, postfix, s } = await world(t)
     const count = 1000
-    for (let start = 0; start < count; start += 100) {
-      const batch = Array.from({ length: 100 }, (_, j) => ({
-        from: 'Shop <shop@example.com>', to: `reader${start + j}@example.net`, subject: `Hello ${start + j}`,
-        html: `<p>Hello <a href="https://shop.example.com/p/${start + j}">there</a></p>`, text: `Hello ${start + j}`,
-      }))
+    for (const batch of readerBatches(count, 'Shop <shop@example.com>')) {
       const res = await s.batch(batch)
       assert.equal(res.status, 202, res.text)
     }

@@ -23,6 +23,23 @@ const str = (v: unknown): string => v as string
 const strOrNull = (v: unknown): string | null => (v ?? null) as string | null
 const json = <T>(v: unknown): T => JSON.parse(v as string) as T
 
+/** What changes in a stored email after it is accepted: its recipients' outcomes, status, attempts, lease. */
+type EmailState = Pick<EmailRecord, 'recipients' | 'status' | 'attempts' | 'nextAttemptAt' | 'leaseOwner' | 'leaseExpiresAt' | 'leaseToken' | 'lastError' | 'updatedAt'>
+
+function stateOf (r: Row): EmailState {
+  return {
+    recipients: json(r.recipients),
+    status: r.status as EmailStatus,
+    attempts: r.attempts as number,
+    nextAttemptAt: strOrNull(r.next_attempt_at),
+    leaseOwner: strOrNull(r.lease_owner),
+    leaseExpiresAt: strOrNull(r.lease_expires_at),
+    leaseToken: r.lease_token as number,
+    lastError: strOrNull(r.last_error),
+    updatedAt: str(r.updated_at),
+  }
+}
+
 function toEmail (r: Row): EmailRecord {
   return {
     id: str(r.id),
@@ -38,16 +55,8 @@ function toEmail (r: Row): EmailRecord {
     headers: json(r.headers),
     tags: json(r.tags),
     suppressed: json(r.suppressed),
-    recipients: json(r.recipients),
-    status: r.status as EmailStatus,
-    attempts: r.attempts as number,
-    nextAttemptAt: strOrNull(r.next_attempt_at),
-    leaseOwner: strOrNull(r.lease_owner),
-    leaseExpiresAt: strOrNull(r.lease_expires_at),
-    leaseToken: r.lease_token as number,
-    lastError: strOrNull(r.last_error),
     createdAt: str(r.created_at),
-    updatedAt: str(r.updated_at),
+    ...stateOf(r),
   }
 }
 
@@ -55,18 +64,7 @@ const byDue = (a: EmailRecord, b: EmailRecord): number => (a.nextAttemptAt! < b.
 
 /** A stored email as a claim leaves it: what it says from `email`, its state from the claim's row. */
 function withState (email: EmailRecord, r: Row): EmailRecord {
-  return {
-    ...email,
-    recipients: json(r.recipients),
-    status: r.status as EmailStatus,
-    attempts: r.attempts as number,
-    nextAttemptAt: strOrNull(r.next_attempt_at),
-    leaseOwner: strOrNull(r.lease_owner),
-    leaseExpiresAt: strOrNull(r.lease_expires_at),
-    leaseToken: r.lease_token as number,
-    lastError: strOrNull(r.last_error),
-    updatedAt: str(r.updated_at),
-  }
+  return { ...email, ...stateOf(r) }
 }
 
 function toIdempotency (r: Row): IdempotencyRecord {
