@@ -1,7 +1,6 @@
 // The browser tests' common parts: Debian's chromium (headless, through playwright-core), a free port for
 // svc so that PUBLIC_URL can name the origin the browser uses, and waiting for a page's heading.
 import { existsSync, mkdirSync } from 'node:fs'
-import net from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -14,14 +13,8 @@ export function chromiumMissing (what: string): false | string {
   return existsSync(CHROMIUM) ? false : `chromium is not installed at ${CHROMIUM} (apt-get install chromium); ${what} is skipped`
 }
 
-/** A port nobody uses now, so that PUBLIC_URL can name the origin the browser will use. */
-export async function freePort (): Promise<number> {
-  const server = net.createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as net.AddressInfo
-  await new Promise((resolve) => server.close(resolve))
-  return port
-}
+// A port nobody uses now, so that PUBLIC_URL can name the origin the browser will use.
+export { freePort } from './ports.js'
 
 /** Headless chromium without the background traffic this machine's closed network refuses. */
 export async function launchChromium (): Promise<Browser> {

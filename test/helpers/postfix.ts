@@ -13,8 +13,9 @@ import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync,
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
-import { connect, createServer } from 'node:net'
+import { connect } from 'node:net'
 import type { TestContext } from 'node:test'
+import { freePort } from './ports.js'
 import { waitFor } from './wait.js'
 
 const run = promisify(execFile)
@@ -171,13 +172,19 @@ export async function runPostfix (opts: PostfixOptions): Promise<Postfix> {
     // The master has let go of its lock and its port once `status` says it is not running.
     await waitFor('Postfix to stop', async () => !(await run(POSTFIX, ['-c', join(dir, 'etc'), 'status']).then(() => true, () => false)), { timeoutMs: 20_000 })
   }
-  try {
+  const start = async () => {
     await postfix(dir, 'start')
     // smtpd answers once the master has bound the port.
     await waitFor('Postfix to listen', () => canConnect(port), { timeoutMs: 20_000 })
-  } catch (err) {
+  }
+  const remove = async () => {
     await stop().catch(() => {})
     rmSync(dir, { recursive: true, force: true })
+  }
+  try {
+    await start()
+  } catch (err) {
+    await remove()
     throw err
   }
   return {
@@ -188,13 +195,9 @@ export async function runPostfix (opts: PostfixOptions): Promise<Postfix> {
       current = { ...current, ...next, port }
       writeFileSync(join(dir, 'etc', 'main.cf'), mainCf(dir, current))
       await stop()
-      await postfix(dir, 'start')
-      await waitFor('Postfix to listen again', () => canConnect(port), { timeoutMs: 20_000 })
+      await start()
     },
-    async stop () {
-      await stop().catch(() => {})
-      rmSync(dir, { recursive: true, force: true })
-    },
+    stop: remove,
   }
 }
 
@@ -211,17 +214,5 @@ async function canConnect (port: number): Promise<boolean> {
     const s = connect(port, '127.0.0.1')
     s.once('connect', () => { s.destroy(); resolve(true) })
     s.once('error', () => resolve(false))
-  })
-}
-
-/** A port nothing listens on now (the kernel's choice, let go at once). */
-function freePort (): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number }
-      server.close(() => resolve(port))
-    })
   })
 }

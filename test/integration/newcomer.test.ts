@@ -3,25 +3,16 @@ import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
 import { once } from 'node:events'
 import { readdirSync, readFileSync } from 'node:fs'
-import { createServer } from 'node:net'
 import path from 'node:path'
 import { describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
+import { freePort } from '../helpers/ports.js'
 import { startServerProcess } from '../helpers/process.js'
 import { sender, timeline } from '../helpers/sending.js'
 import { errorOf, PASSWORD, startServer, tempDir, uniqueEmail } from '../helpers/server.js'
 import { waitFor } from '../helpers/wait.js'
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..')
-
-async function freePort (): Promise<number> {
-  const s = createServer().listen(0, '127.0.0.1')
-  await once(s, 'listening')
-  const { port } = s.address() as { port: number }
-  s.close()
-  await once(s, 'close')
-  return port
-}
 
 /**
  * The server on a port that was free a moment ago. Another process may take it in between (the port is
