@@ -51,6 +51,18 @@ describe('fresh emails', () => {
     assert.equal(fresh.bodyChars, 30)
   })
 
+  test('an email added again is held as new: its age starts over, and the older ones still age out first', () => {
+    let now = 0
+    const fresh = new FreshEmails({ maxEntries: 10, maxBodyChars: 1000, maxAgeMs: 1000 }, () => now)
+    fresh.add([email('em_again'), email('em_old')])
+    now = 800
+    fresh.add([email('em_again')])
+    now = 1000
+    assert.equal(fresh.held(), 1, 'em_old aged out even though em_again was added before it')
+    assert.equal(fresh.take('em_old'), undefined)
+    assert.ok(fresh.take('em_again'))
+  })
+
   test('what no claim took in time is dropped, oldest first', () => {
     let now = 0
     const fresh = new FreshEmails({ maxEntries: 3, maxBodyChars: 1000, maxAgeMs: 1000 }, () => now)

@@ -101,7 +101,7 @@ export class SqliteEmails implements EmailStore {
   /** listEmails' statements, one per combination of filters (32 at most), prepared on first use. */
   private readonly listStatements = new Map<string, Database.Statement>()
   /** The emails this process accepted and has not claimed yet, as stored (./fresh-emails.ts). */
-  readonly fresh = new FreshEmails()
+  private readonly fresh = new FreshEmails()
 
   /** `insertEventRows` writes outbox rows inside the current write (the store's own, shared with the engine). */
   constructor (

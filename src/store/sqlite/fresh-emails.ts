@@ -47,11 +47,11 @@ export class FreshEmails {
     this.prune()
     const at = this.now()
     for (const email of emails) {
+      // The same email again (a write retried) goes to the end as new: the order stays the age order.
+      this.take(email.id)
       if (this.entries.size >= this.limits.maxEntries) return
       const chars = (email.html?.length ?? 0) + (email.text?.length ?? 0)
       if (this.chars + chars > this.limits.maxBodyChars) continue
-      const before = this.entries.get(email.id)
-      if (before !== undefined) this.chars -= before.chars
       this.entries.set(email.id, { email, at, chars })
       this.chars += chars
     }
