@@ -10,7 +10,9 @@ import { newId } from '../../src/domain/ids.js'
 import Database from 'better-sqlite3'
 import { migrate, openSqliteStore, type SqliteStore } from '../../src/store/sqlite/index.js'
 import { migrations } from '../../src/store/sqlite/migrations.js'
-import type { AccountRecord, ApiKeyRecord } from '../../src/store/types.js'
+import type { AccountRecord, ApiKeyRecord, WebhookRecord } from '../../src/store/types.js'
+import type { RoutingPosition } from '../../src/store/deliveries.js'
+import { eventPayload, type EventRecord } from '../../src/domain/events.js'
 import { storeContract, type MadeStore } from './store-contract.js'
 import { deliveryContract } from './delivery-contract.js'
 
@@ -262,6 +264,48 @@ describe('sqlite store: adapter-specific', () => {
     assert.deepEqual(await store.findAccountById(b.id), b)
     assert.equal(await store.findAccountByEmail(bDupId.email), null)
     assert.equal(await store.countActiveApiKeys(a.id), 3)
+  })
+
+  test('with an engine listening, events from this store and another one on the file are each read once, in seq order', async () => {
+    // The reading store holds the rows it just wrote for the engine (recent-events.ts); a row another
+    // process wrote in between is a gap it must not skip.
+    const own = await makeSqlite()
+    try {
+      const mine = own.store as SqliteStore
+      const other = own.open()
+      const stop = mine.subscribe(() => {})
+      const a = account()
+      assert.equal(await mine.createAccount(a), 'created')
+      const now = Date.now()
+      const hook: WebhookRecord = {
+        id: newId('wh'), accountId: a.id, url: 'https://hooks.example.test/a', events: ['email.sent'], secret: 'whsec_test',
+        previousSecret: null, previousSecretExpiresAt: null, status: 'enabled', rateLimit: null, createdAt: iso(), updatedAt: iso(),
+      }
+      assert.equal(await mine.insertWebhook(hook, 100), 'created')
+      const event = (n: number): EventRecord => {
+        const e = { id: newId('evt', now + n), accountId: a.id, emailId: newId('em', now + n), type: 'email.sent' as const, recipient: `r${n}@example.test`, occurredAt: new Date(now + n).toISOString() }
+        return { ...e, payload: eventPayload(e) }
+      }
+      const events = Array.from({ length: 7 }, (_, i) => event(i))
+      await mine.insertEvents(events.slice(0, 2))
+      await other.insertEvents(events.slice(2, 3))
+      await mine.insertEvents(events.slice(3, 5))
+      await other.insertEvents(events.slice(5, 6))
+      await mine.insertEvents(events.slice(6))
+      const read: Array<{ id: string; payload: string }> = []
+      let routing: RoutingPosition | undefined
+      for (let i = 0; i < 20; i++) {
+        const got = await mine.readEvents({ owner: 'node-a', now, leaseUntil: now + 60_000, limit: 2, ...(routing ? { routing } : {}) })
+        assert.ok(got.routing)
+        routing = got.routing
+        if (got.events === 0) break
+        for (const w of got.work) read.push({ id: w.origin!.eventId, payload: w.payload })
+      }
+      assert.deepEqual(read, events.map((e) => ({ id: e.id, payload: e.payload })), 'every event once, in the order written')
+      stop()
+    } finally {
+      await own.cleanup()
+    }
   })
 
   test('a write issued just before close is committed by close', async () => {

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
 import Database from 'better-sqlite3'
+import { RecentEvents } from '../../src/store/sqlite/recent-events.js'
 import { WriteQueue } from '../../src/store/sqlite/write-queue.js'
 
 test('writes queued after the database closed reject, whatever their durability', async (t) => {
@@ -118,4 +119,45 @@ test('with the real fdatasync, durable writes resolve and close waits for them',
   await writes.close()
   assert.equal(await settled(Promise.all(all)), true, 'close drained every write')
   assert.deepEqual(await Promise.all(all), Array(50).fill(1))
+})
+
+// Memory kept beside the database (the engine's cache of event rows just written) must hold exactly
+// what committed: a write that fails is undone there too, and so is a batch the disk refused.
+test('a journal keeps what committed: a failing write in the batch is undone there as in the table', async (t) => {
+  const db = openDb(t)
+  const writes = new WriteQueue(db)
+  const journal = new RecentEvents()
+  writes.journal(journal)
+  const insert = db.prepare('INSERT INTO t VALUES (?)')
+  const write = (v: number, fail = false) => writes.run(() => {
+    const seq = Number(insert.run(v).lastInsertRowid)
+    journal.stage({ seq, id: `evt_${v}`, account_id: 'a', email_id: 'e', type: 'email.sent', occurred_at: '', payload: String(v) })
+    if (fail) throw new Error(`write ${v} refused`)
+    return seq
+  }, { durable: false })
+  // One tick: one batch. The second write fails after its insert; the batch runs again with a savepoint each.
+  const results = await Promise.allSettled([write(1), write(2, true), write(3)])
+  assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled'])
+  const inTable = (db.prepare('SELECT rowid AS seq, v FROM t ORDER BY rowid').all() as Array<{ seq: number; v: number }>)
+  assert.deepEqual(inTable.map((r) => r.v), [1, 3])
+  assert.deepEqual(journal.after(0, 10)?.map((r) => [r.seq, r.payload]), inTable.map((r) => [r.seq, String(r.v)]), 'the journal holds the rows the table holds, with their seqs')
+})
+
+test('a journal keeps nothing of a batch whose commit failed', async (t) => {
+  const db = openDb(t)
+  const writes = new WriteQueue(db)
+  const journal = new RecentEvents()
+  writes.journal(journal)
+  await writes.run(() => db.prepare('INSERT INTO t VALUES (0)').run(), { durable: false })
+  // The database turns read-only in the middle of the write, after its row was staged: a resource
+  // fault, so the whole batch is abandoned.
+  const refused = writes.run(() => {
+    journal.stage({ seq: 2, id: 'evt_2', account_id: 'a', email_id: 'e', type: 'email.sent', occurred_at: '', payload: '' })
+    db.pragma('query_only = ON')
+    db.prepare('INSERT INTO t VALUES (2)').run()
+  }, { durable: false })
+  await assert.rejects(refused, /readonly/)
+  db.pragma('query_only = OFF')
+  await writes.run(() => 'next', { durable: false })
+  assert.equal(journal.after(1, 10), undefined, 'the refused row is not held')
 })

@@ -11,6 +11,7 @@ import type {
   RoutedThrough, RoutingPosition,
 } from '../deliveries.js'
 import type { WriteQueue } from './write-queue.js'
+import { RecentEvents } from './recent-events.js'
 
 type Row = Record<string, any>
 
@@ -106,8 +107,11 @@ export abstract class SqliteDeliveries implements DeliveryStore {
   private readonly listeners = new Set<() => void>()
   /** Set inside a write that makes work for the engine; listeners hear of it after the commit. */
   protected workHint = false
+  /** Event rows this process just committed, for the engine's next read (./recent-events.ts). */
+  protected readonly recentEvents = new RecentEvents()
 
   constructor (readonly db: Database.Database, protected readonly writes: WriteQueue) {
+    writes.journal(this.recentEvents)
     writes.onCommit = () => {
       if (!this.workHint) return
       this.workHint = false
@@ -208,7 +212,15 @@ export abstract class SqliteDeliveries implements DeliveryStore {
 
   subscribe (listener: () => void): () => void {
     this.listeners.add(listener)
-    return () => { this.listeners.delete(listener) }
+    return () => {
+      this.listeners.delete(listener)
+      if (this.listeners.size === 0) this.recentEvents.clear()
+    }
+  }
+
+  /** Whether an engine in this process reads the events: only then are new ones held for it. */
+  protected get engineListening (): boolean {
+    return this.listeners.size > 0
   }
 
   routeEvents (req: LeaseRequest): Promise<{ events: number; work: DeliveryWork[] }> {
@@ -278,7 +290,7 @@ export abstract class SqliteDeliveries implements DeliveryStore {
 
   /** Up to req.limit events after `pos` and the first attempts they make (see readEvents). */
   private eventsAfter (pos: RoutingPosition, req: LeaseRequest): { events: number; work: DeliveryWork[]; routing: RoutingPosition } {
-    const events = this.d.eventsAfter.all(pos.through, req.limit) as Row[]
+    const events = (this.recentEvents.after(pos.through, req.limit) ?? this.d.eventsAfter.all(pos.through, req.limit)) as Row[]
     if (events.length === 0) return { events: 0, work: [], routing: pos }
     const hooksOf = new Map<string, Row[]>()
     const work: DeliveryWork[] = []

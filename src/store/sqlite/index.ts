@@ -365,8 +365,13 @@ export class SqliteStore extends SqliteDeliveries implements Store {
 
   /** Inserts event rows; call inside a write (WriteQueue.run) so they commit with what they record. */
   override insertEventRows (events: EventRecord[]): void {
-    if (events.length > 0) this.workHint = true
-    for (const e of events) this.q.insertEvent.run(e.id, e.accountId, e.emailId, e.type, e.recipient, e.occurredAt, e.payload)
+    if (events.length === 0) return
+    this.workHint = true
+    const keep = this.engineListening
+    for (const e of events) {
+      const { lastInsertRowid } = this.q.insertEvent.run(e.id, e.accountId, e.emailId, e.type, e.recipient, e.occurredAt, e.payload)
+      if (keep) this.recentEvents.stage({ seq: Number(lastInsertRowid), id: e.id, account_id: e.accountId, email_id: e.emailId, type: e.type, occurred_at: e.occurredAt, payload: e.payload })
+    }
   }
 
   async insertEvents (events: EventRecord[]): Promise<void> {

@@ -17,6 +17,17 @@ interface Waiting {
   settle: Array<(err?: unknown) => void>
 }
 
+/**
+ * Memory that writes add to beside the database (a cache of rows just written): it must end up holding
+ * only what committed. The queue marks it before each write and rolls it back to the mark when that
+ * write is undone (its savepoint, or the whole batch), and tells it when the batch has committed.
+ */
+export interface WriteJournal {
+  mark (): number
+  rollBack (mark: number): void
+  commit (): void
+}
+
 /** Flushes the WAL file to disk; the default is fdatasync of the database's `-wal` file, in libuv's pool. */
 export interface WalSync {
   sync (): Promise<void>
@@ -52,6 +63,8 @@ export class WriteQueue {
   private syncing = false
   private waiting: Waiting[] = []
   private readonly sync: WalSync
+  /** Told of every write's fate (see WriteJournal). */
+  private readonly journals: WriteJournal[] = []
   /** Called after every successful commit (outside the transaction). */
   onCommit: (() => void) | undefined
   /** Called with how long each flush of the WAL to disk took (seconds), for svc_store_disk_flush_seconds. */
@@ -80,6 +93,11 @@ export class WriteQueue {
         setImmediate(() => this.flush())
       }
     })
+  }
+
+  /** Adds memory kept in step with what commits (see WriteJournal). */
+  journal (j: WriteJournal): void {
+    this.journals.push(j)
   }
 
   /** Resolves once every write asked for so far is committed and as durable as it asked to be. */
@@ -115,22 +133,39 @@ export class WriteQueue {
    * would be stored. So the batch is abandoned at once, and every write in it is rejected with the fault.
    */
   private commit (batch: Pending[]): Outcome[] {
+    const start = this.marks()
     const plain = this.db.transaction(() => batch.map((item): Outcome => ({ ok: true, value: item.work() })))
     try {
       return plain.immediate()
     } catch (err) {
+      this.rollBack(start)
       if (storeFault(err) !== null) throw err
       // Otherwise fall through: run it again to find out which write failed, keeping the others.
     }
-    return this.db.transaction(() => batch.map((item): Outcome => {
-      try {
-        // A nested better-sqlite3 transaction is a SAVEPOINT: a throw here undoes only this write.
-        return { ok: true, value: this.db.transaction(item.work)() }
-      } catch (error) {
-        if (storeFault(error) !== null || !this.db.inTransaction) throw error
-        return { ok: false, error }
-      }
-    })).immediate()
+    try {
+      return this.db.transaction(() => batch.map((item): Outcome => {
+        const before = this.marks()
+        try {
+          // A nested better-sqlite3 transaction is a SAVEPOINT: a throw here undoes only this write.
+          return { ok: true, value: this.db.transaction(item.work)() }
+        } catch (error) {
+          this.rollBack(before)
+          if (storeFault(error) !== null || !this.db.inTransaction) throw error
+          return { ok: false, error }
+        }
+      })).immediate()
+    } catch (err) {
+      this.rollBack(start)
+      throw err
+    }
+  }
+
+  private marks (): number[] {
+    return this.journals.length === 0 ? [] : this.journals.map((j) => j.mark())
+  }
+
+  private rollBack (marks: number[]): void {
+    this.journals.forEach((j, i) => j.rollBack(marks[i]!))
   }
 
   /** Commits everything queued now (settling happens after the fsync that covers it). */
@@ -150,6 +185,7 @@ export class WriteQueue {
       return
     }
     this.commits += 1
+    for (const j of this.journals) j.commit()
     const durable = batch.some((item, i) => item.durable && outcomes[i]!.ok)
     if (durable) this.lastDurable = this.commits
     // If the fsync fails, durability is unknown: durable writes fail with a fault whose effect is
