@@ -5,8 +5,17 @@ export interface Clock {
 
 export const systemClock: Clock = { now: () => Date.now() }
 
+// The last time formatted: a batch stamps its emails, events and outcomes with one `now`, so most calls
+// in a row ask for the same millisecond.
+let lastMs = Number.NaN
+let lastIso = ''
+
 export function iso (ms: number): string {
-  return new Date(ms).toISOString()
+  if (ms !== lastMs) {
+    lastIso = new Date(ms).toISOString()
+    lastMs = ms
+  }
+  return lastIso
 }
 
 /** A stored time in milliseconds as an ISO string; null (or absent) stays null. */
