@@ -193,6 +193,8 @@ export async function createService (config: Config, given: ServiceDeps): Promis
           remoteSends.add(remote)
           return () => { local(); remoteSends.delete(remote) }
         },
+        // Sends accepted here go to this mailer in the write that stores them, when it has room.
+        handOffTo: (intake) => app.services.emails.handOffTo(intake),
       },
       clock: deps.clock ?? systemClock,
       logger: app.log.child({ component: 'mailer' }),

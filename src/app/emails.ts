@@ -110,6 +110,19 @@ function eventFacts (payload: string): EventData {
   }
 }
 
+/**
+ * This node's mailer, taking accepted emails straight from the send (src/mail/mailer.ts): `offer` says
+ * how many of the next `count` emails it takes, leased to it in the accept's own write, so no claim is
+ * needed for them; `take` hands over the ones stored (none when the accept was refused or failed).
+ */
+export interface LocalIntake {
+  offer (count: number): { owner: string; leaseUntil: number; count: number } | null
+  take (promised: number, emails: EmailRecord[]): void
+}
+
+/** The lease token of an email leased in the write that accepts it: its first claim. */
+export const FIRST_LEASE_TOKEN = 1
+
 export interface EmailServiceOptions {
   store: Store
   clock: Clock
@@ -126,6 +139,7 @@ export function createEmailService ({ store, clock, mailFrom, senders, quotas = 
   if ('error' in defaultFrom) throw new Error(`MAIL_FROM ${defaultFrom.error}`)
   const from = formatAddress(defaultFrom)
   const listeners = new Set<(emails: number) => void>()
+  let intake: LocalIntake | undefined
 
   function replayOrConflict (existing: IdempotencyRecord, hash: string): SendAnswer {
     if (existing.requestHash !== hash) {
@@ -242,7 +256,25 @@ export function createEmailService ({ store, clock, mailFrom, senders, quotas = 
             recipients: emails.reduce((n, e) => n + e.recipients.length, 0),
             periods: periods.map((p) => ({ period: p.period, limit: p.limit ?? Number.MAX_SAFE_INTEGER })),
           }
-      const result = await store.acceptEmails({ emails, events, ...(idempotency ? { idempotency } : {}), ...(quota ? { quota } : {}) })
+      // Asked right before the write is queued (no await between): the mailer's answer and the order of
+      // the writes agree, so an email it leaves to the store is never overtaken by a later one it takes.
+      const local = intake
+      const promise = local?.offer(emails.length) ?? null
+      const leased = promise === null ? [] : emails.slice(0, promise.count)
+      for (const e of leased) {
+        e.leaseOwner = promise!.owner
+        e.leaseExpiresAt = iso(promise!.leaseUntil)
+        e.leaseToken = FIRST_LEASE_TOKEN
+      }
+      let result: Awaited<ReturnType<Store['acceptEmails']>>
+      try {
+        result = await store.acceptEmails({ emails, events, ...(idempotency ? { idempotency } : {}), ...(quota ? { quota } : {}) })
+      } catch (err) {
+        // Perhaps stored (a failed disk flush): leased, they are taken over once the lease runs out.
+        local?.take(leased.length, [])
+        throw err
+      }
+      local?.take(leased.length, result.outcome === 'accepted' ? leased : [])
       // A concurrent request with the same key got there first: answer as it did (or refuse the new body).
       if (result.outcome === 'duplicate') return replayOrConflict(result.existing, opts.idempotency!.requestHash)
       if (result.outcome === 'quota_exceeded') {
@@ -285,6 +317,12 @@ export function createEmailService ({ store, clock, mailFrom, senders, quotas = 
     onAccepted (listener: (emails: number) => void): () => void {
       listeners.add(listener)
       return () => { listeners.delete(listener) }
+    },
+
+    /** This node's mailer takes accepted emails at once (LocalIntake); returns the function that stops it. */
+    handOffTo (local: LocalIntake): () => void {
+      intake = local
+      return () => { if (intake === local) intake = undefined }
     },
 
     /** email.opened, every time; false when the email does not exist. */

@@ -7,12 +7,13 @@ import type { FastifyBaseLogger } from 'fastify'
 import pRetry from 'p-retry'
 import { Counter, type Registry } from 'prom-client'
 import { iso, type Clock } from '../domain/clock.js'
-import { DEFAULT_RETRY_DELAYS_MS, planAttempt, planBuildFailure, type EmailService, type RecipientOutcome } from '../app/emails.js'
+import { DEFAULT_RETRY_DELAYS_MS, planAttempt, planBuildFailure, type EmailService, type LocalIntake, type RecipientOutcome } from '../app/emails.js'
 import type { Component } from '../component.js'
 import type { EmailAttempt, EmailLease, EmailRecord } from '../store/emails.js'
 import type { Store } from '../store/types.js'
 import { MessageBuildError, buildFailureReason, composeMessage, type MessageDraft } from './compose.js'
 import type { Composer } from './compose-pool.js'
+import { HandOffGate } from './hand-off.js'
 import { RecordBatch } from './record-batch.js'
 import { stageTimer, type StageTimer } from './stages.js'
 import { instrumentHtml } from './tracking.js'
@@ -46,7 +47,7 @@ export interface MailerOptions extends MailerTuning {
   transport: MailTransport
   /** True when the mailer made the transport and so must close it. */
   closeTransport: boolean
-  emails: Pick<EmailService, 'onAccepted'>
+  emails: Pick<EmailService, 'onAccepted'> & Partial<Pick<EmailService, 'handOffTo'>>
   clock: Clock
   logger: FastifyBaseLogger
   registry?: Registry
@@ -67,7 +68,7 @@ const REPAIR_GRACE_MS = 60_000
 /** Recording an attempt is tried 5 times in all, 200, 400, 800 and 1,600 ms apart (p-retry's options). */
 const RECORD_RETRY = { retries: 4, minTimeout: 200, factor: 2 } as const
 
-export class Mailer implements Component {
+export class Mailer implements Component, LocalIntake {
   readonly name = 'mailer'
   readonly owner: string
   private readonly o: MailerOptions
@@ -106,6 +107,11 @@ export class Mailer implements Component {
   private readonly held = new Map<string, number>()
   private renewing: NodeJS.Timeout | undefined
   private unsubscribe: (() => void) | undefined
+  private stopHandOff: (() => void) | undefined
+  /** Emails offer() promised to take that the API is storing now. */
+  private promised = 0
+  /** Whether a new send may be taken at once (./hand-off.ts). */
+  private readonly gate: HandOffGate
 
   constructor (options: MailerOptions) {
     this.o = options
@@ -121,6 +127,7 @@ export class Mailer implements Component {
     this.records = new RecordBatch((a) => this.o.store.recordEmailAttempt(a), { maxItems: this.concurrency })
     this.leaseMs = options.leaseMs ?? 30_000
     this.pollMs = options.pollMs ?? 1_000
+    this.gate = new HandOffGate(this.pollMs)
     this.policy = { retryDelaysMs: options.retryDelaysMs ?? DEFAULT_RETRY_DELAYS_MS, random: options.random ?? Math.random }
     // A bad PUBLIC_URL or secret would make every message fail to build, and each would be failed for it:
     // refuse to start instead.
@@ -152,6 +159,7 @@ export class Mailer implements Component {
       this.accepted?.inc(n)
       this.wake()
     })
+    this.stopHandOff = this.o.emails.handOffTo?.(this)
     this.running = true
     this.loop = this.run()
     this.housekeeping = setInterval(() => { void this.housekeep() }, HOUSEKEEPING_MS).unref()
@@ -161,6 +169,7 @@ export class Mailer implements Component {
   async stop (): Promise<void> {
     this.running = false
     this.unsubscribe?.()
+    this.stopHandOff?.()
     clearInterval(this.housekeeping)
     this.wake()
     await this.loop
@@ -170,6 +179,36 @@ export class Mailer implements Component {
     await this.o.store.releaseEmailLeases(this.owner).catch(() => 0)
     if (this.o.closeTransport) await this.o.transport.close()
     await this.o.composer?.close()
+  }
+
+  /**
+   * How many of the `count` emails a send is about to store this node takes at once, leased to it in the
+   * same write (LocalIntake): as many as fit beside what it is sending and has claimed ahead, and none
+   * while older due emails may wait in the store. Once one email is left to the store, none is taken
+   * until a claim has found the store drained, so a new email never overtakes an older one.
+   */
+  offer (count: number): { owner: string; leaseUntil: number; count: number } | null {
+    if (!this.running || count <= 0) return null
+    const taken = this.gate.offer(count, 2 * this.concurrency - this.sending - this.ready.length - this.promised)
+    if (taken === 0) return null
+    this.promised += taken
+    return { owner: this.owner, leaseUntil: this.o.clock.now() + this.leaseMs, count: taken }
+  }
+
+  /** The emails offer() promised, as stored (none if the send was refused or its write failed). */
+  take (promised: number, emails: EmailRecord[]): void {
+    this.promised -= promised
+    if (emails.length === 0) return
+    if (!this.running) {
+      // Stopped meanwhile: let them go now rather than when their lease runs out.
+      void this.o.store.releaseEmailLeases(this.owner, emails.map((e) => ({ id: e.id, leaseToken: e.leaseToken }))).catch(() => 0)
+      return
+    }
+    for (const email of emails) {
+      this.held.set(email.id, email.leaseToken)
+      this.ready.push(email)
+    }
+    this.fill()
   }
 
   private wake (): void {
@@ -203,14 +242,22 @@ export class Mailer implements Component {
   private async run (): Promise<void> {
     while (this.running) {
       this.fill()
+      // At least once a poll, what other nodes' sends, expired leases and retries left due is looked for
+      // (a node kept busy by its own sends would otherwise never claim for an API-only node).
+      this.gate.tick(this.o.clock.now())
       const room = this.claimRoom()
       if (room > 0) {
         const now = this.o.clock.now()
-        if (this.nextDue !== undefined && this.nextDue <= now) this.nextDue = undefined
+        if (this.nextDue !== undefined && this.nextDue <= now) {
+          this.nextDue = undefined
+          this.gate.shutNow()
+        }
         try {
           const t0 = performance.now()
+          const began = this.gate.claiming(now)
           const claimed = await this.o.store.claimDueEmails({ owner: this.owner, now: iso(now), leaseUntil: iso(now + this.leaseMs), limit: room })
           if (claimed.length > 0) this.stages.since('claim', t0)
+          this.gate.claimed(began, claimed.length, room)
           for (const email of claimed) {
             this.held.set(email.id, email.leaseToken)
             this.ready.push(email)
@@ -235,7 +282,7 @@ export class Mailer implements Component {
    * idle mailer takes even one email at once).
    */
   private claimRoom (): number {
-    const room = 2 * this.concurrency - this.sending - this.ready.length
+    const room = 2 * this.concurrency - this.sending - this.ready.length - this.promised
     if (room >= Math.ceil(this.concurrency / 2)) return room
     return this.ready.length === 0 && this.sending < this.concurrency ? room : 0
   }
@@ -338,8 +385,10 @@ export class Mailer implements Component {
     } catch (err) {
       // A store fault (disk full…) is logged once by the store's health, not for every email.
       if (!this.o.store.health.failed(err)) this.o.logger.error({ err, emailId: email.id }, 'mailer: could not record an attempt; the email is sent again when its lease expires')
-      // Dropped: no longer renewed, and released (if the store answers) so that it is due again at once.
+      // Dropped: no longer renewed, and released (if the store answers) so that it is due again at once;
+      // new sends wait behind it.
       this.forget(email)
+      this.gate.shutNow()
       await this.o.store.releaseEmailLeases(this.owner, [{ id: email.id, leaseToken: email.leaseToken }]).catch(() => 0)
       return
     }

@@ -199,8 +199,9 @@ export class SqliteEmails implements EmailStore {
       for (const e of input.emails) this.insertEmailRow(e)
       this.insertEventRows(input.events)
       // Inside the write: a claim in a later write finds them. Were this write rolled back, its entries
-      // would only wait unclaimed until they age out.
-      this.fresh.add(input.emails)
+      // would only wait unclaimed until they age out. Emails leased in this very write went to this
+      // node's mailer whole: no claim of them is coming.
+      this.fresh.add(input.emails.every((e) => e.leaseOwner === null) ? input.emails : input.emails.filter((e) => e.leaseOwner === null))
       return { outcome: 'accepted' }
     })
   }
