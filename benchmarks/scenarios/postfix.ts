@@ -13,7 +13,7 @@ import { batchBodies, CpuWatch, log, notes, pick, postBatches, recordCpu, report
 import { ask, sleep, startProc, stopChild, type Msg } from '../lib/procs.js'
 import { fmt } from '../lib/report.js'
 import { removeDir, Seeder, tempDataDir } from '../lib/svc.js'
-import { relayHas, SMTP_CONNECTIONS } from './smtp.js'
+import { relayHas, SMTP_CONNECTIONS, stageLine, stageTotals } from './smtp.js'
 
 export interface PostfixFigures { svc: number; peer: number }
 
@@ -36,6 +36,7 @@ async function svcRun (relay: ChildProcess, postfix: Postfix, count: number, rep
     await farSideHas(relay, WARMUP, `${label} warm-up`)
     await sleep(200)
     await ask(relay, { type: 'reset' })
+    const before = await stageTotals(svc.origin)
     const watch = new CpuWatch({ svc: svc.pid })
     const started = Date.now()
     const statuses = await postBatches(svc.origin, key, batchBodies(count), 4)
@@ -43,6 +44,7 @@ async function svcRun (relay: ChildProcess, postfix: Postfix, count: number, rep
     const foreign = recordCpu(label, watch.stop())
     const rate = s.messages / ((s.last - started) / 1000)
     log(`    svc through Postfix ${rep + 1}: ${fmt(rate)} emails/s (${fmt(s.messages)}/${fmt(count)} at the far side; statuses ${JSON.stringify(statuses)})`)
+    log(`      stages (mean per observation): ${stageLine(before, await stageTotals(svc.origin))}`)
     return { value: s.messages >= count ? rate : NaN, foreign }
   } finally {
     await stopSvc(svc)

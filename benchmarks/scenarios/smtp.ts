@@ -22,8 +22,10 @@ export interface SmtpFigures { plain: { svc: number; peer: number }; signed: { s
 const DOMAIN = 'bench.example.com'
 export interface RelayStats extends Msg { messages: number; recipients: number; signed: number; first: number; last: number }
 
+type StageTotals = Record<string, { sum: number; count: number }>
+
 /** The per-stage sums and counts of svc_mail_stage_seconds, read from /metrics. */
-async function stageTotals (origin: string): Promise<Record<string, { sum: number; count: number }>> {
+export async function stageTotals (origin: string): Promise<StageTotals> {
   const text = await (await fetch(`${origin}/metrics`)).text()
   const out: Record<string, { sum: number; count: number }> = {}
   for (const m of text.matchAll(/^svc_mail_stage_seconds_(sum|count)\{stage="([a-z]+)"\} ([0-9.e+-]+)$/gm)) {
@@ -31,6 +33,15 @@ async function stageTotals (origin: string): Promise<Record<string, { sum: numbe
     s[m[1] as 'sum' | 'count'] = Number(m[3])
   }
   return out
+}
+
+/** Each stage's mean time and number of observations between two readings of stageTotals. */
+export function stageLine (before: StageTotals, after: StageTotals): string {
+  return Object.entries(after).map(([stage, a]) => {
+    const b = before[stage] ?? { sum: 0, count: 0 }
+    const n = a.count - b.count
+    return n > 0 ? `${stage} ${fmt((a.sum - b.sum) * 1000 / n, 2)} ms × ${fmt(n)}` : ''
+  }).filter(Boolean).join(', ')
 }
 
 /** svc's default pool size (SMTP_POOL_SIZE), for both sides. */
@@ -99,11 +110,7 @@ async function svcRun (relay: ChildProcess, port: number, count: number, signed:
     const rate = s.messages / seconds
     const foreign = recordCpu(label, report)
     recordCost({ what: `smtp: ${signed ? 'DKIM + VERP' : 'plain'} (svc)`, per: 'email', count: s.messages, procs: costOf(report, s.messages, { name: 'svc', pid: svc.pid, deliveryTids: [] }) })
-    const stages = Object.entries(after).map(([stage, a]) => {
-      const b = before[stage] ?? { sum: 0, count: 0 }
-      const n = a.count - b.count
-      return n > 0 ? `${stage} ${fmt((a.sum - b.sum) * 1000 / n, 2)} ms × ${fmt(n)}` : ''
-    }).filter(Boolean).join(', ')
+    const stages = stageLine(before, after)
     log(`    svc ${label} ${rep + 1}: ${fmt(rate)} emails/s (${fmt(s.messages)}/${fmt(count)} at the relay${signed ? `, ${fmt(s.signed)} DKIM-signed` : ''}, ${fmt(s.recipients)} recipients; ` +
       `202s in ${fmt(accepted)} ms, the first at the relay after ${fmt(s.first - started)} ms; statuses ${JSON.stringify(statuses)})`)
     log(`      stages (mean per observation): ${stages}`)
