@@ -9,6 +9,7 @@
 // for days, and a cold svc spends the first seconds of a short window compiling its own code (V8's compiler
 // threads were about a quarter of svc's CPU in a cold 20,000-email window).
 import { batchBodies, costOf, CpuWatch, deliveryThreadIds, log, notes, pick, postBatches, recordCost, recordCpu, reportLogged, results, sendBodies, sinkConfig, sinkOrigin, sinkProcs, sinkStats, SIZES, startSvc, stopSvc, waitForSink, type Sample } from '../lib/context.js'
+import { stageLine, stageTotals } from './smtp.js'
 import { ask, sleep, startProc, stopChild, type Msg } from '../lib/procs.js'
 import { fmt } from '../lib/report.js'
 import { summarize } from '../lib/stats.js'
@@ -89,10 +90,19 @@ async function p99Run (rate: number): Promise<number> {
     const request = { type: 'open', origin: svc.origin, path: '/api/send', headers: { 'content-type': 'application/json', 'x-api-key': key }, bodies: sendBodies(1), connections: 64 }
     const warmupMs = SIZES.latencyWarmupMs
     const durationMs = Math.min(SIZES.latencyMs, 10_000)
-    await ask<Msg>(load, { ...request, rate: rate / 4, durationMs: 2000, warmupMs: 0 }, 120_000)
+    const warm = await ask<Msg>(load, { ...request, rate: rate / 4, durationMs: 2000, warmupMs: 0 }, 120_000)
+    const warmed = Number((warm.statuses as Record<string, number>)['202'] ?? 0)
+    await waitForSink(warmed, { capMs: 60_000, abort: () => svc.unexpectedExit() })
+    // What svc spends per email at this pace, and how its mailer took them (claimed, or handed over).
+    const deliveryTids = await deliveryThreadIds(svc.origin)
+    const stagesBefore = await stageTotals(svc.origin)
+    const watch = new CpuWatch({ svc: svc.pid, ...sinkProcs() })
     const sent = await ask<Msg>(load, { ...request, rate, durationMs, warmupMs }, 120_000)
     const accepted = Number((sent.statuses as Record<string, number>)['202'] ?? 0)
-    await waitForSink(accepted, { capMs: 60_000, abort: () => svc.unexpectedExit() })
+    await waitForSink(warmed + accepted, { capMs: 60_000, abort: () => svc.unexpectedExit() })
+    const report = watch.stop()
+    recordCost({ what: 'pipeline at ½ rate: single sends → sandbox → email.sent webhook', per: 'email', count: accepted, procs: costOf(report, accepted, { name: 'svc', pid: svc.pid, deliveryTids }) })
+    log(`    at ½ rate, mail stages (mean per observation): ${stageLine(stagesBefore, await stageTotals(svc.origin))}`)
     const all = await sinkStats(true)
     const from = Number(sent.startedAt) + warmupMs
     const lat = summarize(all.latencies.filter((_, i) => all.arrivals[i]! >= from && all.arrivals[i]! < from + durationMs))
