@@ -7,10 +7,10 @@ import { test } from 'node:test'
 import type { MailTransport, OutgoingMessage, RecipientResult } from '../../src/mail/transport.js'
 import type { EmailRecord } from '../../src/store/emails.js'
 import { openSqliteStore } from '../../src/store/sqlite/index.js'
-import type { Store } from '../../src/store/types.js'
 import { sender } from '../helpers/sending.js'
 import { startServer, tempDir } from '../helpers/server.js'
 import { waitFor } from '../helpers/wait.js'
+import { watchStore } from '../helpers/watch-store.js'
 
 function heldTransport () {
   const sent: string[] = []
@@ -30,21 +30,8 @@ function heldTransport () {
 
 /** The real store, with every claim the mailer makes written down (what it found, in order). */
 function watchedStore (dataDir: string) {
-  const base = openSqliteStore({ dataDir })
   const claims: EmailRecord[][] = []
-  const store = new Proxy(base, {
-    get (target, prop) {
-      if (prop === 'claimDueEmails') {
-        return async (req: Parameters<Store['claimDueEmails']>[0]) => {
-          const got = await target.claimDueEmails(req)
-          claims.push(got)
-          return got
-        }
-      }
-      const value: unknown = Reflect.get(target, prop, target)
-      return typeof value === 'function' ? value.bind(target) : value
-    },
-  }) as Store
+  const store = watchStore<EmailRecord[]>(openSqliteStore({ dataDir }), 'claimDueEmails', (got) => claims.push(got))
   return { store, claims, claimed: () => claims.flat().map((e) => e.subject) }
 }
 

@@ -4,12 +4,11 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import type { MailTransport, OutgoingMessage, RecipientResult } from '../../src/mail/transport.js'
-import type { EmailAttempt } from '../../src/store/emails.js'
 import { openSqliteStore } from '../../src/store/sqlite/index.js'
-import type { Store } from '../../src/store/types.js'
 import { sender } from '../helpers/sending.js'
 import { startServer, tempDir } from '../helpers/server.js'
 import { waitFor } from '../helpers/wait.js'
+import { watchStore } from '../helpers/watch-store.js'
 
 /** A transport whose sends wait until `release()`, then deliver every recipient. */
 function heldTransport () {
@@ -71,21 +70,8 @@ test('a stalled node whose email was taken over cannot overwrite it: its outcome
   t.after(() => held.release())
   // The real store, with the answers of recordEmailAttempt written down.
   const dataDir = tempDir(t)
-  const base = openSqliteStore({ dataDir })
   const recorded: boolean[] = []
-  const store = new Proxy(base, {
-    get (target, prop) {
-      if (prop === 'recordEmailAttempt') {
-        return async (a: EmailAttempt) => {
-          const applied = await target.recordEmailAttempt(a)
-          recorded.push(applied)
-          return applied
-        }
-      }
-      const value: unknown = Reflect.get(target, prop, target)
-      return typeof value === 'function' ? value.bind(target) : value
-    },
-  }) as Store
+  const store = watchStore<boolean>(openSqliteStore({ dataDir }), 'recordEmailAttempt', (applied) => recorded.push(applied))
   const server = await startServer(t, { dataDir, deps: { store, transport: held.transport, mailer: { leaseMs: LEASE_MS, pollMs: 50 } } })
   const s = await sender(server)
   const res = await s.send({ from: 'me@example.com', to: 'reader@example.net', subject: 'Stalled', text: 'hi' })
