@@ -201,7 +201,7 @@ export class SqliteEmails implements EmailStore {
       // Inside the write: a claim in a later write finds them. Were this write rolled back, its entries
       // would only wait unclaimed until they age out. Emails leased in this very write went to this
       // node's mailer whole: no claim of them is coming.
-      this.fresh.add(input.emails.every((e) => e.leaseOwner === null) ? input.emails : input.emails.filter((e) => e.leaseOwner === null))
+      this.fresh.add(input.emails.filter((e) => e.leaseOwner === null))
       return { outcome: 'accepted' }
     })
   }

@@ -67,11 +67,8 @@ export class RecentEvents implements WriteJournal {
     if (staged.length === 0) return
     this.staged = []
     for (const row of staged) {
-      const last = this.rows.at(-1)
       // Seqs only grow from one commit to the next; anything else is not trusted to be in order.
-      if (this.size > 0 && last !== undefined && row.seq <= last.seq) {
-        this.clear()
-      }
+      if (this.size > 0 && row.seq <= this.rows.at(-1)!.seq) this.clear()
       if (this.size >= this.limits.maxRows || this.chars + row.payload.length > this.limits.maxPayloadChars) return
       this.rows.push(row)
       this.chars += row.payload.length
