@@ -4,29 +4,13 @@
 // sent before them. Real app, real SQLite file; the transport holds every send until released.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import type { MailTransport, OutgoingMessage, RecipientResult } from '../../src/mail/transport.js'
 import type { EmailRecord } from '../../src/store/emails.js'
 import { openSqliteStore } from '../../src/store/sqlite/index.js'
 import { sender } from '../helpers/sending.js'
 import { startServer, tempDir } from '../helpers/server.js'
 import { waitFor } from '../helpers/wait.js'
+import { heldTransport } from '../helpers/held-transport.js'
 import { watchStore } from '../helpers/watch-store.js'
-
-function heldTransport () {
-  const sent: string[] = []
-  let open: () => void = () => {}
-  const gate = new Promise<void>((resolve) => { open = resolve })
-  const transport: MailTransport = {
-    name: 'held',
-    async send (msg: OutgoingMessage): Promise<RecipientResult[]> {
-      sent.push(msg.subject)
-      await gate
-      return [...msg.to, ...msg.cc, ...msg.bcc].map((r) => ({ recipient: r, outcome: 'delivered' as const }))
-    },
-    async close () {},
-  }
-  return { transport, sent, release: () => { open() } }
-}
 
 /** The real store, with every claim the mailer makes written down (what it found, in order). */
 function watchedStore (dataDir: string) {
@@ -79,7 +63,7 @@ test('while older emails wait in the store, new sends go behind them and are sen
   assert.deepEqual(rows.map((e) => e.leaseOwner !== null), [true, true, false, false], 'two taken at once, two left to the store')
   held.release()
   for (const id of ids) await s.settled(id, 'delivered')
-  assert.deepEqual(held.sent, ['email 1', 'email 2', 'email 3', 'email 4'], 'sent in the order accepted')
+  assert.deepEqual(held.sent.map((m) => m.subject), ['email 1', 'email 2', 'email 3', 'email 4'], 'sent in the order accepted')
   assert.deepEqual(watched.claimed(), ['email 3', 'email 4'], 'the two left to the store were claimed')
 
   // The store is empty again: the next send is taken at once.
@@ -87,5 +71,5 @@ test('while older emails wait in the store, new sends go behind them and are sen
   const res = await s.send({ from: 'me@example.com', to: 'reader5@example.net', subject: 'email 5', text: 'hi' })
   await s.settled(res.body.data.id, 'delivered')
   assert.deepEqual(watched.claimed(), ['email 3', 'email 4'], 'email 5 needed no claim')
-  assert.equal(held.sent.at(-1), 'email 5')
+  assert.equal(held.sent.at(-1)?.subject, 'email 5')
 })

@@ -3,33 +3,12 @@
 // after another node took the email over changes nothing (fencing). Real app, real SQLite file.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import type { MailTransport, OutgoingMessage, RecipientResult } from '../../src/mail/transport.js'
 import { openSqliteStore } from '../../src/store/sqlite/index.js'
 import { sender } from '../helpers/sending.js'
 import { startServer, tempDir } from '../helpers/server.js'
 import { waitFor } from '../helpers/wait.js'
+import { heldTransport } from '../helpers/held-transport.js'
 import { watchStore } from '../helpers/watch-store.js'
-
-/** A transport whose sends wait until `release()`, then deliver every recipient. */
-function heldTransport () {
-  const sent: OutgoingMessage[] = []
-  let open: () => void = () => {}
-  const gate = new Promise<void>((resolve) => { open = resolve })
-  const transport: MailTransport = {
-    name: 'held',
-    async send (msg: OutgoingMessage): Promise<RecipientResult[]> {
-      sent.push(msg)
-      await gate
-      return [...msg.to, ...msg.cc, ...msg.bcc].map((r) => ({ recipient: r, outcome: 'delivered' as const }))
-    },
-    async close () {},
-  }
-  return {
-    transport,
-    sent,
-    release: () => { open() },
-  }
-}
 
 const LEASE_MS = 1500
 
