@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url'
 import { Counter, type Registry } from 'prom-client'
 import type { EmailRecord } from '../store/emails.js'
 import { MessageBuildError, draftMessage, personalize, type MessageDraft } from './compose.js'
-import { oneThread } from './one-thread.js'
+import { oneThread } from '../one-thread.js'
 import type { OutgoingMessage } from './transport.js'
 import type { ComposeAnswer, ComposeWorkerData } from '../../workers/compose.js'
 

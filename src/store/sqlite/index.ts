@@ -21,6 +21,7 @@ import type {
   AcceptResult, EmailAttempt, EmailLease, EmailRecord, EngagementEvent, IdempotencyRecord, QuotaCharge, SuppressionCursor, SuppressionRecord, UnsubscribeResult,
 } from '../emails.js'
 import type { DailyEventCount, EmailListQuery, EmailSummary } from '../emails.js'
+import { BackgroundCheckpoints, SQLITE_FALLBACK_CHECKPOINT, checkpointThread } from './checkpoints.js'
 import { WriteQueue } from './write-queue.js'
 import { StoreHealth } from '../faults.js'
 
@@ -29,6 +30,12 @@ export interface SqliteOptions {
   dataDir: string
   /** File name inside dataDir; default svc.db. */
   fileName?: string
+  /**
+   * Where WAL checkpoints run: 'thread' (the default), a worker thread with its own connection
+   * (./checkpoints.ts), with the main connection's own at SQLITE_FALLBACK_CHECKPOINT pages as a backstop;
+   * 'inline', SQLite's default, inside the commit that passes 1,000 pages.
+   */
+  checkpoints?: 'thread' | 'inline'
 }
 
 type Row = Record<string, unknown>
@@ -131,11 +138,12 @@ export function openSqliteStore (options: SqliteOptions): SqliteStore {
     // The CLI and the server may hold the same file; wait for the other writer instead of failing.
     db.pragma('busy_timeout = 5000')
     migrate(db)
+    if (options.checkpoints !== 'inline') db.pragma(`wal_autocheckpoint = ${SQLITE_FALLBACK_CHECKPOINT}`)
   } catch (err) {
     db.close()
     throw err
   }
-  return new SqliteStore(db)
+  return new SqliteStore(db, options.checkpoints === 'inline' ? undefined : new BackgroundCheckpoints(checkpointThread(file)))
 }
 
 // Each area of the contract lives in its own file (deliveries.ts, …); SqliteStore stacks them on one
@@ -151,8 +159,19 @@ export class SqliteStore extends SqliteDeliveries implements Store {
   /** Whether writes can be made (faults.ts): set by the write queue, cleared only by a probe write. */
   readonly health: StoreHealth
 
-  constructor (db: Database.Database) {
+  /** Checkpoints in a thread of their own (./checkpoints.ts); undefined: SQLite's own, inline. */
+  private readonly checkpoints: BackgroundCheckpoints | undefined
+
+  constructor (db: Database.Database, checkpoints?: BackgroundCheckpoints) {
     super(db, new WriteQueue(db))
+    this.checkpoints = checkpoints
+    if (checkpoints !== undefined) {
+      const engineCue = this.writes.onCommit
+      this.writes.onCommit = () => {
+        engineCue?.()
+        checkpoints.committed()
+      }
+    }
     this.health = new StoreHealth({ probe: () => this.probeWrite() })
     this.writes.onFault = (err) => { this.health.failed(err) }
     this.writes.onSynced = (seconds) => { for (const listener of this.flushListeners) listener(seconds) }
@@ -225,12 +244,21 @@ export class SqliteStore extends SqliteDeliveries implements Store {
    */
   async forgetOverwritten (): Promise<void> {
     await this.writes.drain()
-    this.db.pragma('wal_checkpoint(TRUNCATE)')
+    // With the checkpoint thread holding back: a checkpoint of its in flight would make this one stop short.
+    const truncate = () => this.db.pragma('wal_checkpoint(TRUNCATE)')
+    if (this.checkpoints !== undefined) await this.checkpoints.quiet(truncate)
+    else truncate()
+  }
+
+  /** Resolves once the checkpoint thread has nothing running or waiting to start (tests). */
+  async checkpointsIdle (): Promise<void> {
+    await this.checkpoints?.idle()
   }
 
   async close (): Promise<void> {
     this.health.close()
     await this.writes.close()
+    await this.checkpoints?.close()
     if (this.db.open) this.db.close()
   }
 

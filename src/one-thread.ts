@@ -1,6 +1,7 @@
-// The one worker thread the mailer's side hands work to (building a large message, rendering a message for
-// SMTP): started by the first task and stopped when idle for 30 s, so a process that mails nothing runs
-// no such thread. One thread each: on two cores the other belongs to the delivery threads.
+// One worker thread for occasional work off the main thread (the mailer building a large message, the
+// SQLite store's checkpoints): started by the first task and stopped when idle for 30 s, so a process that
+// never needs it runs no such thread. One thread each: on two cores the other belongs to the delivery
+// threads.
 import { Piscina } from 'piscina'
 
 export interface OneThread<Task, Answer> {
