@@ -7,7 +7,10 @@
 // Each svc is warmed first with PIPELINE_WARMUP unmeasured emails through the same path (their webhooks
 // arrived, the mailer done with them), as the mail-over-SMTP scenario warms both its sides: a service runs
 // for days, and a cold svc spends the first seconds of a short window compiling its own code (V8's compiler
-// threads were about a quarter of svc's CPU in a cold 20,000-email window).
+// threads were about a quarter of svc's CPU in a cold 20,000-email window). 2,000 were not enough: with
+// them, `perf` still found 13 % of svc's samples in the window in TurboFan, against 4 % after 12,000, and
+// svc's CPU per email (against the sink's per webhook) was 6-9 % lower after 10,000 (benchmarks/README.md,
+// round 9). The ceiling's and the naive peer's processes run all their repeats, so theirs are warm too.
 import { batchBodies, costOf, CpuWatch, deliveryThreadIds, log, notes, pick, postBatches, recordCost, recordCpu, reportLogged, results, sendBodies, sinkConfig, sinkOrigin, sinkProcs, sinkStats, SIZES, startSvc, stopSvc, waitForSink, type Sample } from '../lib/context.js'
 import { stageLine, stageTotals } from './smtp.js'
 import { ask, sleep, startProc, stopChild, type Msg } from '../lib/procs.js'
@@ -20,7 +23,7 @@ export interface PipelineFigures { rate: number; rateNoSandboxFiles: number; p99
 type Hooked = 'email.sent' | 'email.delivered'
 
 /** Emails through the whole path before each measured window, unmeasured. */
-export const PIPELINE_WARMUP = 2000
+export const PIPELINE_WARMUP = 10_000
 
 /** Recipients the mailer has settled (svc_mail_recipient_outcomes_total, every outcome), from /metrics. */
 async function mailerSettled (origin: string): Promise<number> {
