@@ -143,6 +143,7 @@ async function main (): Promise<void> {
     ['… all in one, rate limits in the store', apiFig ? `${fmt(apiFig.sharedLimits.rps)} req/s (p50 ${fmt(apiFig.sharedLimits.p50, 1)} ms, p99 ${fmt(apiFig.sharedLimits.p99, 1)} ms)` : 'n/a'],
     ['svc mail over SMTP, plain / DKIM + VERP (emails/s at the relay)', smtpFig ? `${per(smtpFig.plain.svc)} / ${per(smtpFig.signed.svc)}` : 'n/a'],
     [`nodemailer pooled (${SMTP_CONNECTIONS} conn.), plain / DKIM + VERP`, smtpFig ? `${per(smtpFig.plain.peer)} / ${per(smtpFig.signed.peer)}` : 'n/a'],
+    ['svc mail over SMTP, single sends at a low rate: POST → relay p50 / p99', smtpFig?.latency ? `${fmt(smtpFig.latency.p50)} / ${fmt(smtpFig.latency.p99)} ms at ${smtpFig.latency.rate}/s` : 'n/a'],
     [`svc / nodemailer pooled (${SMTP_CONNECTIONS} conn.) through a real Postfix (emails/s at the far side)`, postfixFig
       ? `${per(postfixFig.svc)} / ${per(postfixFig.peer)} (${fmt(postfixFig.svc / postfixFig.peer, 2)} ×)` : 'n/a'],
     ['svc pipeline send → sandbox → email.sent, files / no files', pipeFig ? `${per(pipeFig.rate)} / ${per(pipeFig.rateNoSandboxFiles)} (p99 at ½ rate ${fmt(pipeFig.p99, 1)} ms)` : 'n/a'],

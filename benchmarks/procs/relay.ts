@@ -1,6 +1,7 @@
 // A discarding SMTP relay for the mail benchmarks: smtp-server on loopback, no TLS, no auth, every message
 // read to its end and thrown away. It counts messages and recipients, and the time of the first and last
-// message, so that the harness measures a sender by what the relay received.
+// message, so that the harness measures a sender by what the relay received; and when each message whose
+// subject starts with "lat " arrived (the latency phase of the mail-over-SMTP scenario).
 import { SMTPServer } from 'smtp-server'
 import { serve } from '../lib/procs.js'
 
@@ -9,6 +10,8 @@ let recipients = 0
 let first = 0
 let last = 0
 let signed = 0
+/** Arrival time (ms) by subject, for subjects "lat …" only; at most 100,000 kept. */
+const arrivals = new Map<string, number>()
 
 const server = new SMTPServer({
   disabledCommands: ['STARTTLS', 'AUTH'],
@@ -27,6 +30,8 @@ const server = new SMTPServer({
       messages++
       recipients += session.envelope.rcptTo.length
       if (/^DKIM-Signature:/im.test(head)) signed++
+      const subject = /^Subject: (lat [0-9]+)\r?$/m.exec(head)
+      if (subject !== null && arrivals.size < 100_000) arrivals.set(subject[1]!, now)
       callback()
     })
   },
@@ -44,7 +49,10 @@ serve((msg) => {
       return { messages, recipients, signed, first, last, now: Date.now() }
     case 'reset':
       messages = 0; recipients = 0; first = 0; last = 0; signed = 0
+      arrivals.clear()
       return {}
+    case 'arrivals':
+      return { arrivals: [...arrivals] }
     default:
       throw new Error(`unknown request ${msg.type}`)
   }

@@ -17,7 +17,12 @@ import { ask, sleep, startProc, stopChild, type Msg } from '../lib/procs.js'
 import { fmt } from '../lib/report.js'
 import { removeDir, Seeder, SVC_SECRET, tempDataDir } from '../lib/svc.js'
 
-export interface SmtpFigures { plain: { svc: number; peer: number }; signed: { svc: number; peer: number } }
+export interface SmtpFigures {
+  plain: { svc: number; peer: number }
+  signed: { svc: number; peer: number }
+  /** Single sends at a pace the mailer keeps up with: POST → relay, in ms. */
+  latency?: { rate: number; sends: number; arrived: number; p50: number; p99: number; max: number; p99From202: number }
+}
 
 const DOMAIN = 'bench.example.com'
 export interface RelayStats extends Msg { messages: number; recipients: number; signed: number; first: number; last: number }
@@ -122,6 +127,74 @@ async function svcRun (relay: ChildProcess, port: number, count: number, signed:
   }
 }
 
+/** Single sends paced well below the mailer's capacity, for the latency phase. */
+export const SMTP_LATENCY = { rate: 100, sends: 500 }
+
+/**
+ * Send → relay at a pace svc keeps up with: single POST /api/send requests, open loop at SMTP_LATENCY.rate
+ * a second (plain, after the warm-up), each with its own subject; the relay notes when each arrives. The
+ * clock starts when the POST is sent (and, second figure, when its 202 came back) and stops at the relay.
+ * This is the path the hand-off to the local mailer (src/mail/hand-off.ts) serves: no claim in between.
+ */
+async function latencyRun (relay: ChildProcess, port: number): Promise<NonNullable<SmtpFigures['latency']>> {
+  const dir = tempDataDir()
+  const seeder = new Seeder(dir, 'http://127.0.0.1:9')
+  const account = await seeder.account()
+  const key = await seeder.apiKey(account)
+  await seeder.close()
+  const label = 'smtp-latency'
+  const svc = await startSvc(dir, { SMTP_URL: `smtp://127.0.0.1:${port}`, SMTP_POOL_SIZE: String(SMTP_CONNECTIONS) }, label)
+  try {
+    await ask(relay, { type: 'reset' })
+    await postBatches(svc.origin, key, batchBodies(SMTP_WARMUP), 4)
+    await relayHas(relay, SMTP_WARMUP, `${label} warm-up`)
+    await sleep(200)
+    await ask(relay, { type: 'reset' })
+    const { rate, sends } = SMTP_LATENCY
+    const sentAt: number[] = []
+    const answeredAt: number[] = []
+    const statuses: Record<string, number> = {}
+    const requests: Array<Promise<void>> = []
+    const t0 = Date.now()
+    for (let i = 0; i < sends; i++) {
+      const due = t0 + (i * 1000) / rate
+      const wait = due - Date.now()
+      if (wait > 0) await sleep(wait)
+      sentAt[i] = Date.now()
+      const body = JSON.stringify({ to: `someone${i}@example.com`, subject: `lat ${i}`, html: `<p>Hello, message ${i}.</p><p><a href="https://example.com/docs">Read the docs</a></p>` })
+      requests.push(fetch(`${svc.origin}/api/send`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key }, body }).then(async (res) => {
+        await res.arrayBuffer()
+        answeredAt[i] = Date.now()
+        statuses[res.status] = (statuses[res.status] ?? 0) + 1
+      }))
+    }
+    await Promise.all(requests)
+    await relayHas(relay, sends, label)
+    const arrivals = new Map((await ask<Msg>(relay, { type: 'arrivals' })).arrivals as Array<[string, number]>)
+    const fromPost: number[] = []
+    const from202: number[] = []
+    for (let i = 0; i < sends; i++) {
+      const at = arrivals.get(`lat ${i}`)
+      if (at === undefined) continue
+      fromPost.push(at - sentAt[i]!)
+      from202.push(at - answeredAt[i]!)
+    }
+    const q = (xs: number[], p: number): number => {
+      const sorted = [...xs].sort((a, b) => a - b)
+      return sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)]!
+    }
+    const out = { rate, sends, arrived: fromPost.length, p50: q(fromPost, 0.5), p99: q(fromPost, 0.99), max: q(fromPost, 1), p99From202: q(from202, 0.99) }
+    log(`    svc ${label}: ${fmt(sends)} single sends at ${rate}/s (plain): POST → relay p50 ${fmt(out.p50)} ms, p99 ${fmt(out.p99)} ms, max ${fmt(out.max)} ms; ` +
+      `202 → relay p99 ${fmt(out.p99From202)} ms (${fmt(out.arrived)}/${fmt(sends)} arrived; statuses ${JSON.stringify(statuses)})`)
+    if (out.arrived < sends) notes.push(`smtp latency: ${sends - out.arrived} of ${sends} single sends did not reach the relay`)
+    return out
+  } finally {
+    await stopSvc(svc)
+    reportLogged(label, svc)
+    removeDir(dir)
+  }
+}
+
 async function peerRun (peer: ChildProcess, relay: ChildProcess, port: number, count: number, dkim: { domainName: string; keySelector: string; privateKey: string } | undefined, rep: number): Promise<Sample> {
   await ask(relay, { type: 'reset' })
   const watch = new CpuWatch({ peer: peer.pid })
@@ -139,13 +212,15 @@ async function peerRun (peer: ChildProcess, relay: ChildProcess, port: number, c
 export async function smtp (): Promise<SmtpFigures> {
   const count = SIZES.smtpEmails
   log(`- mail over SMTP: ${fmt(count)} emails via POST /api/send/batch (100 a request) → a discarding smtp-server process; ` +
-    `beside nodemailer's pooled transport (${SMTP_CONNECTIONS} connections), plain and DKIM + VERP; ${SIZES.reps} repeats, each side warmed with ${fmt(SMTP_WARMUP)} unmeasured emails`)
+    `beside nodemailer's pooled transport (${SMTP_CONNECTIONS} connections), plain and DKIM + VERP; ${SIZES.reps} repeats, each side warmed with ${fmt(SMTP_WARMUP)} unmeasured emails; ` +
+    `then ${fmt(SMTP_LATENCY.sends)} single sends at ${SMTP_LATENCY.rate}/s, POST → relay`)
   const relay = await startProc('relay')
   const peer = await startProc('smtp-peer')
   const port = Number((await ask<Msg>(relay, { type: 'info' })).port)
   const pair = generateKeyPairSync('rsa', { modulusLength: 2048, publicKeyEncoding: { type: 'spki', format: 'der' }, privateKeyEncoding: { type: 'pkcs8', format: 'pem' } })
   const dkim = { domainName: DOMAIN, keySelector: 'bench', privateKey: pair.privateKey }
   const runs: Record<string, Sample[]> = { svcPlain: [], peerPlain: [], svcSigned: [], peerSigned: [] }
+  let latency: SmtpFigures['latency']
   try {
     for (const signing of [undefined, dkim]) {
       await ask(relay, { type: 'reset' })
@@ -157,6 +232,7 @@ export async function smtp (): Promise<SmtpFigures> {
       runs.peerSigned!.push(await peerRun(peer, relay, port, count, dkim, rep))
       runs.svcSigned!.push(await svcRun(relay, port, count, true, rep))
     }
+    latency = await latencyRun(relay, port)
   } finally {
     await stopChild(relay, 2000)
     await stopChild(peer, 2000)
@@ -164,6 +240,7 @@ export async function smtp (): Promise<SmtpFigures> {
   const fig: SmtpFigures = {
     plain: { svc: pick('smtp plain (svc)', runs.svcPlain!), peer: pick('smtp plain (peer)', runs.peerPlain!) },
     signed: { svc: pick('smtp DKIM + VERP (svc)', runs.svcSigned!), peer: pick('smtp DKIM + VERP (peer)', runs.peerSigned!) },
+    ...(latency !== undefined ? { latency } : {}),
   }
   results.smtp = { ...fig, emails: count, connections: SMTP_CONNECTIONS, runs }
   if (!Number.isFinite(fig.plain.svc)) notes.push('smtp: svc was not measured')
