@@ -91,6 +91,16 @@ export function instrumentStore (store: Store, registry: Registry): Store {
     })
     store.onDiskFlush((seconds) => flushes.observe(seconds))
   }
+  if (store.onCheckpoint) {
+    const checkpoints = new Histogram({
+      name: 'svc_store_checkpoint_seconds',
+      help: 'Checkpoints of the store\'s log run in the background (SQLite: the WAL copied into the database file by its own thread), by result (ok, failed)',
+      labelNames: ['result'] as const,
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5],
+      registers,
+    })
+    store.onCheckpoint(({ ok, seconds }) => checkpoints.observe({ result: ok ? 'ok' : 'failed' }, seconds))
+  }
 
   const wrapped = new Map<PropertyKey, unknown>()
   const wrap = (op: string, fn: (...args: unknown[]) => unknown) => {

@@ -132,6 +132,11 @@ export interface Store extends DeliveryStore, EmailStore, ReceivedStore {
    * fdatasync of the WAL that every durable write waits for). Returns the unsubscribe function.
    */
   onDiskFlush?(listener: (seconds: number) => void): () => void
+  /**
+   * Optional: `listener` hears of every background compaction of the store's log (SQLite: a checkpoint of
+   * the WAL in its own thread), whether it worked and how long it took. Returns the unsubscribe function.
+   */
+  onCheckpoint?(listener: (outcome: { ok: boolean; seconds: number }) => void): () => void
   /** Whether the store can take writes now (disk full, read-only, no primary…): see faults.ts. */
   readonly health: StoreHealth
   close(): Promise<void>

@@ -8,6 +8,7 @@ import pino from 'pino'
 import { request } from 'undici'
 import { errorKinds } from '../../src/errors.js'
 import { PASSWORD, errorOf, signedUp, startServer, uniqueEmail } from '../helpers/server.js'
+import { waitFor } from '../helpers/wait.js'
 
 describe('errors', () => {
   test('every error code is documented in the README with its status', () => {
@@ -147,6 +148,8 @@ describe('operations', () => {
     assert.match(text, /svc_http_request_duration_seconds_count\{method="DELETE",route="\/api\/keys\/:id",status="404"\} 1/)
     // The signup was a durable write: it waited for a flush of the WAL, and that flush was timed.
     assert.match(text, /^svc_store_disk_flush_seconds_count [1-9]\d*$/m)
+    // Its commit woke the checkpoint thread, which copied the WAL into the database file (SQLite).
+    await waitFor('a checkpoint in /metrics', async () => /^svc_store_checkpoint_seconds_count\{result="ok"\} [1-9]\d*$/m.test(await (await request(server.url + '/metrics')).body.text()))
   })
 
   test('/metrics can require a bearer token', async (t) => {

@@ -50,6 +50,13 @@ export interface BackgroundCheckpointsOptions {
   timers?: Timers
   /** A checkpoint that failed (the main connection's own checkpoint still covers it). */
   onError?: (err: unknown) => void
+  /** Every checkpoint that ended: whether it worked, and how long it took (seconds). */
+  onDone?: (outcome: CheckpointOutcome) => void
+}
+
+export interface CheckpointOutcome {
+  ok: boolean
+  seconds: number
 }
 
 export class BackgroundCheckpoints {
@@ -130,15 +137,19 @@ export class BackgroundCheckpoints {
     }
     this.dirty = false
     this.lastStart = now
+    const started = performance.now()
+    const done = (ok: boolean) => this.opts.onDone?.({ ok, seconds: (performance.now() - started) / 1000 })
     this.running = this.runner.checkpoint().then(
       (result) => {
         this.runs += 1
         this.last = result
+        done(true)
       },
       (err: unknown) => {
         this.runs += 1
         this.failures += 1
         this.opts.onError?.(err)
+        done(false)
       },
     ).finally(() => {
       this.running = null

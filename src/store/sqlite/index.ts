@@ -21,7 +21,7 @@ import type {
   AcceptResult, EmailAttempt, EmailLease, EmailRecord, EngagementEvent, IdempotencyRecord, QuotaCharge, SuppressionCursor, SuppressionRecord, UnsubscribeResult,
 } from '../emails.js'
 import type { DailyEventCount, EmailListQuery, EmailSummary } from '../emails.js'
-import { BackgroundCheckpoints, SQLITE_FALLBACK_CHECKPOINT, checkpointThread } from './checkpoints.js'
+import { BackgroundCheckpoints, SQLITE_FALLBACK_CHECKPOINT, checkpointThread, type CheckpointOutcome, type CheckpointRunner } from './checkpoints.js'
 import { WriteQueue } from './write-queue.js'
 import { StoreHealth } from '../faults.js'
 
@@ -143,7 +143,7 @@ export function openSqliteStore (options: SqliteOptions): SqliteStore {
     db.close()
     throw err
   }
-  return new SqliteStore(db, options.checkpoints === 'inline' ? undefined : new BackgroundCheckpoints(checkpointThread(file)))
+  return new SqliteStore(db, options.checkpoints === 'inline' ? undefined : checkpointThread(file))
 }
 
 // Each area of the contract lives in its own file (deliveries.ts, …); SqliteStore stacks them on one
@@ -161,9 +161,14 @@ export class SqliteStore extends SqliteDeliveries implements Store {
 
   /** Checkpoints in a thread of their own (./checkpoints.ts); undefined: SQLite's own, inline. */
   private readonly checkpoints: BackgroundCheckpoints | undefined
+  private readonly checkpointListeners = new Set<(outcome: CheckpointOutcome) => void>()
 
-  constructor (db: Database.Database, checkpoints?: BackgroundCheckpoints) {
+  /** `checkpointRunner`: where the WAL's checkpoints run (./checkpoints.ts); without it, inline (SQLite's own). */
+  constructor (db: Database.Database, checkpointRunner?: CheckpointRunner) {
     super(db, new WriteQueue(db))
+    const checkpoints = checkpointRunner === undefined
+      ? undefined
+      : new BackgroundCheckpoints(checkpointRunner, { onDone: (outcome) => { for (const listener of this.checkpointListeners) listener(outcome) } })
     this.checkpoints = checkpoints
     if (checkpoints !== undefined) {
       const engineCue = this.writes.onCommit
@@ -218,6 +223,12 @@ export class SqliteStore extends SqliteDeliveries implements Store {
   onDiskFlush (listener: (seconds: number) => void): () => void {
     this.flushListeners.add(listener)
     return () => { this.flushListeners.delete(listener) }
+  }
+
+  /** `listener` hears of every checkpoint of the WAL run in the checkpoint thread (none when inline). */
+  onCheckpoint (listener: (outcome: CheckpointOutcome) => void): () => void {
+    this.checkpointListeners.add(listener)
+    return () => { this.checkpointListeners.delete(listener) }
   }
 
   async ping (): Promise<void> {
