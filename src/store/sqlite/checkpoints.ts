@@ -3,8 +3,9 @@
 // In WAL mode every commit appends pages to the `-wal` file, and a checkpoint copies them back into the
 // database file (and syncs both) so the WAL can start over. By default SQLite does that inside the commit
 // that takes the WAL past 1,000 pages, on the thread that commits: here the main thread, which also
-// answers the API, runs the mailer and the delivery engine. A micro-benchmark of the pipeline's own row
-// writes (benchmarks/store-writes.ts) put those checkpoints at about 10 µs of that thread per email.
+// answers the API, runs the mailer and the delivery engine. In a micro-benchmark of the pipeline's own
+// row writes (benchmarks/store-writes.ts) they were about 7 µs of that thread per email, 8-9 % of what the
+// store's writes cost it.
 //
 // Here a worker thread with its own connection to the file runs a PASSIVE checkpoint (which never waits
 // for, nor blocks, readers or the writer) shortly after commits, at most one at a time and at most one
