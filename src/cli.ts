@@ -148,7 +148,7 @@ export async function runCli (argv: string[], env: Record<string, string | undef
     throw new CommandError(`no svc store in ${path.resolve(config.dataDir)} (DATA_DIR): run the CLI with the server's DATA_DIR, or from the directory the server runs in`)
   }
   const secret = resolveSecret(config)
-  const store = await openStore(config)
+  const store = await openStore(config, { shortLived: true })
   try {
     switch (command) {
       case 'migrate':
