@@ -10,10 +10,10 @@
 import type { ChildProcess } from 'node:child_process'
 import { postfixMissing, runPostfix, type Postfix } from '../../test/helpers/postfix.js'
 import { batchBodies, CpuWatch, log, notes, pick, postBatches, recordCpu, reportLogged, results, SIZES, startSvc, stopSvc, type Sample } from '../lib/context.js'
-import { ask, sleep, startProc, stopChild, type Msg } from '../lib/procs.js'
+import { ask, startProc, stopChild, type Msg } from '../lib/procs.js'
 import { fmt } from '../lib/report.js'
 import { removeDir, Seeder, tempDataDir } from '../lib/svc.js'
-import { relayHas, SMTP_CONNECTIONS, stageLine, stageTotals } from './smtp.js'
+import { relayHas, SMTP_CONNECTIONS, stageLine, stageTotals, warmUp } from './smtp.js'
 
 export interface PostfixFigures { svc: number; peer: number }
 
@@ -31,11 +31,7 @@ async function svcRun (relay: ChildProcess, postfix: Postfix, count: number, rep
   const label = 'postfix-svc'
   const svc = await startSvc(dir, { SMTP_URL: postfix.url, SMTP_POOL_SIZE: String(SMTP_CONNECTIONS) }, label)
   try {
-    await ask(relay, { type: 'reset' })
-    await postBatches(svc.origin, key, batchBodies(WARMUP), 4)
-    await farSideHas(relay, WARMUP, `${label} warm-up`)
-    await sleep(200)
-    await ask(relay, { type: 'reset' })
+    await warmUp(relay, svc.origin, key, WARMUP, label)
     const before = await stageTotals(svc.origin)
     const watch = new CpuWatch({ svc: svc.pid })
     const started = Date.now()

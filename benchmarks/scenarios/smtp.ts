@@ -15,6 +15,7 @@ import { DEFAULT_SMTP_POOL_SIZE } from '../../src/mail/smtp-transport.js'
 import { batchBodies, costOf, CpuWatch, log, notes, pick, postBatches, recordCost, recordCpu, reportLogged, results, SIZES, startSvc, stopSvc, type Sample } from '../lib/context.js'
 import { ask, sleep, startProc, stopChild, type Msg } from '../lib/procs.js'
 import { fmt } from '../lib/report.js'
+import { summarize } from '../lib/stats.js'
 import { removeDir, Seeder, SVC_SECRET, tempDataDir } from '../lib/svc.js'
 
 export interface SmtpFigures {
@@ -76,6 +77,20 @@ export async function relayHas (relay: ChildProcess, count: number, label: strin
   }
 }
 
+/**
+ * Sends `count` unmeasured emails through svc (100 to a request, four requests in flight) and waits until
+ * the relay has them all, and a moment more for their outcomes to be recorded; the relay's counts start
+ * again after.
+ */
+export async function warmUp (relay: ChildProcess, origin: string, key: string, count: number, label: string, from?: string): Promise<void> {
+  await ask(relay, { type: 'reset' })
+  await postBatches(origin, key, batchBodies(count, from), 4)
+  await relayHas(relay, count, `${label} warm-up`)
+  // The warm-up's last outcomes are recorded before the clock starts.
+  await sleep(200)
+  await ask(relay, { type: 'reset' })
+}
+
 async function svcRun (relay: ChildProcess, port: number, count: number, signed: boolean, rep: number): Promise<Sample & { stages: string }> {
   const dir = tempDataDir()
   const seeder = new Seeder(dir, 'http://127.0.0.1:9')
@@ -95,12 +110,7 @@ async function svcRun (relay: ChildProcess, port: number, count: number, signed:
   const label = signed ? 'smtp-dkim-verp' : 'smtp-plain'
   const svc = await startSvc(dir, { SMTP_URL: `smtp://127.0.0.1:${port}`, SMTP_POOL_SIZE: String(SMTP_CONNECTIONS) }, label)
   try {
-    await ask(relay, { type: 'reset' })
-    await postBatches(svc.origin, key, batchBodies(SMTP_WARMUP, signed ? `Bench <news@${DOMAIN}>` : undefined), 4)
-    await relayHas(relay, SMTP_WARMUP, `${label} warm-up`)
-    // The warm-up's last outcomes are recorded before the clock starts.
-    await sleep(200)
-    await ask(relay, { type: 'reset' })
+    await warmUp(relay, svc.origin, key, SMTP_WARMUP, label, signed ? `Bench <news@${DOMAIN}>` : undefined)
     const before = await stageTotals(svc.origin)
     const watch = new CpuWatch({ svc: svc.pid })
     const started = Date.now()
@@ -145,11 +155,7 @@ async function latencyRun (relay: ChildProcess, port: number): Promise<NonNullab
   const label = 'smtp-latency'
   const svc = await startSvc(dir, { SMTP_URL: `smtp://127.0.0.1:${port}`, SMTP_POOL_SIZE: String(SMTP_CONNECTIONS) }, label)
   try {
-    await ask(relay, { type: 'reset' })
-    await postBatches(svc.origin, key, batchBodies(SMTP_WARMUP), 4)
-    await relayHas(relay, SMTP_WARMUP, `${label} warm-up`)
-    await sleep(200)
-    await ask(relay, { type: 'reset' })
+    await warmUp(relay, svc.origin, key, SMTP_WARMUP, label)
     const { rate, sends } = SMTP_LATENCY
     const sentAt: number[] = []
     const answeredAt: number[] = []
@@ -179,11 +185,8 @@ async function latencyRun (relay: ChildProcess, port: number): Promise<NonNullab
       fromPost.push(at - sentAt[i]!)
       from202.push(at - answeredAt[i]!)
     }
-    const q = (xs: number[], p: number): number => {
-      const sorted = [...xs].sort((a, b) => a - b)
-      return sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)]!
-    }
-    const out = { rate, sends, arrived: fromPost.length, p50: q(fromPost, 0.5), p99: q(fromPost, 0.99), max: q(fromPost, 1), p99From202: q(from202, 0.99) }
+    const post = summarize(fromPost)
+    const out = { rate, sends, arrived: post.n, p50: post.p50, p99: post.p99, max: post.max, p99From202: summarize(from202).p99 }
     log(`    svc ${label}: ${fmt(sends)} single sends at ${rate}/s (plain): POST → relay p50 ${fmt(out.p50)} ms, p99 ${fmt(out.p99)} ms, max ${fmt(out.max)} ms; ` +
       `202 → relay p99 ${fmt(out.p99From202)} ms (${fmt(out.arrived)}/${fmt(sends)} arrived; statuses ${JSON.stringify(statuses)})`)
     if (out.arrived < sends) notes.push(`smtp latency: ${sends - out.arrived} of ${sends} single sends did not reach the relay`)
