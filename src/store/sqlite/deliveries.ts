@@ -112,11 +112,11 @@ export abstract class SqliteDeliveries implements DeliveryStore {
 
   constructor (readonly db: Database.Database, protected readonly writes: WriteQueue) {
     writes.journal(this.recentEvents)
-    writes.onCommit = () => {
+    writes.afterCommit(() => {
       if (!this.workHint) return
       this.workHint = false
       for (const listener of this.listeners) listener()
-    }
+    })
     const p = (sql: string) => db.prepare(sql)
     for (const kind of OUTCOME_KINDS) {
       const sql = outcomeSql(kind)

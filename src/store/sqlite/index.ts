@@ -170,13 +170,7 @@ export class SqliteStore extends SqliteDeliveries implements Store {
       ? undefined
       : new BackgroundCheckpoints(checkpointRunner, { onDone: (outcome) => { for (const listener of this.checkpointListeners) listener(outcome) } })
     this.checkpoints = checkpoints
-    if (checkpoints !== undefined) {
-      const engineCue = this.writes.onCommit
-      this.writes.onCommit = () => {
-        engineCue?.()
-        checkpoints.committed()
-      }
-    }
+    if (checkpoints !== undefined) this.writes.afterCommit(() => checkpoints.committed())
     this.health = new StoreHealth({ probe: () => this.probeWrite() })
     this.writes.onFault = (err) => { this.health.failed(err) }
     this.writes.onSynced = (seconds) => { for (const listener of this.flushListeners) listener(seconds) }

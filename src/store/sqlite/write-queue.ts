@@ -65,8 +65,8 @@ export class WriteQueue {
   private readonly sync: WalSync
   /** Told of every write's fate (see WriteJournal). */
   private readonly journals: WriteJournal[] = []
-  /** Called after every successful commit (outside the transaction). */
-  onCommit: (() => void) | undefined
+  /** Called after every successful commit (outside the transaction): see afterCommit. */
+  private readonly commitListeners: Array<() => void> = []
   /** Called with how long each flush of the WAL to disk took (seconds), for svc_store_disk_flush_seconds. */
   onSynced: ((seconds: number) => void) | undefined
   /** Called when a batch fails for a resource fault (disk full, read-only, I/O error, locked): see faults.ts. */
@@ -93,6 +93,11 @@ export class WriteQueue {
         setImmediate(() => this.flush())
       }
     })
+  }
+
+  /** `listener` runs after every successful commit, outside the transaction (the engine's cue, checkpoints). */
+  afterCommit (listener: () => void): void {
+    this.commitListeners.push(listener)
   }
 
   /** Adds memory kept in step with what commits (see WriteJournal). */
@@ -203,7 +208,7 @@ export class WriteQueue {
     }
     if (this.syncedThrough >= this.lastDurable) settle()
     else this.afterSync(this.lastDurable, settle)
-    this.onCommit?.()
+    for (const listener of this.commitListeners) listener()
   }
 
   private afterSync (through: number, settle: (err?: unknown) => void): void {
