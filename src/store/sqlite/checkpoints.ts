@@ -49,9 +49,7 @@ export interface BackgroundCheckpointsOptions {
   everyMs?: number
   clock?: Clock
   timers?: Timers
-  /** A checkpoint that failed (the main connection's own checkpoint still covers it). */
-  onError?: (err: unknown) => void
-  /** Every checkpoint that ended: whether it worked, and how long it took (seconds). */
+  /** Every checkpoint that ended: whether it worked (a failed one is left to the main connection's backstop), and how long it took (seconds). */
   onDone?: (outcome: CheckpointOutcome) => void
 }
 
@@ -73,10 +71,6 @@ export class BackgroundCheckpoints {
   private holds = 0
   private closed = false
   private idleWaiters: Array<() => void> = []
-  /** Checkpoints run, and those that failed; the last answer. */
-  runs = 0
-  failures = 0
-  last: CheckpointResult | null = null
 
   constructor (private readonly runner: CheckpointRunner, private readonly opts: BackgroundCheckpointsOptions = {}) {
     this.everyMs = opts.everyMs ?? 100
@@ -140,19 +134,7 @@ export class BackgroundCheckpoints {
     this.lastStart = now
     const started = performance.now()
     const done = (ok: boolean) => this.opts.onDone?.({ ok, seconds: (performance.now() - started) / 1000 })
-    this.running = this.runner.checkpoint().then(
-      (result) => {
-        this.runs += 1
-        this.last = result
-        done(true)
-      },
-      (err: unknown) => {
-        this.runs += 1
-        this.failures += 1
-        this.opts.onError?.(err)
-        done(false)
-      },
-    ).finally(() => {
+    this.running = this.runner.checkpoint().then(() => done(true), () => done(false)).finally(() => {
       this.running = null
       // Commits made while it ran: one more after `everyMs`.
       this.startIfDue()
