@@ -8,14 +8,15 @@
 // Options: --quick; --only=<scenario,…> (ceiling naive engine queue api latency slow scale adversarial smtp postfix pipeline
 // cap4 ratelimit outage unreliable; writes a
 // "-partial" record); --sink-workers=N (a cluster sink; one process is enough, see benchmarks/README.md);
-// --cpu-prof (svc runs under Node's --cpu-prof; each thread's busiest functions are printed).
+// --cpu-prof (svc runs under Node's --cpu-prof; each thread's busiest functions are printed); --sql-cost (svc's
+// main thread times each SQL statement; the costliest are printed after each svc run, see lib/sql-cost.ts).
 import { execFileSync } from 'node:child_process'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import {
-  argv, costs, cpu, CPU_PROF, foreignLoad, log, notes, ONLY, profiles, QUICK, results, SINK_WORKERS, SIZES, sinkOrigin, startSink, stopSink, wanted,
+  argv, costs, cpu, CPU_PROF, foreignLoad, SQL_COST, sqlCosts, log, notes, ONLY, profiles, QUICK, results, SINK_WORKERS, SIZES, sinkOrigin, startSink, stopSink, wanted,
 } from './lib/context.js'
 import { median } from './lib/stats.js'
 import { fmt, judge, svgChart, table, targetRows, type Target } from './lib/report.js'
@@ -58,6 +59,10 @@ async function main (): Promise<void> {
   if (CPU_PROF) {
     svcEnv.profileRoot = join(resultsDir, `profiles-${stamp}`)
     notes.push(`svc ran with --cpu-prof (profiles in benchmarks/results/profiles-${stamp}/): its figures are lower than without`)
+  }
+  if (SQL_COST) {
+    svcEnv.sqlCostRoot = join(resultsDir, `sql-cost-${stamp}`)
+    notes.push(`svc ran with --sql-cost (each SQL statement timed; totals in benchmarks/results/sql-cost-${stamp}/): its figures are lower than without`)
   }
   if (EXTRA_NODE_ARGS.length > 0) notes.push(`svc ran with the Node options ${EXTRA_NODE_ARGS.join(' ')} (BENCH_SVC_NODE_ARGS): its figures may differ from a plain run's`)
   log(`svc benchmarks: ${QUICK ? 'quick' : 'full'} run, ${started.toISOString()}`)
@@ -197,6 +202,7 @@ async function main (): Promise<void> {
     cost: { note: 'CPU µs per item (delivery, POST, send) by process, median of repeats; svc split by thread: main, delivery threads, other threads', ...costSummary, runs: costs },
     cpu: { note: 'share of one core per process over each measured window; "foreign" = every other process on the machine', ...cpu },
     ...(CPU_PROF ? { profiles } : {}),
+    ...(SQL_COST ? { sqlCost: sqlCosts } : {}),
     notes,
   }
   writeFileSync(join(dir, `${name}.json`), JSON.stringify(record, null, 2) + '\n')

@@ -4,6 +4,7 @@ import type { ChildProcess } from 'node:child_process'
 import { ask, cpuBetween, forkTracked, machineBusy, memoryOf, procFile, sampleCpu, sleep, stopChild, type CpuSample, type CpuUse, type Msg } from './procs.js'
 import { fmt } from './report.js'
 import { summarizeDir, type ProfileSummary } from './profile.js'
+import { readSqlCost, sqlCostLines, type SqlCost } from './sql-cost.js'
 import { median } from './stats.js'
 import { deliveryCounts, startSvc, stopSvc, type SvcProcess } from './svc.js'
 
@@ -16,6 +17,8 @@ export const SINK_WORKERS = Math.max(1, Number(argv.find((a) => a.startsWith('--
 export const wanted = (name: string) => ONLY.size === 0 || ONLY.has(name)
 /** Profile svc (Node's --cpu-prof) in every scenario and print each thread's top functions. */
 export const CPU_PROF = argv.includes('--cpu-prof')
+/** Time svc's SQL statements on its main thread (see sql-cost.ts) and print the costliest after each svc run. */
+export const SQL_COST = argv.includes('--sql-cost')
 
 export const SIZES = QUICK
   ? {
@@ -363,8 +366,26 @@ export function reportProfiles (scenario: string, svc: SvcProcess): void {
   }
 }
 
+/** With --sql-cost: each svc run's statements, the costliest first (for the record). */
+export const sqlCosts: Record<string, SqlCost[]> = {}
+
+/** With --sql-cost: the costliest statements svc's main thread ran, over its whole run (warm-up included). */
+export function reportSqlCost (scenario: string, svc: SvcProcess): void {
+  if (svc.sqlCostFile === undefined) return
+  const costs = readSqlCost(svc.sqlCostFile)
+  sqlCosts[`${scenario} (${svc.sqlCostFile})`] = costs
+  if (costs.length === 0) {
+    log(`    sql cost: svc wrote none to ${svc.sqlCostFile}`)
+    return
+  }
+  const total = costs.reduce((sum, c) => sum + c.ms, 0)
+  log(`    sql cost on svc's main thread over its whole run (warm-up included): ${fmt(total)} ms in all; the costliest:`)
+  for (const line of sqlCostLines(costs, 8)) log(`      ${line}`)
+}
+
 export function reportLogged (scenario: string, svc: SvcProcess): Record<string, number> {
   reportProfiles(scenario, svc)
+  reportSqlCost(scenario, svc)
   const exit = svc.unexpectedExit()
   if (exit !== undefined) {
     log(`    ! ${exit}: the figure is void (${svc.output().trim().split('\n').slice(-1)[0] ?? ''})`)

@@ -3,8 +3,8 @@
 import Database from 'better-sqlite3'
 import type { ChildProcess } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { appendFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
-import { fileURLToPath } from 'node:url'
+import { appendFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { iso } from '../../src/domain/clock.js'
@@ -140,8 +140,9 @@ export const buildChanges: string[] = []
 export const EXTRA_NODE_ARGS = (process.env.BENCH_SVC_NODE_ARGS ?? '').split(' ').filter(Boolean)
 const STDOUT_FILE = process.env.BENCH_SVC_STDOUT || undefined
 
-/** How every svc start is profiled (run.ts sets it for --cpu-prof). */
-export const svcEnv: { profileRoot?: string } = {}
+/** How every svc start is profiled (run.ts sets them for --cpu-prof and --sql-cost). */
+export const svcEnv: { profileRoot?: string; sqlCostRoot?: string } = {}
+const SQL_COST_HOOK = fileURLToPath(new URL('../procs/sql-cost-hook.js', import.meta.url))
 let starts = 0
 
 export interface SvcProcess {
@@ -158,16 +159,22 @@ export interface SvcProcess {
   unexpectedExit: () => string | undefined
   /** Where its CPU profiles go (--cpu-prof). */
   profileDir?: string
+  /** Where it writes its SQL statements' cost when it exits (--sql-cost). */
+  sqlCostFile?: string
 }
 
 export async function startSvc (dataDir: string, env: Record<string, string> = {}, label = 'svc'): Promise<SvcProcess> {
-  const profileDir = svcEnv.profileRoot !== undefined ? join(svcEnv.profileRoot, `${String(++starts).padStart(2, '0')}-${label}`) : undefined
+  const start = `${String(++starts).padStart(2, '0')}-${label}`
+  const profileDir = svcEnv.profileRoot !== undefined ? join(svcEnv.profileRoot, start) : undefined
+  const sqlCostFile = svcEnv.sqlCostRoot !== undefined ? join(svcEnv.sqlCostRoot, `${start}.json`) : undefined
+  if (svcEnv.sqlCostRoot !== undefined) mkdirSync(svcEnv.sqlCostRoot, { recursive: true })
   const build = buildFingerprint()
   if (build !== firstBuild && !buildChanges.includes(build)) buildChanges.push(build)
   const port = await freePort()
   // Node refuses --cpu-prof in NODE_OPTIONS: it goes on the command line.
   const profArgs = profileDir !== undefined ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []
-  const child = spawnTracked(process.execPath, [...profArgs, ...EXTRA_NODE_ARGS, SERVER_FILE], {
+  const sqlArgs = sqlCostFile !== undefined ? ['--import', pathToFileURL(SQL_COST_HOOK).href] : []
+  const child = spawnTracked(process.execPath, [...profArgs, ...sqlArgs, ...EXTRA_NODE_ARGS, SERVER_FILE], {
     env: {
       PATH: process.env.PATH ?? '',
       NODE_ENV: 'development',
@@ -181,6 +188,7 @@ export async function startSvc (dataDir: string, env: Record<string, string> = {
       RATE_LIMIT_API_PER_SECOND: '100000000',
       // No .eml copies of the sandbox's emails: figures stay comparable with runs before they existed.
       SANDBOX_KEEP: '0',
+      ...(sqlCostFile !== undefined ? { SVC_SQL_COST_FILE: sqlCostFile } : {}),
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -230,6 +238,7 @@ export async function startSvc (dataDir: string, env: Record<string, string> = {
   return {
     child, pid: child.pid!, origin, output: () => out, logged: () => Object.fromEntries(logged),
     stopping: () => { stopping = true }, unexpectedExit: () => unexpected, ...(profileDir !== undefined ? { profileDir } : {}),
+    ...(sqlCostFile !== undefined ? { sqlCostFile } : {}),
   }
 }
 
