@@ -35,6 +35,16 @@ export const EnvSchema = Type.Object({
   // Connections to the relay at once (each carries up to two pipelined transactions). 20, as Postfix's
   // default concurrency per destination: each transaction waits a round trip through two busy event loops.
   SMTP_POOL_SIZE: positive(DEFAULT_SMTP_POOL_SIZE, 'a whole number of connections from 1 to 200', 200),
+  // A connection is retired after this many messages (0: never): under Exim's default of 1,000 a connection,
+  // past which it refuses the next with 421.
+  SMTP_CONNECTION_MAX_MESSAGES: Type.Integer({
+    minimum: 0, maximum: 1_000_000, default: 500, description: 'a whole number of messages per connection from 0 (no limit) to 1000000',
+  }),
+  // A connection takes new messages for this many seconds at most (0: no limit), as Postfix's own client
+  // reuses one for 300 s: a relay behind a name with many addresses gets its load spread again.
+  SMTP_CONNECTION_MAX_AGE: Type.Integer({
+    minimum: 0, maximum: 86_400, default: 300, description: 'a whole number of seconds from 0 (no limit) to 86400',
+  }),
   // No CR or LF: the value becomes the From header of every email that does not name its own sender.
   MAIL_FROM: Type.String({
     default: 'svc <no-reply@localhost>', pattern: '^[^\\u0000-\\u001F\\u007F]*@[^\\u0000-\\u001F\\u007F]*$',
@@ -163,6 +173,8 @@ export interface Config {
   smtpUrl: string | undefined
   /** SMTP_POOL_SIZE: connections to the relay at once; the mailer keeps eight emails in flight per connection (at least 32). */
   smtpPoolSize: number
+  /** SMTP_CONNECTION_MAX_MESSAGES and SMTP_CONNECTION_MAX_AGE (in ms here): when a connection is retired; 0: never. */
+  smtpConnectionLimits: { maxMessages: number; maxAgeMs: number }
   /** The From of emails that do not name their own sender. */
   mailFrom: string
   /** Without SMTP_URL: how many emails are written to DATA_DIR/sandbox (.eml and .html) for a look; 0: none. */
@@ -280,7 +292,13 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
     const value = env[key]
     if (value !== undefined && value !== '') raw[key] = value
   }
-  const candidate = Value.Default(EnvSchema, Value.Convert(EnvSchema, structuredClone(raw)))
+  const converted = Value.Convert(EnvSchema, structuredClone(raw)) as Record<string, unknown>
+  // Convert makes "1.5" the integer 1: a whole-number variable is taken only as digits, else refused as given.
+  for (const [key, schema] of Object.entries(EnvSchema.properties as Record<string, TSchema>)) {
+    const value = raw[key]
+    if ((schema as { type?: unknown }).type === 'integer' && typeof value === 'string' && !/^[+-]?[0-9]+$/.test(value.trim())) converted[key] = value
+  }
+  const candidate = Value.Default(EnvSchema, converted)
   const problems: string[] = []
   const seen = new Set<string>()
   for (const error of Value.Errors(EnvSchema, candidate)) {
@@ -360,6 +378,7 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
     mongodbWriteConcern: e.MONGODB_WRITE_CONCERN === 'majority' ? 'majority' : Number(e.MONGODB_WRITE_CONCERN),
     smtpUrl: e.SMTP_URL,
     smtpPoolSize: e.SMTP_POOL_SIZE,
+    smtpConnectionLimits: { maxMessages: e.SMTP_CONNECTION_MAX_MESSAGES, maxAgeMs: e.SMTP_CONNECTION_MAX_AGE * 1000 },
     mailFrom: e.MAIL_FROM,
     sandboxKeep: e.SANDBOX_KEEP ?? (production ? 0 : 200),
     publicUrl,

@@ -183,7 +183,7 @@ export async function createService (config: Config, given: ServiceDeps): Promis
   const mailer = roles.mailer
     ? new Mailer({
       store: deps.store,
-      transport: deps.transport ?? (config.smtpUrl !== undefined ? createSmtpThreadTransport(config.smtpUrl, { registry: app.registry, maxConnections: config.smtpPoolSize, copies: { publicUrl: config.publicUrl, secret: config.secret! } }) : sandbox(config, app)),
+      transport: deps.transport ?? (config.smtpUrl !== undefined ? createSmtpThreadTransport(config.smtpUrl, { registry: app.registry, maxConnections: config.smtpPoolSize, connectionLimits: config.smtpConnectionLimits, copies: { publicUrl: config.publicUrl, secret: config.secret! } }) : sandbox(config, app)),
       closeTransport: deps.transport === undefined,
       emails: {
         onAccepted: (listener) => {

@@ -3,8 +3,16 @@
 // that pipelines (its commands go out with the message before it); it waits in line otherwise. A connection
 // that fails to open while others are open costs nothing but a pause in growing (a relay that caps
 // connections says so by refusing more); when none can be opened, everything waiting fails at once (the
-// mailer retries it later). A transaction whose reused connection died without a word before its
-// message went out is tried once more on another: the relay idled it out just before we used it.
+// mailer retries it later). A transaction whose reused connection died before its message went out,
+// without a word or with a 421 ("closing"), is tried once more, on a connection that has carried nothing
+// yet when one can be had: the relay idled the connection out just before we used it, or it takes only so
+// many messages on one connection (and the others, as old, may be at that limit too).
+//
+// A connection is retired after `maxMessages` transactions or `maxAgeMs` (as Postfix's own client limits
+// how long it reuses one): it takes nothing new, finishes what it carries, says QUIT, and a fresh one takes
+// its place. A relay that allows only so many messages a connection (Exim: 1,000 by default) never has to
+// refuse one, and a relay behind a name with many addresses sees the load spread again as connections
+// turn over.
 
 import type { Envelope, TransactionReplies } from './smtp-connection.js'
 
@@ -29,6 +37,10 @@ export interface SmtpPoolOptions {
   idleMs: number
   /** After a failed open while others are open, no new connection for this long. Default 1 s. */
   growPauseMs?: number
+  /** Transactions one connection carries before it is retired; 0 or absent: no limit. */
+  maxMessages?: number
+  /** How long one connection is used for new transactions; 0 or absent: no limit. */
+  maxAgeMs?: number
   now?: () => number
 }
 
@@ -38,13 +50,20 @@ interface Job {
   resolve: (r: TransactionReplies) => void
   reject: (err: unknown) => void
   retried: boolean
+  /** Tried again after a reused connection closed under it: it goes on a connection that is new, if it can. */
+  fresh?: boolean
 }
 
-interface Held { inFlight: number; idleSince: number }
+interface Held { inFlight: number; idleSince: number; openedAt: number; started: number }
+
+/** The relay's "closing this connection": a refusal that is about the connection, not the message. */
+const CLOSING = 421
 
 export class SmtpPool {
   private queue: Job[] = []
   private live = new Map<PoolConnection, Held>()
+  /** Retired: finishing what they carry, then QUIT. They still count toward `max` until they close. */
+  private retiring = new Map<PoolConnection, Held>()
   private opening = 0
   private growPausedUntil = 0
   private closed = false
@@ -61,7 +80,7 @@ export class SmtpPool {
 
   /** Connections open or being opened. */
   get size (): number {
-    return this.live.size + this.opening
+    return this.live.size + this.retiring.size + this.opening
   }
 
   send (envelope: Envelope, raw: Buffer): Promise<TransactionReplies> {
@@ -92,7 +111,13 @@ export class SmtpPool {
     // Idle connections first, then a second transaction on those that pipeline.
     for (let pass = 1; pass <= 2 && this.queue.length > 0; pass++) {
       for (const [conn, held] of this.live) {
-        while (this.queue.length > 0 && held.inFlight < Math.min(pass, conn.depth)) this.run(conn, held, this.queue.shift()!)
+        if (this.spent(held)) {
+          this.retire(conn, held)
+          continue
+        }
+        while (this.queue.length > 0 && held.inFlight < Math.min(pass, conn.depth) && this.live.has(conn) && this.fits(this.queue[0]!, held)) {
+          this.run(conn, held, this.queue.shift()!)
+        }
         if (this.queue.length === 0) break
       }
     }
@@ -110,7 +135,8 @@ export class SmtpPool {
         conn.quit()
         return
       }
-      const held: Held = { inFlight: 0, idleSince: this.now() }
+      const now = this.now()
+      const held: Held = { inFlight: 0, idleSince: now, openedAt: now, started: 0 }
       this.live.set(conn, held)
       conn.onClose(() => this.forget(conn))
       this.release(conn, held)
@@ -125,32 +151,81 @@ export class SmtpPool {
         return
       }
       this.growPausedUntil = this.now() + (this.opts.growPauseMs ?? 1000)
+      // A transaction waiting for a new connection takes an open one instead while growth is paused.
+      if (this.live.size > 0) this.pump()
     })
+  }
+
+  /**
+   * Whether `job` may go on this connection: one tried again goes on a connection that has carried nothing
+   * yet, while one is open, being opened, or may be opened; on any other only when none can be had.
+   */
+  private fits (job: Job, held: Held): boolean {
+    if (job.fresh !== true || held.started === 0) return true
+    if (this.opening > 0 || (this.size < this.opts.max && this.now() >= this.growPausedUntil)) return false
+    for (const other of this.live.values()) if (other.started === 0) return false
+    return true
   }
 
   private run (conn: PoolConnection, held: Held, job: Job): void {
     const reused = conn.sent > 0
     held.inFlight += 1
+    held.started += 1
+    // Its last transaction: nothing more is given to it, and it closes once this one ends.
+    if (this.spent(held)) this.retire(conn, held)
     conn.send(job.envelope, job.raw).then((replies) => {
       held.inFlight -= 1
+      // Refused with 421 before any recipient: the relay is closing this connection, not judging the message.
+      if (reused && replies.mail.code === CLOSING && replies.final === undefined && this.again(job)) {
+        this.pump()
+        return
+      }
       job.resolve(replies)
       this.release(conn, held)
     }, (err: unknown) => {
       held.inFlight -= 1
       const fault = err as Fault
-      if (reused && !job.retried && fault.bodySent === false && fault.reply === undefined && !this.closed) {
-        job.retried = true
-        this.queue.unshift(job)
-      } else {
-        job.reject(err)
-      }
+      const closing = fault.reply === undefined || (fault.reply as { code?: unknown }).code === CLOSING
+      if (!(reused && fault.bodySent === false && closing && this.again(job))) job.reject(err)
       // The connection is gone (its close listener forgets it); what waits gets another.
       this.pump()
     })
   }
 
+  /** Puts a transaction back at the head of the line, once; false when it was tried again already. */
+  private again (job: Job): boolean {
+    if (job.retried || this.closed) return false
+    job.retried = true
+    job.fresh = true
+    this.queue.unshift(job)
+    return true
+  }
+
+  /** Whether a connection has carried its last transaction or been used for long enough. */
+  private spent (held: Held): boolean {
+    const { maxMessages, maxAgeMs } = this.opts
+    return (maxMessages !== undefined && maxMessages > 0 && held.started >= maxMessages) ||
+      (maxAgeMs !== undefined && maxAgeMs > 0 && this.now() - held.openedAt >= maxAgeMs)
+  }
+
+  /** Takes a connection out of use: QUIT now if it carries nothing, else once its transactions end. */
+  private retire (conn: PoolConnection, held: Held): void {
+    if (!this.live.delete(conn)) return
+    if (held.inFlight === 0) conn.quit()
+    else this.retiring.set(conn, held)
+  }
+
   /** A transaction on `conn` ended, or it just opened: it takes what waits, or idles. */
   private release (conn: PoolConnection, held: Held): void {
+    if (this.retiring.has(conn)) {
+      if (held.inFlight === 0) {
+        this.retiring.delete(conn)
+        conn.quit()
+        // Its place under `max` is free: what waits may open a fresh connection now.
+        if (!this.closed && this.queue.length > 0) this.pump()
+      }
+      return
+    }
     if (!this.live.has(conn)) return
     if (this.closed) {
       if (held.inFlight === 0) {
@@ -171,13 +246,14 @@ export class SmtpPool {
 
   private forget (conn: PoolConnection): void {
     this.live.delete(conn)
+    this.retiring.delete(conn)
     if (!this.closed && this.queue.length > 0) this.pump()
   }
 
   private sweep (): void {
     const cutoff = this.now() - this.opts.idleMs
     for (const [conn, held] of [...this.live]) {
-      if (held.inFlight === 0 && held.idleSince <= cutoff) {
+      if (held.inFlight === 0 && (held.idleSince <= cutoff || this.spent(held))) {
         this.live.delete(conn)
         conn.quit()
       }

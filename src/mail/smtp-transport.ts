@@ -22,6 +22,8 @@ export interface SmtpTransportOptions {
   pool?: boolean
   /** Simultaneous connections when pooled (SMTP_POOL_SIZE). Default DEFAULT_SMTP_POOL_SIZE. */
   maxConnections?: number
+  /** When a pooled connection is retired (after so many messages, or so long in use; 0: never). Default: none. */
+  connectionLimits?: { maxMessages: number; maxAgeMs: number }
   /** TCP connect and greeting timeout. Default 10 000 ms. */
   connectionTimeoutMs?: number
   /** Silence from the relay while it owes a reply to a command, before giving up. Default 60 000 ms. */
@@ -145,6 +147,7 @@ export function createSmtpTransport(url: string, opts: SmtpTransportOptions = {}
   const pool = new SmtpPool({
     max: pooled ? opts.maxConnections ?? DEFAULT_SMTP_POOL_SIZE : 1,
     idleMs: pooled ? IDLE_MS : 0,
+    ...(opts.connectionLimits ?? {}),
     open: () => SmtpConnection.open(endpoint),
   })
 

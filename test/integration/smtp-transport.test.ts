@@ -30,11 +30,14 @@ interface Sink {
   port: number
   received: Received[]
   connections: number
+  /** Messages taken on each connection (by session id), and the MAIL commands refused with 421 for the limit. */
+  perConnection: Map<string, number>
+  refusedForLimit: number
   close(): Promise<void>
 }
 
-async function startSink(opts: { password?: string; hidePipelining?: boolean; authMethods?: string[] } = {}): Promise<Sink> {
-  const sink: Sink = { port: 0, received: [], connections: 0, close: async () => {} }
+async function startSink(opts: { password?: string; hidePipelining?: boolean; authMethods?: string[]; maxPerConnection?: number } = {}): Promise<Sink> {
+  const sink: Sink = { port: 0, received: [], connections: 0, perConnection: new Map(), refusedForLimit: 0, close: async () => {} }
   const server = new SMTPServer({
     ...(opts.hidePipelining === true ? { hidePIPELINING: true } : {}),
     ...(opts.authMethods !== undefined ? { authMethods: opts.authMethods } : {}),
@@ -51,8 +54,13 @@ async function startSink(opts: { password?: string; hidePipelining?: boolean; au
       if (auth.username === 'svc' && auth.password === opts.password) cb(null, { user: 'svc' })
       else cb(smtpError('authentication failed', 535))
     },
-    onMailFrom(address, _session, cb) {
+    onMailFrom(address, session, cb) {
       if (address.address.startsWith('blocked')) return cb(smtpError('sender address not allowed', 553))
+      // As Exim does past smtp_accept_max_per_connection: the next MAIL is refused with 421, and the connection closed.
+      if (opts.maxPerConnection !== undefined && (sink.perConnection.get(session.id) ?? 0) >= opts.maxPerConnection) {
+        sink.refusedForLimit++
+        return cb(smtpError('too many messages in this connection', 421))
+      }
       cb()
     },
     onRcptTo(address, _session, cb) {
@@ -71,6 +79,7 @@ async function startSink(opts: { password?: string; hidePipelining?: boolean; au
         if (rcptTo.some((a) => a.startsWith('spamtrap'))) return cb(smtpError('message content rejected', 554))
         if (rcptTo.some((a) => a.startsWith('greylist'))) return cb(smtpError('greylisted, come back later', 451))
         sink.received.push({ mailFrom, rcptTo, raw: Buffer.concat(chunks).toString('utf8') })
+        sink.perConnection.set(session.id, (sink.perConnection.get(session.id) ?? 0) + 1)
         cb(null, 'queued as 42')
       })
     },
@@ -637,7 +646,7 @@ describe('SMTP over TLS (svc\'s own client: STARTTLS, smtps, requireTLS)', () =>
 
   /** A relay with a certificate for 127.0.0.1 that takes a login only once TLS is up. */
   async function tlsSink (opts: { secure?: boolean; offerStartTls?: boolean }): Promise<Sink & { secured: boolean[] }> {
-    const sink = { port: 0, received: [] as Received[], connections: 0, secured: [] as boolean[], close: async () => {} }
+    const sink = { port: 0, received: [] as Received[], connections: 0, perConnection: new Map<string, number>(), refusedForLimit: 0, secured: [] as boolean[], close: async () => {} }
     const server = new SMTPServer({
       secure: opts.secure ?? false, key, cert, logger: false,
       ...(opts.offerStartTls === false ? { disabledCommands: ['STARTTLS'] } : {}),
@@ -735,6 +744,44 @@ describe('SMTP pipelining against a real server', () => {
         const parsed = await simpleParser(got.raw)
         assert.equal(parsed.text?.trim(), `.line ${i} starts with a dot\n.\nand one that is only a dot`)
       }
+    } finally {
+      await t.close()
+      await s.close()
+    }
+  })
+})
+
+describe('SMTP with a relay that takes only so many messages on one connection', () => {
+  const relayed = (sink: Sink) => new Set(sink.received.map((m) => m.rcptTo.join()))
+
+  test('its 421 at the next MAIL costs nothing: each refused message goes out at once on a fresh connection', async () => {
+    const s = await startSink({ maxPerConnection: 10 })
+    // No retirement of svc's own: every connection runs into the relay's limit.
+    const t = createSmtpTransport(`smtp://127.0.0.1:${s.port}`, { maxConnections: 2, connectionLimits: { maxMessages: 0, maxAgeMs: 0 } })
+    try {
+      const results = await Promise.all(Array.from({ length: 60 }, (_, i) => t.send(message({ messageId: `em_lim${i}`, to: [`r${i}@example.net`] }))))
+      assert.deepEqual(results.map((r) => r[0]).filter((o) => o?.outcome !== 'delivered'), [], 'none deferred')
+      assert.ok(s.refusedForLimit >= 4, `the relay refused MAIL at its limit (${s.refusedForLimit} times)`)
+      assert.equal(s.received.length, 60, 'each message arrived once')
+      assert.equal(relayed(s).size, 60)
+      assert.ok([...s.perConnection.values()].every((n) => n <= 10))
+    } finally {
+      await t.close()
+      await s.close()
+    }
+  })
+
+  test('with maxMessages under the relay\'s limit, svc retires each connection first and the relay never has to refuse', async () => {
+    const s = await startSink({ maxPerConnection: 10 })
+    const t = createSmtpTransport(`smtp://127.0.0.1:${s.port}`, { maxConnections: 2, connectionLimits: { maxMessages: 8, maxAgeMs: 0 } })
+    try {
+      const results = await Promise.all(Array.from({ length: 60 }, (_, i) => t.send(message({ messageId: `em_ret${i}`, to: [`r${i}@example.net`] }))))
+      assert.ok(results.every((r) => r[0]?.outcome === 'delivered'))
+      assert.equal(s.refusedForLimit, 0)
+      assert.equal(s.received.length, 60)
+      assert.equal(relayed(s).size, 60)
+      assert.ok([...s.perConnection.values()].every((n) => n <= 8), JSON.stringify([...s.perConnection.values()]))
+      assert.ok(s.connections >= 8, `60 messages at 8 a connection take at least 8 connections (${s.connections})`)
     } finally {
       await t.close()
       await s.close()

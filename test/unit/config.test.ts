@@ -29,6 +29,17 @@ describe('loadConfig', () => {
     assert.equal(c.sessionTtlMs, 7 * 24 * 3_600_000)
     assert.equal(c.retentionDays, 30)
     assert.equal(c.secret, undefined)
+    assert.deepEqual(c.smtpConnectionLimits, { maxMessages: 500, maxAgeMs: 300_000 })
+  })
+
+  test('SMTP_CONNECTION_MAX_MESSAGES and SMTP_CONNECTION_MAX_AGE: 0 means no limit, a value out of range is refused by name', () => {
+    assert.deepEqual(loadConfig({ SMTP_CONNECTION_MAX_MESSAGES: '0', SMTP_CONNECTION_MAX_AGE: '0' }).smtpConnectionLimits, { maxMessages: 0, maxAgeMs: 0 })
+    assert.deepEqual(loadConfig({ SMTP_CONNECTION_MAX_MESSAGES: '100', SMTP_CONNECTION_MAX_AGE: '60' }).smtpConnectionLimits, { maxMessages: 100, maxAgeMs: 60_000 })
+    assert.match(problems({ SMTP_CONNECTION_MAX_MESSAGES: '-1' }).join('; '), /SMTP_CONNECTION_MAX_MESSAGES must be a whole number/)
+    assert.match(problems({ SMTP_CONNECTION_MAX_AGE: '86401' }).join('; '), /SMTP_CONNECTION_MAX_AGE must be a whole number of seconds/)
+    // Not rounded down to a number the operator did not write.
+    assert.match(problems({ SMTP_CONNECTION_MAX_AGE: '1.5' }).join('; '), /SMTP_CONNECTION_MAX_AGE must be a whole number of seconds .*\(got "1\.5"\)/)
+    assert.match(problems({ SMTP_POOL_SIZE: '2e1' }).join('; '), /SMTP_POOL_SIZE must be a whole number/)
   })
 
   test('NODE_ID defaults to the host name, made safe; a name with other characters is refused', () => {
