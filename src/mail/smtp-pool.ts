@@ -158,7 +158,8 @@ export class SmtpPool {
 
   /**
    * Whether `job` may go on this connection: one tried again goes on a connection that has carried nothing
-   * yet, while one is open, being opened, or may be opened; on any other only when none can be had.
+   * yet, while one is open, being opened, or may be opened; on any other only when none can be had. What
+   * waits behind it in the line waits too, for that one open (first come, first served).
    */
   private fits (job: Job, held: Held): boolean {
     if (job.fresh !== true || held.started === 0) return true
@@ -177,6 +178,10 @@ export class SmtpPool {
       held.inFlight -= 1
       // Refused with 421 before any recipient: the relay is closing this connection, not judging the message.
       if (reused && replies.mail.code === CLOSING && replies.final === undefined && this.again(job)) {
+        // The relay is hanging up (svc's connection has closed itself already; QUIT is then a no-op).
+        this.live.delete(conn)
+        this.retiring.delete(conn)
+        conn.quit()
         this.pump()
         return
       }
@@ -235,7 +240,8 @@ export class SmtpPool {
       return
     }
     if (this.queue.length > 0) this.pump()
-    if (held.inFlight > 0) return
+    // The pump may have retired it (too old) and quit it already.
+    if (held.inFlight > 0 || !this.live.has(conn)) return
     if (this.opts.idleMs === 0) {
       this.live.delete(conn)
       conn.quit()

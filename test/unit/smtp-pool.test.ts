@@ -26,11 +26,11 @@ class FakeConnection implements PoolConnection {
   }
   answer (r: TransactionReplies = OK): void { this.pending.shift()!.resolve(r) }
   /** The relay answers MAIL with 421 and hangs up (a relay that takes only so many messages a connection). */
-  closing (): void {
+  closing (hangUp = true): void {
     const p = this.pending.shift()!
     const closing = { code: 421, text: '421 4.7.0 too many messages on this connection' }
     p.resolve({ mail: closing, rcpt: p.envelope.to.map(() => closing) })
-    this.close()
+    if (hangUp) this.close()
   }
 }
 
@@ -328,5 +328,19 @@ test('a transaction tried again waits for a new connection rather than going on 
   assert.deepEqual(h.conns[2]!.pending.map((p) => p.envelope.to), [['x@x.test']])
   h.conns[2]!.answer()
   assert.equal((await x).final?.code, 250)
+  h.pool.close()
+})
+
+test('a connection that answered 421 is let go even before it hangs up: QUIT, and it no longer counts toward the cap', async () => {
+  const h = harness(1)
+  const { second } = await onReusedConnection(h)
+  h.conns[0]!.closing(false)
+  await turn()
+  assert.equal(h.conns[0]!.quitted, true)
+  assert.equal(h.opens.length, 2, 'its place goes to a new connection at once')
+  h.opens[1]!.resolve(new FakeConnection(1))
+  await turn()
+  h.conns[1]!.answer()
+  assert.equal((await second).final?.code, 250)
   h.pool.close()
 })
