@@ -67,11 +67,11 @@ export function rowsOf (method: string, result: unknown): number {
   return typeof changes === 'number' ? changes : 0
 }
 
-/** The statements a svc wrote at exit, the costliest first; [] if it wrote none. */
+/** The statements a svc wrote at exit, the costliest first (as SqlTally.list() wrote them); [] if it wrote none. */
 export function readSqlCost (file: string): SqlCost[] {
   if (!existsSync(file)) return []
   const parsed = JSON.parse(readFileSync(file, 'utf8')) as { statements?: SqlCost[] }
-  return (parsed.statements ?? []).slice().sort((a, b) => b.ms - a.ms)
+  return parsed.statements ?? []
 }
 
 /** One line per statement: total ms, share of all SQL time, calls, µs per call, rows per call. */

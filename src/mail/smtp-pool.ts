@@ -49,9 +49,8 @@ interface Job {
   raw: Buffer
   resolve: (r: TransactionReplies) => void
   reject: (err: unknown) => void
+  /** Tried again after a reused connection closed under it: once only, and on a new connection if it can. */
   retried: boolean
-  /** Tried again after a reused connection closed under it: it goes on a connection that is new, if it can. */
-  fresh?: boolean
 }
 
 interface Held { inFlight: number; idleSince: number; openedAt: number; started: number }
@@ -162,7 +161,7 @@ export class SmtpPool {
    * waits behind it in the line waits too, for that one open (first come, first served).
    */
   private fits (job: Job, held: Held): boolean {
-    if (job.fresh !== true || held.started === 0) return true
+    if (!job.retried || held.started === 0) return true
     if (this.opening > 0 || (this.size < this.opts.max && this.now() >= this.growPausedUntil)) return false
     for (const other of this.live.values()) if (other.started === 0) return false
     return true
@@ -179,10 +178,8 @@ export class SmtpPool {
       // Refused with 421 before any recipient: the relay is closing this connection, not judging the message.
       if (reused && replies.mail.code === CLOSING && replies.final === undefined && this.again(job)) {
         // The relay is hanging up (svc's connection has closed itself already; QUIT is then a no-op).
-        this.live.delete(conn)
-        this.retiring.delete(conn)
+        this.forget(conn)
         conn.quit()
-        this.pump()
         return
       }
       job.resolve(replies)
@@ -201,7 +198,6 @@ export class SmtpPool {
   private again (job: Job): boolean {
     if (job.retried || this.closed) return false
     job.retried = true
-    job.fresh = true
     this.queue.unshift(job)
     return true
   }
@@ -259,10 +255,7 @@ export class SmtpPool {
   private sweep (): void {
     const cutoff = this.now() - this.opts.idleMs
     for (const [conn, held] of [...this.live]) {
-      if (held.inFlight === 0 && (held.idleSince <= cutoff || this.spent(held))) {
-        this.live.delete(conn)
-        conn.quit()
-      }
+      if (held.inFlight === 0 && (held.idleSince <= cutoff || this.spent(held))) this.retire(conn, held)
     }
   }
 }
