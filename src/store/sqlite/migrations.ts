@@ -273,4 +273,11 @@ export const migrations: string[] = [
   DROP INDEX emails_due;
   CREATE INDEX emails_due ON emails (next_attempt_at, lease_expires_at, id) WHERE next_attempt_at IS NOT NULL;
   `,
+  /* 18: facts about the store itself, one row per name: 'secret_check', the check value of the secret the
+     store was written under (src/domain/secret-check.ts), written at the first start under this version. */ `
+  CREATE TABLE meta (
+    name  TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+  ) STRICT, WITHOUT ROWID;
+  `,
 ]
