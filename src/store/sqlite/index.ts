@@ -16,6 +16,7 @@ import { SqliteDeliveries } from './deliveries.js'
 import { SqliteEmails } from './emails.js'
 import { SqliteDomains } from './domains.js'
 import { SqliteReceived } from './received.js'
+import { SqliteMeta } from './meta.js'
 import type { ReceivedQuery, ReceivedRecord } from '../received.js'
 import type {
   AcceptResult, EmailAttempt, EmailLease, EmailRecord, EngagementEvent, IdempotencyRecord, QuotaCharge, SuppressionCursor, SuppressionRecord, UnsubscribeResult,
@@ -156,6 +157,7 @@ export class SqliteStore extends SqliteDeliveries implements Store {
   private readonly mail: SqliteEmails
   private readonly domains: SqliteDomains
   private readonly received: SqliteReceived
+  private readonly meta: SqliteMeta
   /** Whether writes can be made (faults.ts): set by the write queue, cleared only by a probe write. */
   readonly health: StoreHealth
 
@@ -178,6 +180,7 @@ export class SqliteStore extends SqliteDeliveries implements Store {
     this.mail = new SqliteEmails(db, this.writes, (events) => this.insertEventRows(events))
     this.domains = new SqliteDomains(db, this.writes, () => { this.workHint = true })
     this.received = new SqliteReceived(db, this.writes, (events) => this.insertEventRows(events))
+    this.meta = new SqliteMeta(db, this.writes)
     const p = (sql: string) => db.prepare(sql)
     this.q = {
       ping: p('SELECT 1'),
@@ -266,6 +269,11 @@ export class SqliteStore extends SqliteDeliveries implements Store {
     await this.checkpoints?.close()
     if (this.db.open) this.db.close()
   }
+
+  // The secret's check value (src/store/sqlite/meta.ts)
+
+  secretCheck (): Promise<string | null> { return this.meta.secretCheck() }
+  initSecretCheck (value: string): Promise<string> { return this.meta.initSecretCheck(value) }
 
   // Accounts and sessions (src/store/sqlite/accounts.ts)
 
