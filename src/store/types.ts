@@ -147,6 +147,16 @@ export interface Store extends DeliveryStore, EmailStore, ReceivedStore {
    */
   forgetOverwritten?(): Promise<void>
 
+  // The check value of the secret the store was written under (src/domain/secret-check.ts decides; the
+  // store only keeps it)
+  /** The stored check value; null when none was stored yet. */
+  secretCheck(): Promise<string | null>
+  /**
+   * Stores `value` unless a check value is stored already, in one atomic step (two processes starting on
+   * a new store keep one value); returns the value stored now, the given one or the earlier one.
+   */
+  initSecretCheck(value: string): Promise<string>
+
   // Accounts
   /**
    * 'email_taken' when an account with this (already normalised) email exists. With `onlyIfFirst`,

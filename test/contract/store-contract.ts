@@ -704,5 +704,24 @@ export function storeContract (name: string, make: MakeStore): void {
         await own.cleanup()
       }
     })
+
+    test('the secret check value: none at first; the first one kept is kept, across stores on the same data', async () => {
+      const own = await make()
+      try {
+        assert.equal(await own.store.secretCheck(), null)
+        // Two at once (two processes starting on a new store): one value is kept, and both are told it.
+        const [x, y] = await Promise.all([own.store.initSecretCheck('v1.first'), own.store.initSecretCheck('v1.second')])
+        assert.equal(x, y)
+        assert.ok(x === 'v1.first' || x === 'v1.second')
+        assert.equal(await own.store.secretCheck(), x)
+        assert.equal(await own.store.initSecretCheck('v1.later'), x, 'a later value does not replace it')
+        if (own.reopen === undefined) return
+        const other = await own.reopen()
+        assert.equal(await other.secretCheck(), x)
+        assert.equal(await other.initSecretCheck('v1.other'), x)
+      } finally {
+        await own.cleanup()
+      }
+    })
   })
 }

@@ -33,6 +33,7 @@ import { MongoForwarders } from './forwarders.js'
 import { MongoEmails } from './emails.js'
 import { MongoDomains, domainDoc } from './domains.js'
 import { MongoReceived } from './received.js'
+import { MongoMeta } from './meta.js'
 import { StoreHealth } from '../faults.js'
 import { syncIndexes } from './indexes.js'
 import type { EmailRecord, SuppressionRecord } from '../emails.js'
@@ -82,10 +83,14 @@ export class MongoStore extends MongoForwarders implements Store {
     this.mail = new MongoEmails(client, db, () => this.hintWork())
     this.senderDomains = new MongoDomains(db, () => this.hintWork())
     this.receivedMail = new MongoReceived(client, db, () => this.hintWork())
+    this.meta = new MongoMeta(db)
   }
 
   /** Accounts and their sessions (src/store/mongo/accounts.ts). */
   private readonly people: MongoAccounts
+
+  /** Facts about the store itself: the secret's check value (src/store/mongo/meta.ts). */
+  private readonly meta: MongoMeta
 
   /** Received mail (src/store/mongo/received.ts). */
   readonly receivedMail: MongoReceived
@@ -151,6 +156,11 @@ export class MongoStore extends MongoForwarders implements Store {
     this.health.close()
     await this.client.close()
   }
+
+  // The secret's check value (src/store/mongo/meta.ts)
+
+  secretCheck (): Promise<string | null> { return this.meta.secretCheck() }
+  initSecretCheck (value: string): Promise<string> { return this.meta.initSecretCheck(value) }
 
   // Accounts and sessions (src/store/mongo/accounts.ts)
 
