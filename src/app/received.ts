@@ -4,11 +4,14 @@
 //
 // - which recipients are taken: any local part at a verified domain of an account with receiving on
 //   (every account that has it verified and receiving gets its own copy); everything else is refused;
+// - one message per SMTP transaction and account: it lists every address of that account the envelope
+//   named, is stored once, raises one email.received, and counts its raw size once;
 // - how big each field may be (LIMITS): text and html are cut at a documented length with a flag, the
 //   header list, address lists and attachment list are capped, so a hostile message costs bounded memory
 //   and an event body of bounded size; the raw message is kept whole (it is at most INBOUND_MAX_BYTES);
 // - `inReplyTo`: the account's own email (em_…) that In-Reply-To or References names, else null;
-// - the plan's storage limit (plans.ts receivedBytes) and RETENTION_DAYS.
+// - the plan's storage limit (plans.ts receivedBytes), checked against the account's running total of
+//   stored bytes (kept by the store), and RETENTION_DAYS; a message deleted frees its bytes at once.
 //
 // Nothing here follows a link or loads anything the message names, and nothing received is ever sent on.
 import { domainToASCII } from 'node:url'
@@ -36,6 +39,8 @@ export const LIMITS = {
   attachments: 100,
   filename: 255,
   messageIds: 20,
+  /** Envelope recipients listed on one message (the listener takes fewer per transaction). */
+  recipients: 100,
   /** Accounts that may receive one recipient's mail (the same domain verified by several accounts). */
   accountsPerDomain: 5,
 } as const
@@ -98,7 +103,7 @@ export function authResult (value: unknown): AuthResult {
 }
 
 /** The message as kept: every field bounded. Attachments get ids att_1, att_2, … in order. */
-export function boundMessage (p: ParsedMessage): Omit<ReceivedRecord, 'id' | 'accountId' | 'domainId' | 'recipient' | 'mailFrom' | 'inReplyTo' | 'authentication' | 'size' | 'createdAt'> & {
+export function boundMessage (p: ParsedMessage): Omit<ReceivedRecord, 'id' | 'accountId' | 'domainId' | 'recipients' | 'mailFrom' | 'inReplyTo' | 'authentication' | 'size' | 'createdAt'> & {
   contents: Array<{ id: string; content: Buffer }>
 } {
   const text = p.text === null ? null : cut(p.text, LIMITS.text)
@@ -131,10 +136,14 @@ export function boundMessage (p: ParsedMessage): Omit<ReceivedRecord, 'id' | 'ac
   }
 }
 
-/** The event's `data` (and GET /api/received/:id): what a receiver of email.received gets. */
+/**
+ * The event's `data` (and GET /api/received/:id): what a receiver of email.received gets. `recipients`:
+ * the envelope's addresses of this account (the event's top-level `to` is the first of them).
+ */
 export function receivedData (m: ReceivedRecord) {
   return {
     id: m.id,
+    recipients: m.recipients,
     from: m.from,
     to: m.to,
     cc: m.cc,
@@ -153,9 +162,9 @@ export function receivedData (m: ReceivedRecord) {
 
 export type ReceivedData = ReturnType<typeof receivedData>
 
-/** The API's view of a kept message: the event's data, the envelope, its size and when it came. */
+/** The API's view of a kept message: the event's data, the envelope (`recipient`: the first recipient), its size and when it came. */
 export function receivedView (m: ReceivedRecord) {
-  return { ...receivedData(m), recipient: m.recipient, mailFrom: m.mailFrom, size: m.size, createdAt: m.createdAt }
+  return { ...receivedData(m), recipient: m.recipients[0] ?? '', mailFrom: m.mailFrom, size: m.size, createdAt: m.createdAt }
 }
 
 export type ReceivedView = ReturnType<typeof receivedView>
@@ -171,6 +180,20 @@ export function attachmentDisposition (filename: string | null, fallback: string
 }
 
 export type ReceiveOutcome = 'received' | 'over_limit'
+
+/**
+ * The targets of one transaction (one per account and RCPT) as one message per account: its recipients
+ * in the order given, each once, and the first one's domain. Accounts in the order first named.
+ */
+export function byAccount (targets: ReadonlyArray<{ accountId: string; domainId: string; recipient: string }>): Array<{ accountId: string; domainId: string; recipients: string[] }> {
+  const out = new Map<string, { accountId: string; domainId: string; recipients: string[] }>()
+  for (const t of targets) {
+    const one = out.get(t.accountId)
+    if (one === undefined) out.set(t.accountId, { accountId: t.accountId, domainId: t.domainId, recipients: [t.recipient] })
+    else if (!one.recipients.includes(t.recipient)) one.recipients.push(t.recipient)
+  }
+  return [...out.values()]
+}
 
 export interface ReceivedServiceOptions {
   store: Store
@@ -210,16 +233,23 @@ export function createReceivedService ({ store, clock, retentionMs }: ReceivedSe
       return domains.map((d) => ({ accountId: d.accountId, domainId: d.id, recipient: `${r.local}@${r.domain}` }))
     },
 
-    /** Whether the account may keep one more message (a cheap look at RCPT time; the insert checks again). */
+    /**
+     * Whether the account may keep one more message: its running total (one stored counter, read at each
+     * RCPT) under the plan's storage. The insert checks again with the message's size.
+     */
     async hasRoom (accountId: string): Promise<boolean> {
       const account = await store.findAccountById(accountId)
       if (account === null) return false
       return await store.receivedBytes(accountId) < PLANS[account.plan].receivedBytes
     },
 
-    /** Keeps one message for one account and raises its email.received; 'over_limit' when the plan's storage is full. */
+    /**
+     * Keeps one message for one account, listing `recipients` (that account's addresses of the envelope,
+     * `domainId` the first one's domain), and raises its email.received; 'over_limit' when the plan's
+     * storage has no room for its raw size.
+     */
     async receive (input: {
-      target: { accountId: string; domainId: string; recipient: string }
+      target: { accountId: string; domainId: string; recipients: readonly string[] }
       mailFrom: string
       raw: Buffer
       parsed: ParsedMessage
@@ -230,19 +260,22 @@ export function createReceivedService ({ store, clock, retentionMs }: ReceivedSe
       if (account === null) return { outcome: 'over_limit' }
       const now = clock.now()
       const { contents, ...kept } = boundMessage(input.parsed)
+      const recipients = [...new Set(target.recipients.map((r) => bounded(r, LIMITS.address)))].slice(0, LIMITS.recipients)
+      if (recipients.length === 0) throw new Error('receive: a message needs a recipient')
       const message: ReceivedRecord = {
         ...kept,
         id: newId('rcv', now),
         accountId: target.accountId,
         domainId: target.domainId,
-        recipient: target.recipient,
+        recipients,
         mailFrom: bounded(input.mailFrom, LIMITS.address),
         inReplyTo: await replyTarget(target.accountId, input.parsed.replyIds),
         authentication: input.authentication,
-        size: input.raw.length + contents.reduce((n, c) => n + c.content.length, 0),
+        // The raw message is what counts: the attachments are inside it (kept decoded beside it as well).
+        size: input.raw.length,
         createdAt: iso(now),
       }
-      const event = makeEvent({ accountId: message.accountId, emailId: message.id, type: 'email.received', recipient: message.recipient, at: now }, receivedData(message))
+      const event = makeEvent({ accountId: message.accountId, emailId: message.id, type: 'email.received', recipient: recipients[0]!, at: now }, receivedData(message))
       const result = await store.insertReceived({ message, raw: input.raw, contents, event, limitBytes: PLANS[account.plan].receivedBytes })
       return result === 'recorded' ? { outcome: 'received', id: message.id, event } : { outcome: 'over_limit' }
     },
@@ -268,6 +301,13 @@ export function createReceivedService ({ store, clock, retentionMs }: ReceivedSe
       const raw = looksLikeId(id, 'rcv') ? await store.readReceivedRaw(accountId, id) : null
       if (raw === null) throw NotFound('No received message with this id')
       return raw
+    },
+
+    /** Deletes one of the account's messages with its bytes, freeing its size; NotFound for any other id. */
+    async remove (accountId: string, id: string): Promise<ReceivedRecord> {
+      const m = looksLikeId(id, 'rcv') ? await store.deleteReceived(accountId, id) : null
+      if (m === null) throw NotFound('No received message with this id')
+      return m
     },
 
     async attachment (accountId: string, id: string, attachmentId: string): Promise<{ meta: ReceivedAttachment; content: Buffer }> {

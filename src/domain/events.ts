@@ -61,7 +61,7 @@ export const TEST_EVENT_DATA: Partial<Record<EventType, EventBodyData>> = {
   'email.bounced': { reason: '550 5.1.1 test event: the mailbox does not exist' },
   'email.complained': { reason: 'test event: the recipient reported the email as spam' },
   'email.received': {
-    id: 'rcv_test', from: 'Sender <sender@example.net>', to: ['support@example.com'], cc: [], subject: 'test event', text: 'A test of email.received',
+    id: 'rcv_test', recipients: ['support@example.com'], from: 'Sender <sender@example.net>', to: ['support@example.com'], cc: [], subject: 'test event', text: 'A test of email.received',
     textTruncated: false, html: null, htmlTruncated: false, headers: [], messageId: '<test@example.net>', inReplyTo: null, attachments: [],
     authentication: { spf: 'none', dkim: 'none', dmarc: 'none', arc: null },
   },

@@ -28,9 +28,10 @@ async function domain (store: Store, accountId: string, name: string, status: Do
   return d
 }
 
-function message (accountId: string, domainId: string, recipient: string, at: number, size: number): ReceivedRecord {
+function message (accountId: string, domainId: string, recipient: string | string[], at: number, size: number): ReceivedRecord {
+  const recipients = Array.isArray(recipient) ? recipient : [recipient]
   return {
-    id: newId('rcv', at), accountId, domainId, recipient, mailFrom: 'a@sender.example', from: 'A <a@sender.example>', to: [recipient], cc: [],
+    id: newId('rcv', at), accountId, domainId, recipients, mailFrom: 'a@sender.example', from: 'A <a@sender.example>', to: recipients, cc: [],
     subject: `hello ${unique()}`, text: 'hi', textTruncated: false, html: null, htmlTruncated: false, headers: [{ name: 'Subject', value: 'hello' }],
     messageId: '<m@sender.example>', inReplyTo: null, attachments: [{ id: 'att_1', filename: 'a.bin', contentType: 'application/octet-stream', size: 3 }],
     authentication: { spf: 'pass', dkim: 'pass', dmarc: 'pass', arc: null }, size, createdAt: iso(at),
@@ -38,7 +39,7 @@ function message (accountId: string, domainId: string, recipient: string, at: nu
 }
 
 function event (m: ReceivedRecord): EventRecord {
-  const base = { id: newId('evt', Date.parse(m.createdAt)), emailId: m.id, type: 'email.received' as const, recipient: m.recipient, occurredAt: m.createdAt }
+  const base = { id: newId('evt', Date.parse(m.createdAt)), emailId: m.id, type: 'email.received' as const, recipient: m.recipients[0]!, occurredAt: m.createdAt }
   return { ...base, accountId: m.accountId, payload: eventPayload(base, { id: m.id }) }
 }
 
@@ -106,5 +107,61 @@ export function receivedCases (getStore: () => Store): void {
     assert.equal(await store.readReceivedAttachment(a.id, kept[0]!.id, 'att_1'), null)
     assert.equal(await store.receivedBytes(a.id), 1003)
     assert.equal(await store.pruneReceived(iso(Date.parse(kept[2]!.createdAt) + 1), 10), 1)
+  })
+
+  test('one message for several recipients: found by each; the running total follows every insert, delete and prune', async () => {
+    const store = getStore()
+    const a = await account(store)
+    const other = await account(store)
+    const d = await domain(store, a.id, `rcv-${unique()}.example`)
+    const sumOfKept = async (accountId: string) => (await store.listReceived(accountId, { limit: 100 })).reduce((n, m) => n + m.size, 0)
+    const agrees = async (what: string) => assert.equal(await store.receivedBytes(a.id), await sumOfKept(a.id), `the total after ${what} is the sum of the stored sizes`)
+
+    const many = message(a.id, d.id, ['a@d.example', 'b@d.example', 'c@d.example'], ++clock, 700)
+    assert.equal(await store.insertReceived({ message: many, raw: randomBytes(700), contents: [], event: event(many), limitBytes: 1000 }), 'recorded')
+    assert.deepEqual((await store.findReceived(a.id, many.id))?.recipients, ['a@d.example', 'b@d.example', 'c@d.example'])
+    for (const to of ['a@d.example', 'b@d.example', 'c@d.example']) {
+      assert.deepEqual((await store.listReceived(a.id, { limit: 10, to })).map((m) => m.id), [many.id], to)
+    }
+    assert.deepEqual(await store.listReceived(a.id, { limit: 10, to: 'd@d.example' }), [])
+    assert.equal(await store.receivedBytes(a.id), 700, 'counted once')
+    await agrees('an insert')
+
+    // 700 + 301 passes the limit of 1,000; 300 fits it exactly.
+    const over = message(a.id, d.id, 'a@d.example', ++clock, 301)
+    assert.equal(await store.insertReceived({ message: over, raw: randomBytes(301), contents: [], event: event(over), limitBytes: 1000 }), 'limit_reached')
+    const fits = message(a.id, d.id, 'b@d.example', ++clock, 300)
+    assert.equal(await store.insertReceived({ message: fits, raw: randomBytes(300), contents: [{ id: 'att_1', content: Buffer.from('abc') }], event: event(fits), limitBytes: 1000 }), 'recorded')
+    assert.equal(await store.receivedBytes(a.id), 1000)
+    await agrees('a second insert')
+
+    // A delete: nothing for another account or an unknown id; the owner's frees its bytes and takes them.
+    assert.equal(await store.deleteReceived(other.id, many.id), null)
+    assert.equal(await store.deleteReceived(a.id, newId('rcv', ++clock)), null)
+    assert.equal(await store.receivedBytes(a.id), 1000)
+    assert.deepEqual(await store.deleteReceived(a.id, many.id), many)
+    assert.equal(await store.deleteReceived(a.id, many.id), null, 'once')
+    assert.equal(await store.findReceived(a.id, many.id), null)
+    assert.equal(await store.readReceivedRaw(a.id, many.id), null)
+    assert.deepEqual(await store.listReceived(a.id, { limit: 10, to: 'a@d.example' }), [])
+    assert.equal(await store.receivedBytes(a.id), 300)
+    await agrees('a delete')
+    assert.ok((await store.readReceivedAttachment(a.id, fits.id, 'att_1'))?.equals(Buffer.from('abc')), 'the other message is untouched')
+    // Room again: the one refused before fits now.
+    const again = message(a.id, d.id, 'a@d.example', ++clock, 301)
+    assert.equal(await store.insertReceived({ message: again, raw: randomBytes(301), contents: [], event: event(again), limitBytes: 1000 }), 'recorded')
+    await agrees('an insert after a delete')
+
+    // A prune takes its messages off their accounts' totals, and only theirs.
+    const b = message(other.id, d.id, 'x@d.example', ++clock, 50)
+    assert.equal(await store.insertReceived({ message: b, raw: randomBytes(50), contents: [], event: event(b), limitBytes: 1000 }), 'recorded')
+    assert.equal(await store.pruneReceived(iso(Date.parse(fits.createdAt) + 1), 10), 1)
+    assert.equal(await store.receivedBytes(a.id), 301)
+    await agrees('a prune')
+    assert.equal(await store.receivedBytes(other.id), 50)
+    assert.equal(await store.pruneReceived(iso(Date.parse(b.createdAt) + 1), 10), 2)
+    assert.equal(await store.receivedBytes(a.id), 0)
+    assert.equal(await store.receivedBytes(other.id), 0)
+    await agrees('the last prune')
   })
 }

@@ -346,13 +346,13 @@ export class World {
     const domain = World.must(await World.call(server, 'POST', '/api/domains', { cookie, json: { name: `fuzz-${label.toLowerCase()}.example.test` } }), 201, 'add domain').body.data
     const receivedId = newId('rcv')
     const message = {
-      id: receivedId, accountId: signup.body.data.id as string, domainId: domain.id as string, recipient: `support@${domain.name as string}`, mailFrom: 'a@sender.example',
+      id: receivedId, accountId: signup.body.data.id as string, domainId: domain.id as string, recipients: [`support@${domain.name as string}`], mailFrom: 'a@sender.example',
       from: 'a@sender.example', to: [`support@${domain.name as string}`], cc: [], subject: `fixture ${label}`, text: 'hi', textTruncated: false, html: null,
       htmlTruncated: false, headers: [], messageId: null, inReplyTo: null, attachments: [{ id: 'att_1', filename: 'a.txt', contentType: 'text/plain', size: 2 }],
       authentication: { spf: 'none' as const, dkim: 'none' as const, dmarc: 'none' as const, arc: null }, size: 100, createdAt: new Date().toISOString(),
     }
     // No webhook subscribes to email.received: its event makes no delivery.
-    const event = makeEvent({ accountId: message.accountId, emailId: receivedId, type: 'email.received', recipient: message.recipient, at: Date.now() }, { id: receivedId })
+    const event = makeEvent({ accountId: message.accountId, emailId: receivedId, type: 'email.received', recipient: message.recipients[0]!, at: Date.now() }, { id: receivedId })
     await server.store.insertReceived({ message, raw: Buffer.from(`From: a@sender.example\r\nSubject: fixture ${label}\r\n\r\nhi\r\n`), contents: [{ id: 'att_1', content: Buffer.from('hi') }], event, limitBytes: Infinity })
     return {
       label, email, id: signup.body.data.id, cookie, deadCookie: dead, key: key.key, keyId: key.id,

@@ -59,13 +59,13 @@ interface World {
   get(path: string, key?: string): Promise<{ status: number; headers: Headers; bytes: Buffer; json: any }>
 }
 
-async function world (t: Parameters<typeof startServer>[0], pruneEveryMs?: number): Promise<World> {
+async function world (t: Parameters<typeof startServer>[0], pruneEveryMs?: number, maxBytes = MAX_BYTES): Promise<World> {
   const dns = await startDnsServer(t)
   const sink = await startSmtpSink()
   const server = await startServer(t, {
     env: {
       DNS_SERVERS: dns.server, SMTP_URL: sink.url, PUBLIC_URL: 'https://mail.svc.test', INBOUND_SMTP_PORT: '0',
-      INBOUND_SMTP_HOST: '127.0.0.1', INBOUND_MAX_BYTES: String(MAX_BYTES),
+      INBOUND_SMTP_HOST: '127.0.0.1', INBOUND_MAX_BYTES: String(maxBytes),
     },
     deps: { mailer: { retryDelaysMs: [50, 50], random: () => 0.5 }, ...(pruneEveryMs !== undefined ? { receiving: { pruneEveryMs } } : {}) },
   })
@@ -137,11 +137,11 @@ async function metric (w: World, labels: string): Promise<number> {
 /** A message of `size` bytes kept at `at`, stored directly (as the listener would, without SMTP). */
 async function stored (w: World, size: number, at: number): Promise<ReceivedRecord> {
   const message = {
-    id: newId('rcv', at), accountId: w.s.accountId, domainId: w.domainId, recipient: 'old@example.com', mailFrom: '', from: '', to: [], cc: [],
+    id: newId('rcv', at), accountId: w.s.accountId, domainId: w.domainId, recipients: ['old@example.com'], mailFrom: '', from: '', to: [], cc: [],
     subject: 'old', text: null, textTruncated: false, html: null, htmlTruncated: false, headers: [], messageId: null, inReplyTo: null,
     attachments: [], authentication: { spf: 'none', dkim: 'none', dmarc: 'none', arc: null }, size, createdAt: new Date(at).toISOString(),
   } satisfies ReceivedRecord
-  const event = makeEvent({ accountId: w.s.accountId, emailId: message.id, type: 'email.received', recipient: message.recipient, at }, { id: message.id })
+  const event = makeEvent({ accountId: w.s.accountId, emailId: message.id, type: 'email.received', recipient: message.recipients[0]!, at }, { id: message.id })
   assert.equal(await w.server.store.insertReceived({ message, raw: Buffer.from('x'), contents: [], event, limitBytes: Infinity }), 'recorded')
   return message
 }
@@ -213,9 +213,10 @@ describe('receiving mail', () => {
     assert.equal(one.status, 200)
     const { recipient, mailFrom, size, createdAt, ...fields } = one.json.data
     assert.deepEqual(fields, d, 'the same fields as the webhook')
+    assert.deepEqual(d.recipients, ['support@example.com'])
     assert.equal(recipient, 'support@example.com')
     assert.equal(mailFrom, 'customer@customer.example')
-    assert.equal(size, raw.length + pdf.length)
+    assert.equal(size, raw.length, 'the raw message counts, its attachment inside it')
     assert.ok(Date.parse(createdAt) > 0)
 
     const rawRes = await w.get(`/api/received/${d.id}/raw`)
@@ -249,6 +250,71 @@ describe('receiving mail', () => {
     assert.equal(errorOf(patch).code, 'insufficient_permission')
 
     assert.equal(await metric(w, 'kind="received",outcome="received"'), 1)
+  })
+
+  test('one 7 MB message to 6 addresses of one account: stored once, listing the 6, its raw size counted once; DELETE frees it', async (t) => {
+    const w = await world(t, undefined, 8 * 1024 * 1024)
+    await turnOn(w)
+    const addresses = ['sales', 'support', 'billing', 'info', 'jobs', 'press'].map((l) => `${l}@example.com`)
+    // 5 MiB of attachment, base64 in the message: about 7 MB raw.
+    const attachment = randomBytes(5 * 1024 * 1024)
+    const raw = await compose({
+      from: 'customer@customer.example', to: addresses.join(', '), subject: 'The plans, for everyone', text: 'Attached.',
+      attachments: [{ filename: 'plans.bin', content: attachment, contentType: 'application/octet-stream' }],
+    }, w.key)
+    assert.ok(raw.length > 7_000_000 && raw.length < 8 * 1024 * 1024, `${raw.length} bytes`)
+    // The Free plan's storage, with room for this message exactly once (six copies, or the attachment
+    // counted beside the raw message, would not fit).
+    const filler = await stored(w, PLANS.free.receivedBytes - raw.length, Date.now() - 1000)
+
+    assert.match(await w.mail(addresses, raw), /^250 /)
+    const list = (await w.get('/api/received')).json.data as Array<{ id: string; recipients: string[]; recipient: string; size: number }>
+    assert.deepEqual(list.map((m) => m.id).slice(1), [filler.id], 'one message stored')
+    const m = list[0]!
+    assert.deepEqual(m.recipients, addresses, 'listing every recipient, in order')
+    assert.equal(m.recipient, 'sales@example.com', 'recipient: the first')
+    assert.equal(m.size, raw.length)
+    for (const to of addresses) assert.deepEqual((await w.get(`/api/received?to=${encodeURIComponent(to)}`)).json.data.map((x: { id: string }) => x.id), [m.id], to)
+    assert.equal(await w.server.store.receivedBytes(w.s.accountId), PLANS.free.receivedBytes, 'the running total: the filler and this message once')
+    assert.ok((await w.get(`/api/received/${m.id}/attachments/att_1`)).bytes.equals(attachment))
+
+    // One email.received for it, to the first recipient, its data listing all six.
+    assert.deepEqual((await w.server.store.listEmailEvents(w.s.accountId, m.id)).map((e) => e.type), ['email.received'])
+    await w.receiver.until(() => w.receiver.received.some((r) => r.body.emailId === m.id), 'email.received')
+    const hook = w.receiver.received.find((r) => r.body.emailId === m.id)!.body
+    assert.equal(hook.to, 'sales@example.com')
+    assert.deepEqual(hook.data.recipients, addresses)
+
+    // Full: the next recipient is answered 452.
+    const small = await compose({ from: 'customer@customer.example', to: 'support@example.com', subject: 'hi', text: 'hi' }, w.key)
+    await assert.rejects(w.mail('support@example.com', small), refusedWith(452))
+
+    // DELETE: a sending_access key may not, another account and an unknown id get 404 and change nothing.
+    const sendingKey = (await w.s.client.post('/api/keys', { name: 'app', permission: 'sending_access' })).body.data.key as string
+    const asSending = await w.server.client().delete(`/api/received/${m.id}`, { 'x-api-key': sendingKey })
+    assert.equal(asSending.status, 403)
+    assert.equal(errorOf(asSending).code, 'insufficient_permission')
+    const other = await signedUp(w.server)
+    const foreign = await other.client.delete(`/api/received/${m.id}`)
+    assert.equal(foreign.status, 404)
+    assert.equal(errorOf(foreign).code, 'not_found')
+    for (const id of ['rcv_0000000000000000000000000000', 'nope']) assert.equal((await w.s.client.delete(`/api/received/${id}`)).status, 404, id)
+    assert.equal(await w.server.store.receivedBytes(w.s.accountId), PLANS.free.receivedBytes)
+
+    // The owner's (a full_access key here; the cookie below) frees its bytes, its raw message and attachment.
+    const deleted = await w.server.client().delete(`/api/received/${m.id}`, { 'x-api-key': w.fullKey })
+    assert.equal(deleted.status, 200, deleted.text)
+    assert.deepEqual(deleted.body, { success: true, data: { id: m.id, deleted: true }, message: 'Received message deleted' })
+    for (const path of [`/api/received/${m.id}`, `/api/received/${m.id}/raw`, `/api/received/${m.id}/attachments/att_1`]) assert.equal((await w.get(path)).status, 404, path)
+    assert.equal((await w.s.client.delete(`/api/received/${m.id}`)).status, 404, 'once')
+    assert.equal(await w.server.store.receivedBytes(w.s.accountId), PLANS.free.receivedBytes - raw.length)
+
+    // The account receives again.
+    assert.match(await w.mail('support@example.com', small), /^250 /)
+    const after = (await w.s.client.get('/api/received')).body.data as Array<{ id: string; recipients: string[] }>
+    assert.deepEqual(after.map((x) => x.recipients), [['support@example.com'], ['old@example.com']])
+    assert.equal((await w.s.client.delete(`/api/received/${after[0]!.id}`)).status, 200, 'the cookie deletes too')
+    assert.equal(await w.server.store.receivedBytes(w.s.accountId), PLANS.free.receivedBytes - raw.length)
   })
 
   test('a forged sender: taken, with spf, dkim and dmarc fail', async (t) => {

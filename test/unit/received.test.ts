@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import {
-  LIMITS, attachmentDisposition, authResult, boundMessage, cut, safeContentType, splitRecipient, type ParsedMessage,
+  LIMITS, attachmentDisposition, authResult, boundMessage, byAccount, cut, safeContentType, splitRecipient, type ParsedMessage,
 } from '../../src/app/received.js'
 import { lastMessageIds, messageIds, readMessage } from '../../src/mail/inbound/receiving.js'
 
@@ -123,5 +123,19 @@ describe('a parsed message is bounded', () => {
       assert.ok(m.attachments.length <= LIMITS.attachments, name)
       assert.ok(m.subject.length <= LIMITS.subject, name)
     }
+  })
+})
+
+describe('one message per transaction and account', () => {
+  test('the targets of every RCPT become one message per account, its recipients in order, each once', () => {
+    const t = (accountId: string, domainId: string, recipient: string) => ({ accountId, domainId, recipient })
+    assert.deepEqual(byAccount([
+      t('acct_a', 'dom_1', 'sales@one.example'), t('acct_b', 'dom_9', 'sales@one.example'), t('acct_a', 'dom_2', 'info@two.example'),
+      t('acct_a', 'dom_1', 'sales@one.example'), t('acct_b', 'dom_9', 'jobs@one.example'),
+    ]), [
+      { accountId: 'acct_a', domainId: 'dom_1', recipients: ['sales@one.example', 'info@two.example'] },
+      { accountId: 'acct_b', domainId: 'dom_9', recipients: ['sales@one.example', 'jobs@one.example'] },
+    ])
+    assert.deepEqual(byAccount([]), [])
   })
 })

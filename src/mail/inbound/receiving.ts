@@ -8,7 +8,7 @@ import { Resolver } from 'node:dns/promises'
 import type { FastifyBaseLogger } from 'fastify'
 import { simpleParser, type AddressObject, type EmailAddress } from 'mailparser'
 import {
-  LIMITS, authResult, type Authentication, type ParsedMessage, type ReceiveOutcome, type ReceivedService,
+  LIMITS, authResult, byAccount, type Authentication, type ParsedMessage, type ReceiveOutcome, type ReceivedService,
 } from '../../app/received.js'
 
 export interface ReceivingOptions {
@@ -166,7 +166,7 @@ export class Receiving {
     return open.length > 0 ? open : 'full'
   }
 
-  /** Keeps the message for each target. Rejects only when the store could not be written (the sender retries). */
+  /** Keeps the message once for each account its targets name. Rejects only when the store could not be written (the sender retries). */
   async take (raw: Buffer, envelope: { mailFrom: string; targets: ReceivingTarget[]; ip: string; helo: string }): Promise<TakeOutcome[]> {
     let parsed: ParsedMessage
     try {
@@ -186,12 +186,8 @@ export class Receiving {
       return { spf: 'temperror', dkim: 'temperror', dmarc: 'temperror', arc: null } satisfies Authentication
     })
     const outcomes: TakeOutcome[] = []
-    // One copy per account: the same address given twice in one envelope is taken once.
-    const seen = new Set<string>()
-    for (const target of envelope.targets) {
-      const key = `${target.accountId} ${target.recipient}`
-      if (seen.has(key)) continue
-      seen.add(key)
+    // One message per account, listing each of its addresses the envelope named (each once).
+    for (const target of byAccount(envelope.targets)) {
       const { outcome } = await this.o.received.receive({ target, mailFrom: envelope.mailFrom, raw, parsed, authentication })
       outcomes.push(outcome)
     }

@@ -26,6 +26,7 @@ export abstract class MongoForwarders extends MongoDeliveries {
   findReceivingDomains (name: string, limit: number): Promise<DomainRecord[]> { return this.senderDomains.findReceivingDomains(name, limit) }
   insertReceived (input: { message: ReceivedRecord; raw: Buffer; contents: Array<{ id: string; content: Buffer }>; event: EventRecord; limitBytes: number }): Promise<'recorded' | 'limit_reached'> { return this.receivedMail.insertReceived(input) }
   receivedBytes (accountId: string): Promise<number> { return this.receivedMail.receivedBytes(accountId) }
+  deleteReceived (accountId: string, id: string): Promise<ReceivedRecord | null> { return this.receivedMail.deleteReceived(accountId, id) }
   listReceived (accountId: string, q: ReceivedQuery): Promise<ReceivedRecord[]> { return this.receivedMail.listReceived(accountId, q) }
   findReceived (accountId: string, id: string): Promise<ReceivedRecord | null> { return this.receivedMail.findReceived(accountId, id) }
   readReceivedRaw (accountId: string, id: string): Promise<Buffer | null> { return this.receivedMail.readReceivedRaw(accountId, id) }

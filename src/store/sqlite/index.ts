@@ -463,6 +463,7 @@ export class SqliteStore extends SqliteDeliveries implements Store {
   findReceivingDomains (name: string, limit: number): Promise<DomainRecord[]> { return this.domains.findReceivingDomains(name, limit) }
   insertReceived (input: { message: ReceivedRecord; raw: Buffer; contents: Array<{ id: string; content: Buffer }>; event: EventRecord; limitBytes: number }): Promise<'recorded' | 'limit_reached'> { return this.received.insertReceived(input) }
   receivedBytes (accountId: string): Promise<number> { return this.received.receivedBytes(accountId) }
+  deleteReceived (accountId: string, id: string): Promise<ReceivedRecord | null> { return this.received.deleteReceived(accountId, id) }
   listReceived (accountId: string, q: ReceivedQuery): Promise<ReceivedRecord[]> { return this.received.listReceived(accountId, q) }
   findReceived (accountId: string, id: string): Promise<ReceivedRecord | null> { return this.received.findReceived(accountId, id) }
   readReceivedRaw (accountId: string, id: string): Promise<Buffer | null> { return this.received.readReceivedRaw(accountId, id) }

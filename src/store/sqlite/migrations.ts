@@ -280,4 +280,23 @@ export const migrations: string[] = [
     value TEXT NOT NULL
   ) STRICT, WITHOUT ROWID;
   `,
+  /* 19: received mail, one message per SMTP transaction and account (src/store/received.ts). Its
+     recipients each have a row in received_recipients (the `to` filter reads them; received.recipient
+     keeps the first); each account's stored bytes are a running total in received_usage, changed in the
+     write of every insert, delete and prune, computed here from the messages already kept. */ `
+  CREATE TABLE received_recipients (
+    received_id TEXT NOT NULL,
+    recipient   TEXT NOT NULL,
+    account_id  TEXT NOT NULL,
+    PRIMARY KEY (received_id, recipient)
+  ) STRICT, WITHOUT ROWID;
+  CREATE INDEX received_recipients_to ON received_recipients (account_id, recipient, received_id);
+  INSERT INTO received_recipients (received_id, recipient, account_id) SELECT id, recipient, account_id FROM received;
+  DROP INDEX received_recipient;
+  CREATE TABLE received_usage (
+    account_id TEXT PRIMARY KEY REFERENCES accounts(id),
+    bytes      INTEGER NOT NULL
+  ) STRICT, WITHOUT ROWID;
+  INSERT INTO received_usage (account_id, bytes) SELECT account_id, sum(size) FROM received GROUP BY account_id;
+  `,
 ]

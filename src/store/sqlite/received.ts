@@ -1,5 +1,7 @@
-// Received mail in SQLite (../received.ts): one row per message (its parsed fields as JSON), and its bytes
-// (raw and attachments) in received_contents. Each write is one WriteQueue.run, the event included.
+// Received mail in SQLite (../received.ts): one row per message (its parsed fields as JSON), a row per
+// recipient in received_recipients, and its bytes (raw and attachments) in received_contents. Each
+// account's stored bytes are a running total in received_usage. Each write is one WriteQueue.run, the
+// event and the total included.
 import type Database from 'better-sqlite3'
 import type { EventRecord } from '../../domain/events.js'
 import type { ReceivedQuery, ReceivedRecord } from '../received.js'
@@ -7,22 +9,23 @@ import type { WriteQueue } from './write-queue.js'
 
 type Row = Record<string, unknown>
 
-/** The columns are the record's keys; the rest of it is the JSON in `message`. */
+/** The columns are the record's keys (`recipient` is the first recipient); the rest of it is the JSON in `message`. */
 function toReceived (r: Row): ReceivedRecord {
-  const rest = JSON.parse(r.message as string) as Omit<ReceivedRecord, 'id' | 'accountId' | 'domainId' | 'recipient' | 'size' | 'createdAt'>
+  const rest = JSON.parse(r.message as string) as Omit<ReceivedRecord, 'id' | 'accountId' | 'domainId' | 'size' | 'createdAt'> & { recipients?: string[] }
   return {
     ...rest,
+    // A message kept before migration 19 has its one recipient in the column only.
+    recipients: rest.recipients ?? [r.recipient as string],
     id: r.id as string,
     accountId: r.account_id as string,
     domainId: r.domain_id as string,
-    recipient: r.recipient as string,
     size: r.size as number,
     createdAt: r.created_at as string,
   }
 }
 
 function messageJson (m: ReceivedRecord): string {
-  const { id: _id, accountId: _a, domainId: _d, recipient: _r, size: _s, createdAt: _c, ...rest } = m
+  const { id: _id, accountId: _a, domainId: _d, size: _s, createdAt: _c, ...rest } = m
   return JSON.stringify(rest)
 }
 
@@ -32,35 +35,63 @@ export class SqliteReceived {
   constructor (db: Database.Database, private readonly writes: WriteQueue, private readonly insertEventRows: (events: EventRecord[]) => void) {
     const p = (sql: string) => db.prepare(sql)
     this.q = {
-      bytes: p('SELECT coalesce(sum(size), 0) AS n FROM received WHERE account_id = ?'),
+      bytes: p('SELECT bytes FROM received_usage WHERE account_id = ?'),
+      addBytes: p(`INSERT INTO received_usage (account_id, bytes) VALUES (?, ?)
+                   ON CONFLICT (account_id) DO UPDATE SET bytes = bytes + excluded.bytes`),
+      subtractBytes: p('UPDATE received_usage SET bytes = max(0, bytes - ?) WHERE account_id = ?'),
       insert: p('INSERT INTO received (id, account_id, domain_id, recipient, size, created_at, message) VALUES (?, ?, ?, ?, ?, ?, ?)'),
+      insertRecipient: p('INSERT OR IGNORE INTO received_recipients (received_id, recipient, account_id) VALUES (?, ?, ?)'),
       insertContent: p('INSERT INTO received_contents (received_id, part, content) VALUES (?, ?, ?)'),
       page: p('SELECT * FROM received WHERE account_id = ? AND id < ? ORDER BY id DESC LIMIT ?'),
-      pageTo: p('SELECT * FROM received WHERE account_id = ? AND recipient = ? AND id < ? ORDER BY id DESC LIMIT ?'),
+      pageTo: p(`SELECT r.* FROM received_recipients t JOIN received r ON r.id = t.received_id
+                 WHERE t.account_id = ? AND t.recipient = ? AND t.received_id < ? ORDER BY t.received_id DESC LIMIT ?`),
       one: p('SELECT * FROM received WHERE account_id = ? AND id = ?'),
       content: p(`SELECT c.content FROM received_contents c JOIN received r ON r.id = c.received_id
                   WHERE r.account_id = ? AND r.id = ? AND c.part = ?`),
-      old: p('SELECT id FROM received WHERE created_at < ? ORDER BY created_at LIMIT ?'),
+      old: p('SELECT id, account_id, size FROM received WHERE created_at < ? ORDER BY created_at LIMIT ?'),
       removeContents: p('DELETE FROM received_contents WHERE received_id = ?'),
+      removeRecipients: p('DELETE FROM received_recipients WHERE received_id = ?'),
       remove: p('DELETE FROM received WHERE id = ?'),
     }
+  }
+
+  private used (accountId: string): number {
+    return (this.q.bytes.get(accountId) as { bytes: number } | undefined)?.bytes ?? 0
+  }
+
+  /** Deletes one message, its recipients and bytes, and takes its size off its account's total (inside a write). */
+  private removeOne (r: { id: string; account_id: string; size: number }): void {
+    this.q.removeContents.run(r.id)
+    this.q.removeRecipients.run(r.id)
+    this.q.remove.run(r.id)
+    this.q.subtractBytes.run(r.size, r.account_id)
   }
 
   insertReceived (input: { message: ReceivedRecord; raw: Buffer; contents: Array<{ id: string; content: Buffer }>; event: EventRecord; limitBytes: number }): Promise<'recorded' | 'limit_reached'> {
     const m = input.message
     return this.writes.run(() => {
-      const { n } = this.q.bytes.get(m.accountId) as { n: number }
-      if (n + m.size > input.limitBytes) return 'limit_reached'
-      this.q.insert.run(m.id, m.accountId, m.domainId, m.recipient, m.size, m.createdAt, messageJson(m))
+      if (this.used(m.accountId) + m.size > input.limitBytes) return 'limit_reached'
+      this.q.insert.run(m.id, m.accountId, m.domainId, m.recipients[0] ?? '', m.size, m.createdAt, messageJson(m))
+      for (const to of m.recipients) this.q.insertRecipient.run(m.id, to, m.accountId)
       this.q.insertContent.run(m.id, 'raw', input.raw)
       for (const c of input.contents) this.q.insertContent.run(m.id, c.id, c.content)
+      this.q.addBytes.run(m.accountId, m.size)
       this.insertEventRows([input.event])
       return 'recorded'
     })
   }
 
   async receivedBytes (accountId: string): Promise<number> {
-    return (this.q.bytes.get(accountId) as { n: number }).n
+    return this.used(accountId)
+  }
+
+  deleteReceived (accountId: string, id: string): Promise<ReceivedRecord | null> {
+    return this.writes.run(() => {
+      const row = this.q.one.get(accountId, id) as Row | undefined
+      if (row === undefined) return null
+      this.removeOne({ id: row.id as string, account_id: row.account_id as string, size: row.size as number })
+      return toReceived(row)
+    })
   }
 
   async listReceived (accountId: string, q: ReceivedQuery): Promise<ReceivedRecord[]> {
@@ -89,12 +120,9 @@ export class SqliteReceived {
 
   pruneReceived (before: string, limit: number): Promise<number> {
     return this.writes.run(() => {
-      const ids = (this.q.old.all(before, limit) as Array<{ id: string }>).map((r) => r.id)
-      for (const id of ids) {
-        this.q.removeContents.run(id)
-        this.q.remove.run(id)
-      }
-      return ids.length
+      const rows = this.q.old.all(before, limit) as Array<{ id: string; account_id: string; size: number }>
+      for (const r of rows) this.removeOne(r)
+      return rows.length
     })
   }
 }

@@ -1,11 +1,11 @@
 // Received mail (cookie or a full_access key; a sending_access key gets 403): the list, one message, its
-// raw bytes and its attachments. The bytes are answered as downloads that a browser never renders:
+// raw bytes and its attachments, and its deletion. The bytes are answered as downloads that a browser never renders:
 // Content-Disposition: attachment, nosniff, and a sandbox policy in case one does.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { attachmentDisposition } from '../../../app/received.js'
 import { accountIdOf, cookieOrKey } from '../../cookie-or-key.js'
 import type { RouteContext } from '../context.js'
-import { GetReceivedAttachmentRoute, GetReceivedRawRoute, GetReceivedRoute, ListReceivedRoute } from './schema.js'
+import { DeleteReceivedRoute, GetReceivedAttachmentRoute, GetReceivedRawRoute, GetReceivedRoute, ListReceivedRoute } from './schema.js'
 
 const DOWNLOAD_HEADERS = {
   'x-content-type-options': 'nosniff',
@@ -25,6 +25,11 @@ const receivedRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { se
 
   app.get('/api/received/:id', { schema: GetReceivedRoute }, async (request) => {
     return { success: true as const, data: await received.get(accountIdOf(request), request.params.id), message: 'Received message' }
+  })
+
+  app.delete('/api/received/:id', { schema: DeleteReceivedRoute }, async (request) => {
+    const m = await received.remove(accountIdOf(request), request.params.id)
+    return { success: true as const, data: { id: m.id, deleted: true as const }, message: 'Received message deleted' }
   })
 
   app.get('/api/received/:id/raw', { schema: GetReceivedRawRoute }, async (request, reply) => {

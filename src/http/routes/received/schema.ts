@@ -21,6 +21,7 @@ export const AuthenticationSchema = Type.Object({
 /** The fields of email.received's `data`, and of GET /api/received/:id. */
 export const ReceivedDataFields = {
   id: Type.String({ description: 'rcv_…' }),
+  recipients: Type.Array(Type.String(), { description: 'every address of this account the SMTP transaction named (RCPT TO), lower case, in order: one message for all of them' }),
   from: Type.String({ description: 'the From header as written, like "Alice <alice@example.net>"' }),
   to: Type.Array(Type.String(), { description: `addresses of the To header (at most ${LIMITS.addresses})` }),
   cc: Type.Array(Type.String(), { description: `addresses of the Cc header (at most ${LIMITS.addresses})` }),
@@ -38,9 +39,9 @@ export const ReceivedDataFields = {
 
 export const ReceivedSchema = component('ReceivedEmail', Type.Object({
   ...ReceivedDataFields,
-  recipient: Type.String({ description: 'the address it was mailed to (RCPT TO), lower case' }),
+  recipient: Type.String({ description: 'the first of `recipients` (kept for clients that read one address)' }),
   mailFrom: Type.String({ description: 'the envelope sender (MAIL FROM); empty for the null sender' }),
-  size: Type.Integer({ description: 'bytes kept: the raw message and its attachments (what the plan\'s storage counts)' }),
+  size: Type.Integer({ description: 'the raw message\'s bytes, counted once whatever the number of recipients (what the plan\'s storage counts; its attachments are inside it)' }),
   createdAt: Timestamp,
 }, { description: 'A message received at one of the account\'s domains, as parsed and judged on arrival' }))
 
@@ -53,7 +54,7 @@ export const AttachmentParams = Type.Object({
 export const ListReceivedQuery = Type.Object({
   limit: Type.Integer({ minimum: 1, maximum: 100, default: 20 }),
   cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'nextCursor of the previous page' })),
-  to: Type.Optional(Type.String({ minLength: 1, maxLength: 320, description: 'the recipient (RCPT TO), matched exactly, case-insensitively' })),
+  to: Type.Optional(Type.String({ minLength: 1, maxLength: 320, description: 'a recipient (RCPT TO): messages whose `recipients` hold it, matched exactly, case-insensitively' })),
 }, { additionalProperties: false })
 
 const security = SESSION_OR_API_KEY
@@ -79,4 +80,13 @@ export const GetReceivedRawRoute = {
 export const GetReceivedAttachmentRoute = {
   operationId: 'getReceivedAttachment', tags, security, summary: 'One attachment\'s bytes, as a download (Content-Disposition: attachment)', params: AttachmentParams,
   response: { 200: binary('application/octet-stream', 'The attachment, decoded, under its own Content-Type'), ...errors(401, 403, 404) },
+}
+export const DeleteReceivedRoute = {
+  operationId: 'deleteReceived', tags, security,
+  summary: 'Delete a received message, its raw bytes and its attachments; its size no longer counts toward the plan\'s storage',
+  params: ReceivedParams,
+  response: {
+    200: Success(Type.Object({ id: Type.String(), deleted: Type.Literal(true) }), 'The message is deleted and its bytes are free'),
+    ...errors(401, 403, 404),
+  },
 }
