@@ -4,6 +4,9 @@
 import { Type, type Static, type TSchema, type TSchemaOptions } from 'typebox'
 import { Value } from 'typebox/value'
 import { Resolver } from 'node:dns/promises'
+import { createPrivateKey, X509Certificate } from 'node:crypto'
+import { readFileSync } from 'node:fs'
+import { createSecureContext } from 'node:tls'
 import ipaddr from 'ipaddr.js'
 import type { Quotas } from '../src/domain/quotas.js'
 
@@ -147,6 +150,11 @@ export const EnvSchema = Type.Object({
   INBOUND_MAX_BYTES: Type.Integer({
     minimum: 1024, maximum: 50 * 1024 * 1024, default: 10 * 1024 * 1024, description: 'a whole number of bytes from 1024 to 52428800 (50 MiB)',
   }),
+  // The inbound listener's certificate for STARTTLS (README "Bounces and complaints"): both or neither.
+  INBOUND_TLS_CERT: Type.Optional(Type.String({ minLength: 1, description: 'the path of a PEM certificate file (the chain, leaf first) for the inbound listener\'s STARTTLS' })),
+  INBOUND_TLS_KEY: Type.Optional(Type.String({ minLength: 1, description: 'the path of the PEM private key file of INBOUND_TLS_CERT' })),
+  // Connections counted per sender: an IPv4 address's first N bits (IPv6: always its /64).
+  INBOUND_IPV4_PREFIX: Type.Integer({ minimum: 16, maximum: 32, default: 32, description: 'a prefix length from 16 to 32' }),
   COMPLAINTS_ADDRESS: Type.Optional(Type.String({
     pattern: '^[a-z0-9._+-]{1,64}@[a-z0-9.-]{1,253}$', description: 'a lower-case address that feedback (ARF) reports are sent to, like complaints@bounces.example.com',
   })),
@@ -248,8 +256,8 @@ export interface Config {
     requireVerifiedDomain: boolean
     /** BOUNCE_DOMAIN: where bounces.<domain> CNAMEs point, and the Return-Path of unverified senders. */
     bounceDomain: string | undefined
-    /** The listener for returning mail; undefined port: off. */
-    inbound: { port: number | undefined; host: string }
+    /** The listener for returning mail; undefined port: off. `tls`: STARTTLS offered with these files; `ipv4Prefix`: INBOUND_IPV4_PREFIX. */
+    inbound: { port: number | undefined; host: string; ipv4Prefix: number; tls: { certFile: string; keyFile: string } | undefined }
     /** The host MX records of bounce domains point at. */
     mxHost: string
     complaintsAddress: string | undefined
@@ -342,6 +350,7 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
       }
     }
   }
+  if (problems.length === 0) problems.push(...inboundTlsProblems(e.INBOUND_TLS_CERT, e.INBOUND_TLS_KEY))
   if (problems.length > 0) throw new ConfigError(problems)
 
   const publicUrl = (e.PUBLIC_URL ?? `http://${urlHost(e.HOST)}:${e.PORT}`).replace(/\/$/, '')
@@ -426,7 +435,12 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
     mail: {
       requireVerifiedDomain: e.REQUIRE_VERIFIED_DOMAIN === undefined ? production : e.REQUIRE_VERIFIED_DOMAIN === 'true',
       bounceDomain: e.BOUNCE_DOMAIN,
-      inbound: { port: e.INBOUND_SMTP_PORT, host: e.INBOUND_SMTP_HOST },
+      inbound: {
+        port: e.INBOUND_SMTP_PORT,
+        host: e.INBOUND_SMTP_HOST,
+        ipv4Prefix: e.INBOUND_IPV4_PREFIX,
+        tls: e.INBOUND_TLS_CERT !== undefined && e.INBOUND_TLS_KEY !== undefined ? { certFile: e.INBOUND_TLS_CERT, keyFile: e.INBOUND_TLS_KEY } : undefined,
+      },
       mxHost: e.INBOUND_MX_HOST ?? new URL(e.PUBLIC_URL ?? 'http://localhost').hostname.replace(/^\[(.*)\]$/, '$1'),
       complaintsAddress: e.COMPLAINTS_ADDRESS ?? (e.BOUNCE_DOMAIN !== undefined ? `complaints@${e.BOUNCE_DOMAIN}` : undefined),
       spfInclude: e.SPF_INCLUDE,
@@ -442,6 +456,43 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
 function urlHost (host: string): string {
   if (host === '0.0.0.0' || host === '::' || host === '[::]') return '127.0.0.1'
   return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host
+}
+
+/**
+ * INBOUND_TLS_CERT and INBOUND_TLS_KEY: both or neither; both files readable, a certificate and the key
+ * that belongs to it. Read at start so that a mistake stops svc with a line saying which, instead of a
+ * listener that fails every STARTTLS. Never quotes the files.
+ */
+function inboundTlsProblems (certFile: string | undefined, keyFile: string | undefined): string[] {
+  if (certFile === undefined && keyFile === undefined) return []
+  if (certFile === undefined || keyFile === undefined) {
+    return [`INBOUND_TLS_CERT and INBOUND_TLS_KEY must be set together (only ${certFile !== undefined ? 'INBOUND_TLS_CERT' : 'INBOUND_TLS_KEY'} is set)`]
+  }
+  const read = (name: string, path: string): Buffer | string => {
+    try {
+      return readFileSync(path)
+    } catch (err) {
+      return `${name} must be a readable file (${JSON.stringify(path)}: ${(err as NodeJS.ErrnoException).code ?? 'unreadable'})`
+    }
+  }
+  const cert = read('INBOUND_TLS_CERT', certFile)
+  const key = read('INBOUND_TLS_KEY', keyFile)
+  const unread = [cert, key].filter((v): v is string => typeof v === 'string')
+  if (unread.length > 0) return unread
+  let x509: X509Certificate
+  try {
+    x509 = new X509Certificate(cert)
+  } catch {
+    return [`INBOUND_TLS_CERT must be a PEM certificate (${JSON.stringify(certFile)} is not one)`]
+  }
+  try {
+    // checkPrivateKey: a key of another type (an EC key beside an RSA certificate) passes createSecureContext.
+    if (!x509.checkPrivateKey(createPrivateKey(key))) throw new Error('mismatch')
+    createSecureContext({ cert, key })
+  } catch {
+    return [`INBOUND_TLS_KEY must be the PEM private key of INBOUND_TLS_CERT (${JSON.stringify(keyFile)} is not a key, or not this certificate's)`]
+  }
+  return []
 }
 
 /** HOST values only this machine can reach: localhost, 127.0.0.0/8, ::1. */

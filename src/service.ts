@@ -43,7 +43,8 @@ export interface ServiceDeps extends AppDeps {
   /** Sender-domain re-check tuning (tests: a short interval). */
   domainChecker?: Pick<DomainCheckerOptions, 'intervalMs' | 'tickMs'>
   /** Returning-mail listener tuning (tests: the per-address connection rate and share, the addresses remembered). */
-  inbound?: Pick<InboundOptions, 'maxBytes' | 'connectionsPerMinute' | 'connectionsPerAddress' | 'trackedAddresses'>
+  inbound?: Pick<InboundOptions, 'maxBytes' | 'connectionsPerMinute' | 'connectionsPerAddress' | 'trackedAddresses'
+    | 'maxClients' | 'idleMs' | 'maxAgeMs' | 'transactionMs' | 'evictIdleMs'>
   /** Receiving tuning (tests: how often old received mail is pruned). */
   receiving?: Pick<ReceivingOptions, 'pruneEveryMs'>
 }
@@ -243,6 +244,8 @@ export async function createService (config: Config, given: ServiceDeps): Promis
       components.push(new InboundMail({
         port: config.mail.inbound.port,
         host: config.mail.inbound.host,
+        ipv4Prefix: config.mail.inbound.ipv4Prefix,
+        tls: config.mail.inbound.tls,
         verpKey: verpKey(config.secret!),
         complaintsAddress: config.mail.complaintsAddress,
         returnedMail: createReturnedMailService({ store: deps.store, clock: deps.clock ?? systemClock }),

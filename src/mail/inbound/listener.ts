@@ -8,12 +8,14 @@
 // and tries again later.
 import type { FastifyBaseLogger } from 'fastify'
 import { simpleParser, type Attachment } from 'mailparser'
+import { readFile } from 'node:fs/promises'
 import type { AddressInfo } from 'node:net'
 import { Counter, type Registry } from 'prom-client'
 import { SMTPServer, type SMTPServerSession } from 'smtp-server'
 import {
   addressField, classifyDsn, type ComplaintMatch, type ReturnedMailService, type ReturnedOutcome,
 } from '../../app/returned-mail.js'
+import { addressKey, ConnectionLife, DEFAULT_PREFIXES, type CloseReason, type ConnectionLimits, type PrefixLengths } from '../../domain/inbound-limits.js'
 import { parseVerpAddress, type VerpClaims } from '../../domain/verp.js'
 import { readFieldBlocks, scanHeaderFields, type Block } from './fields.js'
 import type { Receiving, ReceivingTarget } from './receiving.js'
@@ -28,8 +30,24 @@ export const INBOUND_LIMITS = {
   connectionsPerMinute: 60,
   /** Remote addresses whose per-minute count is remembered; past it, the one heard from least recently is forgotten. */
   trackedAddresses: 10_000,
-  /** A connection that says nothing for this long is closed. */
+  /** A connection with no useful command (MAIL, RCPT, DATA, STARTTLS; not NOOP, RSET, HELP, VRFY…) for this long is closed. */
   idleMs: 30_000,
+  /** Socket silence that closes a connection, DATA included (RFC 5321 §4.5.3.2 suggests minutes; the idle rule is stricter outside DATA). */
+  stallMs: 60_000,
+  /** A connection is closed between transactions once this old: a slot changes hands at least this often. */
+  maxAgeMs: 5 * 60_000,
+  /**
+   * MAIL FROM to the answer after DATA: 2 minutes for the commands and the verdict, plus the largest message
+   * at 20 KiB/s (about 160 kbit/s, a slow path): 10 MiB gets about 10.5 minutes, a 256 KiB report 2.2.
+   */
+  transactionBaseMs: 2 * 60_000,
+  slowestBytesPerSecond: 20 * 1024,
+  /** MAIL commands since the last DATA that count as activity; more is a MAIL/RSET loop. */
+  usefulMails: 3,
+  /** RCPT commands per transaction that count as activity (twice what a message may have). */
+  usefulRcpts: 20,
+  /** When every slot is taken, a newcomer takes the slot of a connection with no useful command for this long. */
+  evictIdleMs: 5_000,
   recipientsPerMessage: 10,
 } as const
 
@@ -48,10 +66,20 @@ export interface InboundOptions {
   receiving?: Receiving
   connectionsPerAddress?: number
   trackedAddresses?: number
+  /** IPv4 prefix length counted as one sender (INBOUND_IPV4_PREFIX; default 32); IPv6 counts per /64. */
+  ipv4Prefix?: number
+  /** INBOUND_TLS_CERT / INBOUND_TLS_KEY (PEM files): STARTTLS is offered with them, not without. */
+  tls?: { certFile: string; keyFile: string }
+  /** Tests: the limits of INBOUND_LIMITS in small numbers. */
+  maxClients?: number
+  idleMs?: number
+  maxAgeMs?: number
+  transactionMs?: number
+  evictIdleMs?: number
 }
 
 type Kind = 'dsn' | 'arf' | 'other' | 'rcpt' | 'connection' | 'received'
-type Outcome = ReturnedOutcome | 'refused' | 'forged' | 'too_large' | 'failed' | 'received' | 'over_limit' | 'unreadable'
+type Outcome = ReturnedOutcome | 'refused' | 'forged' | 'too_large' | 'failed' | 'received' | 'over_limit' | 'unreadable' | CloseReason | 'evicted'
 
 const DSN_TYPES = new Set(['message/delivery-status', 'message/global-delivery-status'])
 const ORIGINAL_TYPES = new Set(['message/rfc822', 'text/rfc822-headers', 'message/global', 'message/global-headers'])
@@ -76,6 +104,20 @@ interface Envelope {
   receiving: ReceivingTarget[]
 }
 
+/** An admitted connection: how to close it, the sender it counts for, and its clock. */
+interface Admitted {
+  connection: { send(code: number, data?: string): void }
+  key: string
+  life: ConnectionLife
+}
+
+const CLOSING: Record<CloseReason | 'evicted', string> = {
+  idle: '4.4.2 No mail moved for too long, closing connection',
+  age: '4.4.2 Connection open too long, closing; reconnect to send more',
+  transaction_age: '4.4.2 This transaction took too long, closing connection',
+  evicted: '4.4.2 Every slot is taken and this connection was idle, closing it; try again later',
+}
+
 const newEnvelope = (mailFrom = ''): Envelope => ({ verp: [], complaints: false, mailFrom, receiving: [] })
 
 export class InboundMail {
@@ -86,10 +128,17 @@ export class InboundMail {
   private readonly perMinute: number
   private readonly perAddress: number
   private readonly tracked: number
-  /** Per remote address: its current one-minute window; least recently heard first (Map order). */
+  /** Per sender (addressKey: the /64, or the IPv4 prefix): its current one-minute window; least recently heard first (Map order). */
   private readonly windows = new Map<string, { startedAt: number; n: number }>()
-  /** Per remote address: connections open now (only those admitted). */
+  /** Per sender (addressKey): connections open now (only those admitted and not yet let go). */
   private readonly openFrom = new Map<string, number>()
+  /** The connections admitted and not yet let go: what maxClients counts and the sweep looks at. */
+  private readonly open = new Map<SMTPServerSession, Admitted>()
+  private readonly prefixes: PrefixLengths
+  private readonly limits: ConnectionLimits
+  private readonly maxClients: number
+  private readonly evictIdleMs: number
+  private sweeper: NodeJS.Timeout | undefined
   private listening: number | undefined
 
   constructor (private readonly o: InboundOptions) {
@@ -97,6 +146,17 @@ export class InboundMail {
     this.perMinute = o.connectionsPerMinute ?? INBOUND_LIMITS.connectionsPerMinute
     this.perAddress = o.connectionsPerAddress ?? INBOUND_LIMITS.connectionsPerAddress
     this.tracked = o.trackedAddresses ?? INBOUND_LIMITS.trackedAddresses
+    this.prefixes = { ...DEFAULT_PREFIXES, ipv4: o.ipv4Prefix ?? DEFAULT_PREFIXES.ipv4 }
+    this.maxClients = o.maxClients ?? INBOUND_LIMITS.maxClients
+    this.evictIdleMs = o.evictIdleMs ?? INBOUND_LIMITS.evictIdleMs
+    const largest = Math.max(this.maxBytes, o.receiving?.maxBytes ?? 0)
+    this.limits = {
+      idleMs: o.idleMs ?? INBOUND_LIMITS.idleMs,
+      maxAgeMs: o.maxAgeMs ?? INBOUND_LIMITS.maxAgeMs,
+      transactionMs: o.transactionMs ?? INBOUND_LIMITS.transactionBaseMs + Math.ceil(largest / INBOUND_LIMITS.slowestBytesPerSecond) * 1000,
+      usefulMails: INBOUND_LIMITS.usefulMails,
+      usefulRcpts: INBOUND_LIMITS.usefulRcpts,
+    }
     this.counter = o.registry
       ? new Counter({
           name: 'svc_inbound_messages_total',
@@ -117,7 +177,7 @@ export class InboundMail {
     this.counter?.inc({ kind, outcome })
   }
 
-  /** Counts a new connection from `address` in its minute; false when it is over perMinute. */
+  /** Counts a new connection from the sender `address` (its addressKey) in its minute; false when it is over perMinute. */
   private admit (address: string): boolean {
     const now = Date.now()
     let w = this.windows.get(address)
@@ -129,6 +189,53 @@ export class InboundMail {
     this.windows.set(address, w)
     if (this.windows.size > this.tracked) this.windows.delete(this.windows.keys().next().value!)
     return w.n <= this.perMinute
+  }
+
+  /** Stops counting a connection (closed, or being closed by svc); safe to call twice. */
+  private letGo (session: SMTPServerSession): void {
+    const a = this.open.get(session)
+    if (a === undefined) return
+    this.open.delete(session)
+    const left = (this.openFrom.get(a.key) ?? 1) - 1
+    if (left > 0) this.openFrom.set(a.key, left)
+    else this.openFrom.delete(a.key)
+  }
+
+  /** Answers `421 4.4.2` and closes the connection (smtp-server closes after any 421). */
+  private closeFor (session: SMTPServerSession, a: Admitted, reason: CloseReason | 'evicted'): void {
+    this.letGo(session)
+    this.count('connection', reason)
+    a.connection.send(421, CLOSING[reason])
+  }
+
+  /** Closes the connections over a limit; runs every sweepMs while the listener runs. */
+  private sweep (): void {
+    const now = Date.now()
+    for (const [session, a] of this.open) {
+      // smtp-server empties the envelope when a transaction ends (the answer after DATA, RSET, STARTTLS).
+      if (a.life.inTransaction && session.envelope.mailFrom === false) a.life.ended(now)
+      const reason = a.life.overdue(now)
+      if (reason !== null) this.closeFor(session, a, reason)
+    }
+  }
+
+  /** The admitted connection that has gone longest without a useful command, if that is at least evictIdleMs. */
+  private idlest (now: number): [SMTPServerSession, Admitted] | undefined {
+    let found: [SMTPServerSession, Admitted] | undefined
+    let longest = this.evictIdleMs
+    for (const [session, a] of this.open) {
+      const idle = a.life.idleFor(now)
+      if (idle >= longest) {
+        found = [session, a]
+        longest = idle
+      }
+    }
+    return found
+  }
+
+  /** Connections admitted and open now (tests). */
+  get openCount (): number {
+    return this.open.size
   }
 
   /** Addresses whose per-minute count is remembered now (tests). */
@@ -146,43 +253,76 @@ export class InboundMail {
       }
       return e
     }
-    const counted = new WeakSet<SMTPServerSession>()
+    // Read here, not kept in the config: the files as they are when the listener starts.
+    const tls = this.o.tls !== undefined
+      ? { cert: await readFile(this.o.tls.certFile), key: await readFile(this.o.tls.keyFile) }
+      : undefined
     this.server = new SMTPServer({
       logger: false,
       authOptional: true,
-      disabledCommands: ['AUTH', 'STARTTLS'],
+      // STARTTLS only with the operator's certificate: smtp-server's built-in one has a published key.
+      disabledCommands: tls !== undefined ? ['AUTH'] : ['AUTH', 'STARTTLS'],
+      ...tls,
       size: Math.max(this.maxBytes, this.o.receiving?.maxBytes ?? 0),
-      maxClients: INBOUND_LIMITS.maxClients,
+      // smtp-server's own ceiling counts connections before onConnect too; maxClients (admitted ones) is
+      // counted here, so that a newcomer can take the slot of an idle connection (onConnect).
+      maxClients: this.maxClients * 2,
       banner: 'svc returning mail',
-      socketTimeout: INBOUND_LIMITS.idleMs,
+      // Silence on the socket; the idle rule (sweep) is stricter outside DATA.
+      socketTimeout: Math.max(INBOUND_LIMITS.stallMs, this.limits.idleMs),
       closeTimeout: 1000,
+      // No PTR lookup: nothing here reads the client's host name, and a lookup in a zone the client
+      // controls may take 1.5 s of every connection.
+      disableReverseLookup: true,
       onConnect: (session, cb) => {
-        const address = session.remoteAddress
-        if (!this.admit(address)) {
+        const key = addressKey(session.remoteAddress, this.prefixes)
+        if (!this.admit(key)) {
           this.count('connection', 'refused')
           return cb(smtpError('Too many connections, try again later', 421))
         }
-        const open = this.openFrom.get(address) ?? 0
+        const open = this.openFrom.get(key) ?? 0
         if (open >= this.perAddress) {
           this.count('connection', 'refused')
           return cb(smtpError('Too many connections from your address, try again later', 421))
         }
-        this.openFrom.set(address, open + 1)
-        counted.add(session)
+        const now = Date.now()
+        if (this.open.size >= this.maxClients) {
+          // Every slot taken: the connection idle longest goes, if it has been idle for evictIdleMs;
+          // one that moves mail (or is in DATA) is never put out for a newcomer.
+          const idlest = this.idlest(now)
+          if (idlest === undefined) {
+            this.count('connection', 'refused')
+            return cb(smtpError('Too many connections, try again in a moment', 421))
+          }
+          this.closeFor(idlest[0], idlest[1], 'evicted')
+        }
+        let connection: Admitted['connection'] | undefined
+        for (const c of this.server?.connections ?? []) {
+          if (c.session === session) connection = c
+        }
+        // Cannot happen (smtp-server adds the connection before it asks): refused rather than left unwatched.
+        if (connection === undefined) return cb(smtpError('Try again later', 421))
+        this.openFrom.set(key, open + 1)
+        this.open.set(session, { connection, key, life: new ConnectionLife(now, this.limits) })
         cb()
       },
-      onClose: (session) => {
-        if (!counted.has(session)) return
-        counted.delete(session)
-        const open = (this.openFrom.get(session.remoteAddress) ?? 1) - 1
-        if (open > 0) this.openFrom.set(session.remoteAddress, open)
-        else this.openFrom.delete(session.remoteAddress)
+      onSecure: (_socket, session, cb) => {
+        this.open.get(session)?.life.secured(Date.now())
+        cb()
       },
+      onClose: (session) => this.letGo(session),
       onMailFrom: (address, session, cb) => {
+        const admitted = this.open.get(session)
+        if (admitted !== undefined && !admitted.life.mail(Date.now())) {
+          this.letGo(session)
+          this.count('connection', 'age')
+          return cb(smtpError(CLOSING.age, 421))
+        }
         envelopes.set(session, newEnvelope(address.address))
         cb()
       },
       onRcptTo: (address, session, cb) => {
+        this.open.get(session)?.life.rcpt(Date.now())
         const e = envelopeOf(session)
         if (e.verp.length + (e.complaints ? 1 : 0) + e.receiving.length >= INBOUND_LIMITS.recipientsPerMessage) return cb(smtpError('Too many recipients', 452))
         const a = address.address.toLowerCase()
@@ -200,6 +340,7 @@ export class InboundMail {
         cb(smtpError('5.1.1 No such recipient here', 550))
       },
       onData: (stream, session, cb) => {
+        this.open.get(session)?.life.data(Date.now())
         const chunks: Buffer[] = []
         let size = 0
         let tooLarge = false
@@ -244,10 +385,16 @@ export class InboundMail {
         resolve()
       })
     })
-    this.o.logger.info({ port: this.listening }, 'inbound: listening for returning mail')
+    // A fifth of the shortest limit, between 20 ms (tests) and 1 s: a limit is kept to within a second.
+    const { idleMs, maxAgeMs, transactionMs } = this.limits
+    this.sweeper = setInterval(() => this.sweep(), Math.min(1000, Math.max(20, Math.floor(Math.min(idleMs, maxAgeMs, transactionMs) / 5))))
+    this.sweeper.unref()
+    this.o.logger.info({ port: this.listening, starttls: tls !== undefined }, 'inbound: listening for returning mail')
   }
 
   async stop (): Promise<void> {
+    clearInterval(this.sweeper)
+    this.sweeper = undefined
     const server = this.server
     this.server = undefined
     if (server !== undefined) await new Promise<void>((resolve) => server.close(() => resolve()))
