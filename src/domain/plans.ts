@@ -1,8 +1,8 @@
 const MiB = 1024 * 1024
 
 export const PLANS = {
-  // receivedBytes: received mail an account keeps at once (raw messages and their attachments, each kept
-  // RETENTION_DAYS); a message that would pass it is answered 452 (try again later) and not kept.
+  // receivedBytes: received mail an account keeps at once (each message's raw size, once, kept
+  // RETENTION_DAYS or until deleted); a message that would pass it is answered 452 (try again later) and not kept.
   free: { name: 'Free', apiKeys: 3, webhooks: 5, domains: 1, receivedBytes: 100 * MiB },
   pro: { name: 'Pro', apiKeys: 10, webhooks: 10, domains: 10, receivedBytes: 5 * 1024 * MiB },
 } as const

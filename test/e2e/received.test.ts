@@ -2,7 +2,7 @@
 // real svc with its inbound SMTP listener and a DNS server on loopback: receiving is turned on from the
 // domain's page, a message with an html part that tries to run a script and an attachment is mailed to
 // the listener, and the Received page shows it: its verdicts, its text, its html as source (never
-// rendered) and its attachment as a download.
+// rendered) and its attachment as a download; then it is deleted from there, after a confirmation.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import nodemailer from 'nodemailer'
@@ -14,7 +14,7 @@ import { startServer, uniqueEmail, PASSWORD } from '../helpers/server.js'
 
 const skip = chromiumMissing("the Received page's browser test")
 
-test('the Received page in chromium: receiving turned on from the domain, a message listed and shown, its html as source', { skip, timeout: 120_000 }, async (t) => {
+test('the Received page in chromium: receiving turned on from the domain, a message listed and shown, its html as source, deleted', { skip, timeout: 120_000 }, async (t) => {
   const dns = await startDnsServer(t)
   const port = await freePort()
   const origin = `http://127.0.0.1:${port}`
@@ -77,6 +77,17 @@ test('the Received page in chromium: receiving turned on from the domain, a mess
   assert.equal(await link.getAttribute('href'), `/api/received/${encodeURIComponent(id)}/attachments/att_1`)
   assert.equal(await page.getByRole('link', { name: 'Download the raw message' }).getAttribute('href'), `/api/received/${encodeURIComponent(id)}/raw`)
   await page.locator('main').getByText('SPF').first().waitFor()
+
+  // Delete: cancelled first (nothing happens), then confirmed; the list is empty and the bytes are free.
+  await page.getByRole('button', { name: 'Delete', exact: true }).click()
+  await page.getByRole('dialog').getByRole('button', { name: 'Cancel' }).click()
+  assert.equal((await api.get(`/api/received/${id}`)).status, 200)
+  await page.getByRole('button', { name: 'Delete', exact: true }).click()
+  await page.getByRole('dialog').getByRole('button', { name: 'Delete message' }).click()
+  await heading(page, 'Received')
+  await page.getByText('No mail received yet').waitFor()
+  assert.equal((await api.get(`/api/received/${id}`)).status, 404)
+  assert.equal(await server.store.receivedBytes((await api.get('/api/account')).body.data.id), 0)
 
   assert.deepEqual(problems, [], 'no CSP violation, no script error, no dialog')
 })

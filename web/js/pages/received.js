@@ -1,9 +1,10 @@
 // @ts-check
 // Received mail: the list (filtered by recipient, paged) and one message: its fields, the sender's
-// SPF, DKIM and DMARC verdicts, its text, its attachments and the raw message as downloads. The html part
-// is never rendered here: it is shown as source text (a message's html may hold anything).
+// SPF, DKIM and DMARC verdicts, its text, its attachments and the raw message as downloads, and delete
+// (after a confirmation), which frees its bytes. The html part is never rendered here: it is shown as
+// source text (a message's html may hold anything).
 import { api, query } from '../api.js'
-import { badge, empty, h, pageHeader, td, time, table } from '../dom.js'
+import { announce, badge, confirmDialog, empty, h, pageHeader, td, time, table } from '../dom.js'
 import { field, rules } from '../form.js'
 import { morePages } from '../pager.js'
 
@@ -50,7 +51,7 @@ export async function list (view, ctx) {
     for (const m of items) {
       body.append(h('tr', { dataset: { received: m.id } },
         td('Received', time(m.createdAt)),
-        td('To', h('span', { class: 'truncate mono' }, m.recipient)),
+        td('To', h('span', { class: 'truncate mono' }, m.recipients.join(', '))),
         td('From', h('span', { class: 'truncate' }, m.from)),
         td('Subject', h('a', { href: `#/received/${encodeURIComponent(m.id)}` }, m.subject || '(no subject)')),
         td('Sender checks', h('span', {}, verdict('DMARC', m.authentication.dmarc))),
@@ -68,9 +69,22 @@ export async function detail (view, ctx) {
   const row = (k, v) => [h('dt', {}, k), h('dd', {}, v)]
   const list = (xs) => (xs.length ? xs.join(', ') : h('span', { class: 'muted' }, '—'))
   const a = m.authentication
+  const remove = h('button', { type: 'button', class: 'button danger-outline' }, 'Delete')
+  remove.addEventListener('click', async () => {
+    if (!await confirmDialog({
+      title: 'Delete this message?',
+      body: `The message, its raw copy and its attachments are deleted, and its ${size(m.size)} no longer count toward your plan's storage. This cannot be undone.`,
+      confirmLabel: 'Delete message',
+    })) return
+    try {
+      await api.del(base)
+      announce('Message deleted')
+      ctx.router.go('/received')
+    } catch (err) { announce(err.message, 'danger') }
+  })
   view.append(
     h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/received' }, 'Received'), ' / ', h('span', { class: 'mono' }, m.id)),
-    pageHeader(m.subject || '(no subject)', h('p', { class: 'muted page-sub' }, 'Received ', time(m.createdAt), ` at ${m.recipient}.`)),
+    pageHeader(m.subject || '(no subject)', h('p', { class: 'muted page-sub' }, 'Received ', time(m.createdAt), ` at ${m.recipients.join(', ')}.`)),
     h('div', { class: 'grid-2' },
       h('section', { class: 'card', 'aria-labelledby': 'received-fields' },
         h('h2', { id: 'received-fields' }, 'Message'),
@@ -85,7 +99,7 @@ export async function detail (view, ctx) {
           row('Size', size(m.size)),
           row('Sender checks', h('span', {}, verdict('SPF', a.spf), ' ', verdict('DKIM', a.dkim), ' ', verdict('DMARC', a.dmarc), a.arc ? [' ', verdict('ARC', a.arc)] : null)),
         ),
-        h('div', { class: 'toolbar' }, h('a', { class: 'button secondary', href: `${base}/raw`, download: `${m.id}.eml` }, 'Download the raw message')),
+        h('div', { class: 'toolbar' }, h('a', { class: 'button secondary', href: `${base}/raw`, download: `${m.id}.eml` }, 'Download the raw message'), remove),
       ),
       h('section', { class: 'card', 'aria-labelledby': 'received-attachments' },
         h('h2', { id: 'received-attachments' }, 'Attachments'),
