@@ -1,11 +1,12 @@
 // Operator commands. They act on the same store as the server (DATA_DIR or MONGODB_URI, read from the
 // environment exactly as the server reads it), so they can run beside a live server.
-import { existsSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import path from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { ConfigError, loadConfig, type Config } from '../config/index.js'
 import { resolveSecret } from '../config/secret.js'
 import { createAccountService, normaliseEmail } from './app/accounts.js'
+import { requireStoreSecret } from './app/secret-check.js'
 import { systemClock } from './domain/clock.js'
 import { PLAN_NAMES, PLANS, isPlan, limitsOf } from './domain/plans.js'
 import { randomToken } from './domain/secrets.js'
@@ -13,6 +14,9 @@ import { isAppError } from './errors.js'
 import { openStore } from './store/open.js'
 import { BackupError, backupSqlite, restoreSqlite } from './store/sqlite/backup.js'
 import type { Store } from './store/types.js'
+import { describeStore, secretSourceOf } from './store/where.js'
+
+export { describeStore }
 
 const USAGE = `usage: npm run cli -- <command>
 
@@ -25,7 +29,10 @@ commands:
   plan list                       the plans and their limits
   migrate                         create or upgrade the store's schema and indexes, then exit
   backup <file>                   SQLite: a consistent copy of the store into a new file, while svc runs
-  restore <file>                  SQLite: a backup into an empty DATA_DIR (checked, and migrated if older)
+  restore <file> [--force]        SQLite: a backup into an empty DATA_DIR (checked, and migrated if older);
+                                  one written under another secret than SVC_SECRET (or DATA_DIR/secret,
+                                  put in place first) is refused, unless --force: then its API keys,
+                                  sessions, webhook signing secrets and DKIM keys do not work
   help                            this text`
 
 class UsageError extends Error {}
@@ -63,21 +70,6 @@ function option (args: string[], name: string): string | undefined {
   return value
 }
 
-/**
- * Which store a command acts on, in words an operator can check against the server's: the SQLite
- * directory as an absolute path, or the MongoDB URI without its credentials and options.
- */
-export function describeStore (config: Pick<Config, 'dataDir' | 'mongodbUri'>): string {
-  if (config.mongodbUri !== undefined) {
-    // The last @: whatever comes before it (user, password, even an unencoded @ in it) is never printed.
-    const at = config.mongodbUri.lastIndexOf('@')
-    const scheme = config.mongodbUri.indexOf('://') + 3
-    const rest = at === -1 ? config.mongodbUri.slice(scheme) : config.mongodbUri.slice(at + 1)
-    return `the MongoDB store at ${config.mongodbUri.slice(0, scheme)}${rest.split('?')[0]} (MONGODB_URI)`
-  }
-  return `the SQLite store in ${path.resolve(config.dataDir)} (DATA_DIR)`
-}
-
 async function findAccount (store: Store, email: string, where: string) {
   const account = await store.findAccountByEmail(normaliseEmail(email))
   if (!account) {
@@ -93,17 +85,51 @@ function backup (config: Config, file: string, io: Output): void {
   io.out(`backed up ${describeStore(config)} to ${made.file} (${made.bytes} bytes, schema version ${made.schemaVersion}); integrity check ok`)
   if (config.secret === undefined) {
     io.out(`note: SVC_SECRET is not set, so this store's secret is ${path.resolve(config.dataDir, 'secret')}, which the backup does not hold: ` +
-      'keep a copy of it with the backup, and put it in DATA_DIR after restoring')
+      'keep a copy of it with the backup, and put it in the new DATA_DIR before restoring (restore checks the backup against it)')
   }
 }
 
-function restore (config: Config, file: string, io: Output): void {
-  const done = restoreSqlite(file, config.dataDir)
+/**
+ * The secret a server started now on this configuration would use, without making one: SVC_SECRET, or
+ * DATA_DIR/secret when it is there (resolveSecret would generate it, and restore needs DATA_DIR empty).
+ */
+function existingSecret (config: Config): string | undefined {
+  if (config.secret !== undefined) return config.secret
+  try {
+    const text = readFileSync(path.join(config.dataDir, 'secret'), 'utf8').trim()
+    return text.length > 0 ? text : undefined
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined
+    throw err
+  }
+}
+
+function restore (config: Config, file: string, force: boolean, io: Output): void {
+  const secret = existingSecret(config)
+  const done = restoreSqlite(file, config.dataDir, { secret, source: secretSourceOf(config), force })
   const migrated = done.fromVersion === done.toVersion ? `schema version ${done.toVersion}` : `schema version ${done.fromVersion}, migrated to ${done.toVersion}`
   const c = done.counts
   io.out(`restored ${path.resolve(file)} into ${describeStore(config)} (${migrated}); integrity check ok`)
   io.out(`${c.accounts} accounts, ${c.apiKeys} active API keys, ${c.webhooks} webhooks, ${c.emails} emails`)
-  io.out(`note: ${SECRET_NOTE}${config.secret === undefined ? ` (unset here: copy the old DATA_DIR/secret into ${done.dataDir} before starting svc)` : ''}`)
+  const from = config.secret !== undefined ? 'SVC_SECRET' : 'DATA_DIR/secret'
+  switch (done.secret) {
+    case 'matched':
+      io.out(`the backup was written under this svc's secret (${from}): start svc with it`)
+      return
+    case 'unchecked':
+      // A backup from before svc kept a check value: the first start takes whatever secret it is given.
+      io.out(`note: the backup holds no check value of its secret (an earlier svc made it), so it was not checked: ${SECRET_NOTE}` +
+        `${secret === undefined ? ` (unset here: copy the old DATA_DIR/secret into ${done.dataDir} before starting svc)` : ''}`)
+      return
+    case 'other':
+      io.out(`warning: restored with --force under another secret than the backup's (${from}): its ${c.apiKeys} active API keys, its sessions, ` +
+        `${c.webhooks} webhooks' signing secrets and ${c.domains} domains' DKIM keys do not work (accounts log in with their passwords: ` +
+        'make new keys, and delete and add again the webhooks and domains)')
+      return
+    case 'unknown':
+      io.out('warning: restored with --force without a secret to check the backup against: svc takes the secret it starts with from now on; ' +
+        'unless that is the backup\'s, its API keys, sessions, webhook signing secrets and DKIM keys do not work')
+  }
 }
 
 export async function runCli (argv: string[], env: Record<string, string | undefined>, io: Output): Promise<void> {
@@ -127,14 +153,16 @@ export async function runCli (argv: string[], env: Record<string, string | undef
   if (command === 'backup' || command === 'restore') {
     // Neither opens the store as the server does: backup must not migrate a live store under a server
     // of another version, and restore must find DATA_DIR empty (no secret generated into it first).
-    const [, file, ...extra] = args
-    if (!file || extra.length > 0) throw new UsageError(`${command} takes one file`)
+    const rest = args.slice(1)
+    const force = command === 'restore' && flag(rest, '--force')
+    const [file, ...extra] = rest
+    if (!file || extra.length > 0) throw new UsageError(`${command} takes one file${command === 'restore' ? ' (and --force)' : ''}`)
     if (config.mongodbUri !== undefined) {
       throw new CommandError(`${command} is for the SQLite store; ${where} is backed up with mongodump and mongorestore, or snapshots (README "Backup and restore")`)
     }
     try {
       if (command === 'backup') backup(config, file, io)
-      else restore(config, file, io)
+      else restore(config, file, force, io)
     } catch (err) {
       if (err instanceof BackupError) throw new CommandError(err.message)
       throw err
@@ -150,6 +178,8 @@ export async function runCli (argv: string[], env: Record<string, string | undef
   const secret = resolveSecret(config)
   const store = await openStore(config, { shortLived: true })
   try {
+    // As the server does: a store written under another secret is refused before anything is written.
+    await requireStoreSecret(store, secret, where, secretSourceOf(config))
     switch (command) {
       case 'migrate':
         io.out(`the ${store.kind} store is up to date`)

@@ -4,14 +4,17 @@ import pino from 'pino'
 import { Registry } from 'prom-client'
 import { ConfigError, loadConfig, type Config } from '../config/index.js'
 import { resolveSecret } from '../config/secret.js'
+import { requireStoreSecret } from './app/secret-check.js'
+import type { SecretSource } from './domain/secret-check.js'
 import { registerProcessMetrics } from './metrics.js'
 import { createService } from './service.js'
 import { openStore } from './store/open.js'
+import { describeStore, secretSourceOf } from './store/where.js'
 
-function readConfig (): Config {
+function readConfig (): { config: Config; secretFrom: SecretSource } {
   try {
     const config = loadConfig(process.env, { cores: os.availableParallelism(), hostname: os.hostname() })
-    return { ...config, secret: resolveSecret(config) }
+    return { config: { ...config, secret: resolveSecret(config) }, secretFrom: secretSourceOf(config) }
   } catch (err) {
     if (err instanceof ConfigError) {
       for (const problem of err.problems) process.stderr.write(`svc: configuration: ${problem}\n`)
@@ -22,7 +25,7 @@ function readConfig (): Config {
 }
 
 async function main (): Promise<void> {
-  const config = readConfig()
+  const { config, secretFrom } = readConfig()
   // The log format follows where the logs go, not NODE_ENV: JSON lines always, one per request; an
   // operator who wants them pretty pipes them through pino-pretty.
   const logger = pino({
@@ -37,6 +40,15 @@ async function main (): Promise<void> {
   registerProcessMetrics(registry)
 
   const store = await openStore(config)
+  // A store written under another secret (restored without it) is refused before anything reads or seals
+  // with this one: otherwise every API key would answer 401.
+  try {
+    const check = await requireStoreSecret(store, config.secret!, describeStore(config), secretFrom)
+    if (check === 'written') logger.info('the store now keeps a check value of this secret: svc refuses to start on it under another one')
+  } catch (err) {
+    await store.close().catch(() => {})
+    throw err
+  }
   const service = await createService(config, { store, logger, registry })
   const { app } = service
   if (config.smtpUrl === undefined && config.roles.mailer) {

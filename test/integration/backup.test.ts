@@ -3,14 +3,16 @@
 // and served by another svc process, checked through the API with the same key, session and webhook.
 import assert from 'node:assert/strict'
 import { execFile, spawnSync } from 'node:child_process'
+import { once } from 'node:events'
 import { existsSync, readdirSync, readFileSync, statSync, truncateSync, writeFileSync, copyFileSync, mkdirSync } from 'node:fs'
 import path from 'node:path'
 import { describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import Database from 'better-sqlite3'
+import { secretCheckValue } from '../../src/domain/secret-check.js'
 import { migrations } from '../../src/store/sqlite/migrations.js'
 import { openSqliteStore } from '../../src/store/sqlite/index.js'
-import { startServerProcess } from '../helpers/process.js'
+import { SERVER_FILE, startServerProcess } from '../helpers/process.js'
 import { startReceiver } from '../helpers/receiver.js'
 import { Client, PASSWORD, tempDir, TEST_SECRET, uniqueEmail } from '../helpers/server.js'
 import { waitFor } from '../helpers/wait.js'
@@ -246,5 +248,113 @@ describe('restore refuses what it cannot trust, and changes nothing', () => {
     assert.equal(mongo.code, 1)
     assert.match(mongo.err, /backup is for the SQLite store; the MongoDB store at mongodb:\/\/db\.example\.test\/svc \(MONGODB_URI\) is backed up with mongodump/)
     assert.doesNotMatch(mongo.err, /pw/)
+  })
+})
+
+describe('a store under another secret', () => {
+  const A = TEST_SECRET
+  const B = 'another-secret-0123456789-abcdefghijklmnop'
+  const REFUSED = /was written under another secret than this svc's \(from SVC_SECRET\): set SVC_SECRET \(or, without it, DATA_DIR\/secret\) to the secret it was written with/
+
+  /** The server on `env` when it exits by itself (a refused start); its exit code and its stderr. */
+  function refusedStart (env: Record<string, string>): { code: number | null; err: string } {
+    const r = spawnSync(process.execPath, [SERVER_FILE], { env: { PATH: process.env.PATH ?? '', PORT: '0', LOG_LEVEL: 'warn', ...env }, encoding: 'utf8', timeout: 20_000 })
+    return { code: r.status, err: r.stderr }
+  }
+
+  function noSecretIn (text: string): void {
+    for (const s of [A, B]) assert.equal(text.includes(s), false, 'no secret in the message')
+    assert.doesNotMatch(text, /v1\.[A-Za-z0-9_-]{43}/, 'no check value in the message')
+  }
+
+  test('a store written under A is refused under B with one line naming SVC_SECRET, by the server and the CLI; under A it starts', async (t) => {
+    const dir = path.join(tempDir(t), 'data')
+    const email = uniqueEmail('secret')
+    assert.equal((await cli(['account', 'create', email], { DATA_DIR: dir, SVC_SECRET: A })).code, 0)
+
+    const server = refusedStart({ DATA_DIR: dir, SVC_SECRET: B })
+    assert.notEqual(server.code, 0)
+    assert.equal(server.err.trim().split('\n').length, 1, server.err)
+    assert.match(server.err, new RegExp(`^svc: failed to start: the SQLite store in ${dir} \\(DATA_DIR\\) ` + REFUSED.source))
+    noSecretIn(server.err)
+
+    const shown = cliSync(['account', 'show', email], { DATA_DIR: dir, SVC_SECRET: B })
+    assert.equal(shown.code, 1)
+    assert.match(shown.err, REFUSED)
+    noSecretIn(shown.err)
+
+    const live = await startServerProcess(t, { DATA_DIR: dir, SVC_SECRET: A })
+    assert.equal((await fetch(live.url + '/readyz')).status, 200)
+  })
+
+  test('a store that has no check value yet (made before svc kept one) starts, and is checked from then on', async (t) => {
+    const dir = path.join(tempDir(t), 'data')
+    assert.equal((await cli(['migrate'], { DATA_DIR: dir, SVC_SECRET: A })).code, 0)
+    const db = new Database(path.join(dir, 'svc.db'))
+    db.prepare('DELETE FROM meta').run()
+    db.close()
+
+    const first = await startServerProcess(t, { DATA_DIR: dir, SVC_SECRET: A })
+    await waitFor('the check value written', () => first.output().includes('the store now keeps a check value of this secret'))
+    first.process.kill('SIGTERM')
+    await once(first.process, 'exit')
+    const stored = new Database(path.join(dir, 'svc.db'), { readonly: true })
+    assert.equal(stored.prepare("SELECT value FROM meta WHERE name = 'secret_check'").pluck().get(), secretCheckValue(A))
+    stored.close()
+
+    assert.match(refusedStart({ DATA_DIR: dir, SVC_SECRET: B }).err, REFUSED)
+  })
+
+  test('restore: a backup made under A is refused into a DATA_DIR under B, and left nowhere; under A, or B with --force, it is restored', async (t) => {
+    const dir = tempDir(t)
+    const source = path.join(dir, 'source')
+    assert.equal((await cli(['account', 'create', uniqueEmail('restore')], { DATA_DIR: source, SVC_SECRET: A })).code, 0)
+    const file = path.join(dir, 'backup.db')
+    assert.equal((await cli(['backup', file], { DATA_DIR: source, SVC_SECRET: A })).code, 0)
+
+    const underB = path.join(dir, 'under-b')
+    const refused = cliSync(['restore', file], { DATA_DIR: underB, SVC_SECRET: B })
+    assert.equal(refused.code, 1)
+    assert.match(refused.err, new RegExp(`^svc: the backup ${file} ` + REFUSED.source + '; or add --force'))
+    noSecretIn(refused.err)
+    assert.deepEqual(existsSync(underB) ? readdirSync(underB) : [], [], 'nothing left in DATA_DIR')
+
+    const underA = path.join(dir, 'under-a')
+    const restored = cliSync(['restore', file], { DATA_DIR: underA, SVC_SECRET: A })
+    assert.equal(restored.code, 0, restored.err)
+    assert.match(restored.out, /^the backup was written under this svc's secret \(SVC_SECRET\): start svc with it$/m)
+
+    const forced = cliSync(['restore', file, '--force'], { DATA_DIR: underB, SVC_SECRET: B })
+    assert.equal(forced.code, 0, forced.err)
+    assert.match(forced.out, /^warning: restored with --force under another secret than the backup's \(SVC_SECRET\): its 0 active API keys/m)
+    const live = await startServerProcess(t, { DATA_DIR: underB, SVC_SECRET: B })
+    assert.equal((await fetch(live.url + '/readyz')).status, 200)
+  })
+
+  test('restore without SVC_SECRET: refused until the old DATA_DIR/secret is in place, then checked against it', async (t) => {
+    const dir = tempDir(t)
+    const source = path.join(dir, 'source')
+    assert.equal((await cli(['migrate'], { DATA_DIR: source, SVC_SECRET: '' })).code, 0)
+    const file = path.join(dir, 'backup.db')
+    assert.equal((await cli(['backup', file], { DATA_DIR: source, SVC_SECRET: '' })).code, 0)
+
+    const target = path.join(dir, 'target')
+    const none = cliSync(['restore', file], { DATA_DIR: target, SVC_SECRET: '' })
+    assert.equal(none.code, 1)
+    assert.match(none.err, new RegExp(`was written under a secret, and neither SVC_SECRET nor ${path.join(target, 'secret')} is here to check it against`))
+    assert.deepEqual(existsSync(target) ? readdirSync(target) : [], [])
+
+    mkdirSync(target, { recursive: true })
+    writeFileSync(path.join(target, 'secret'), B + '\n', { mode: 0o600 })
+    const wrong = cliSync(['restore', file], { DATA_DIR: target, SVC_SECRET: '' })
+    assert.equal(wrong.code, 1)
+    assert.match(wrong.err, new RegExp(`than this svc's \\(from ${path.join(target, 'secret')}, as SVC_SECRET is not set\\)`))
+    assert.deepEqual(readdirSync(target), ['secret'], 'the secret left as it was, nothing else')
+
+    copyFileSync(path.join(source, 'secret'), path.join(target, 'secret'))
+    const right = cliSync(['restore', file], { DATA_DIR: target, SVC_SECRET: '' })
+    assert.equal(right.code, 0, right.err)
+    assert.match(right.out, /under this svc's secret \(DATA_DIR\/secret\)/)
+    assert.deepEqual(readdirSync(target).sort(), ['secret', 'svc.db'])
   })
 })

@@ -9,11 +9,15 @@
 //
 // restore: into an empty DATA_DIR only. The file is copied in under a temporary name, checked (a
 // SQLite file, integrity_check, foreign keys, a svc schema no newer than this svc's), migrated when
-// older, and linked as svc.db: link() fails if a server has created svc.db meanwhile.
+// older, and linked as svc.db: link() fails if a server has created svc.db meanwhile. The backup's check
+// value of its secret (./meta.ts) is compared with the secret svc will start under before any of that is
+// named svc.db: a backup written under another secret is refused unless forced.
 import Database from 'better-sqlite3'
 import { chmodSync, closeSync, copyFileSync, constants, existsSync, fsyncSync, linkSync, mkdirSync, openSync, readdirSync, rmSync, statSync, unlinkSync } from 'node:fs'
 import path from 'node:path'
+import { judgeBackupSecret, noSecretToCheckMessage, otherSecretMessage, secretCheckValue, type BackupSecret, type SecretSource } from '../../domain/secret-check.js'
 import { migrate } from './index.js'
+import { readSecretCheck, writeSecretCheck } from './meta.js'
 import { migrations } from './migrations.js'
 
 export const DB_FILE = 'svc.db'
@@ -32,11 +36,29 @@ export interface RestoreResult {
   /** The backup's schema version, and the version it was migrated to (the same when it was current). */
   fromVersion: number
   toVersion: number
-  counts: { accounts: number; apiKeys: number; webhooks: number; emails: number }
+  counts: { accounts: number; apiKeys: number; webhooks: number; emails: number; domains: number }
+  /**
+   * What the backup's check value said (judgeBackupSecret): 'matched', 'unchecked' (it has none); 'other'
+   * or 'unknown' only when forced, and then the restored store's check value was replaced (by this
+   * secret's, or removed when no secret is known yet, for svc's first start to write its own).
+   */
+  secret: BackupSecret
 }
 
-/** Entries a fresh volume may hold that do not make a directory "in use". */
-const IGNORED = new Set(['lost+found'])
+export interface RestoreOptions {
+  /** The secret svc will start under, when one is known: SVC_SECRET, or a DATA_DIR/secret already in place. */
+  secret: string | undefined
+  /** Where svc's secret comes from (or will: DATA_DIR/secret), for the messages. */
+  source: SecretSource
+  /** Restore a backup written under another secret, or one there is no secret to check against. */
+  force?: boolean
+}
+
+/**
+ * Entries a fresh volume may hold that do not make a directory "in use": and the old DATA_DIR/secret, put
+ * in place first so that the backup can be checked against it.
+ */
+const IGNORED = new Set(['lost+found', 'secret'])
 
 function fsyncPath (p: string, flags = constants.O_RDONLY): void {
   const fd = openSync(p, flags)
@@ -110,10 +132,11 @@ export function backupSqlite (dataDir: string, file: string): BackupResult {
 
 /**
  * Restores a backup made by backupSqlite (or any stand-alone copy of svc.db) into an empty `dataDir`,
- * which is created when missing. Refuses a directory in use, a file that fails its checks, and a schema
- * newer than this svc's; migrates an older one.
+ * which is created when missing. Refuses a directory in use, a file that fails its checks, a schema
+ * newer than this svc's, and (unless forced) a backup written under another secret than `opts.secret`
+ * or with no secret to check it against; migrates an older one.
  */
-export function restoreSqlite (file: string, dataDir: string): RestoreResult {
+export function restoreSqlite (file: string, dataDir: string, opts: RestoreOptions): RestoreResult {
   const source = path.resolve(file)
   const dir = path.resolve(dataDir)
   if (!existsSync(source) || !statSync(source).isFile()) throw new BackupError(`${source} is not a file`)
@@ -126,7 +149,7 @@ export function restoreSqlite (file: string, dataDir: string): RestoreResult {
     const present = readdirSync(dir).filter((name) => !IGNORED.has(name))
     if (present.length > 0) {
       throw new BackupError(`${dir} (DATA_DIR) is not empty (${present.slice(0, 5).join(', ')}${present.length > 5 ? ', …' : ''}): ` +
-        'restore only into an empty directory; stop svc and move the old one aside first')
+        'restore only into an empty directory (or one holding only the old secret); stop svc and move the old one aside first')
     }
   } else {
     mkdirSync(dir, { recursive: true })
@@ -159,10 +182,17 @@ export function restoreSqlite (file: string, dataDir: string): RestoreResult {
       if (fromVersion > migrations.length) {
         throw new BackupError(`${source} has schema version ${fromVersion}, newer than this svc knows (${migrations.length}): restore it with the svc that made it, or a newer one`)
       }
+      const secret = judgeBackupSecret(opts.secret, readSecretCheck(db))
+      if (opts.force !== true) {
+        const anyway = '; or add --force to restore it under this secret all the same (its API keys, sessions, webhook signing secrets and DKIM keys will not work)'
+        if (secret === 'other') throw new BackupError(otherSecretMessage(`the backup ${source}`, opts.source) + anyway)
+        if (secret === 'unknown') throw new BackupError(noSecretToCheckMessage(`the backup ${source}`, path.join(dir, 'secret')) + anyway)
+      }
       db.pragma('journal_mode = WAL')
       db.pragma('synchronous = FULL')
       db.pragma('foreign_keys = ON')
       migrate(db)
+      if (secret === 'other' || secret === 'unknown') writeSecretCheck(db, opts.secret === undefined ? null : secretCheckValue(opts.secret))
       const count = (sql: string) => db.prepare(sql).pluck().get() as number
       result = {
         fromVersion,
@@ -172,7 +202,9 @@ export function restoreSqlite (file: string, dataDir: string): RestoreResult {
           apiKeys: count('SELECT count(*) FROM api_keys WHERE revoked_at IS NULL'),
           webhooks: count('SELECT count(*) FROM webhooks WHERE deleted_at IS NULL'),
           emails: count('SELECT count(*) FROM emails'),
+          domains: count('SELECT count(*) FROM domains'),
         },
+        secret,
       }
     } finally {
       db.close() // checkpoints the WAL into the file and removes it
