@@ -6,6 +6,12 @@
 // and is never stored; what it means is decided in src/app/returned-mail.ts. The answer to DATA comes
 // after the outcome is written, so a sender whose report could not be recorded (store down) gets a 451
 // and tries again later.
+//
+// Its slots go to senders that move mail (README "Inbound connections and STARTTLS"): counts per sender
+// network (addressKey), and each admitted connection's clock (ConnectionLife, src/domain/inbound-limits.ts)
+// read by a sweep that closes with 421 4.4.2 the idle, the too old and the too long transactions; a
+// newcomer finding every slot taken puts out the connection idle longest. STARTTLS only with the
+// operator's certificate.
 import type { FastifyBaseLogger } from 'fastify'
 import { simpleParser, type Attachment } from 'mailparser'
 import { readFile } from 'node:fs/promises'
@@ -34,7 +40,7 @@ export const INBOUND_LIMITS = {
   idleMs: 30_000,
   /** Socket silence that closes a connection, DATA included (RFC 5321 §4.5.3.2 suggests minutes; the idle rule is stricter outside DATA). */
   stallMs: 60_000,
-  /** A connection is closed between transactions once this old: a slot changes hands at least this often. */
+  /** A connection is closed between transactions once this old (one in a transaction may finish it). */
   maxAgeMs: 5 * 60_000,
   /**
    * MAIL FROM to the answer after DATA: 2 minutes for the commands and the verdict, plus the largest message
