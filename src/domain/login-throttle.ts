@@ -1,12 +1,26 @@
-// Password guessing, slowed where it comes from. Failed logins are counted per account and client
-// address: after `freeFailures` of them that address waits before its next try for that account, 1 s,
-// then 2 s, 4 s … up to `maxDelayMs`, doubling with each further failure; a success clears the count.
-// The owner at another address is never held back by this (the account-wide ceiling, counted in the
-// shared rate-limit store by the route, is the guard against guessing spread over many addresses).
+// Password guessing, slowed where it comes from and capped per account.
 //
-// The counts live in this process, in a map bounded to `maxEntries` that forgets the pair it heard from
-// least recently; a pair quiet for `forgetAfterMs` starts afresh.
+// Per account and client address (createLoginThrottle): after `freeFailures` failed logins that address
+// waits before its next try for that account, 1 s, then 2 s, 4 s … up to `maxDelayMs`, doubling with each
+// further failure (with the default 5: 14 failures in the first 15 minutes, then one per 15 minutes); a
+// success clears the count. The owner at another address is never held back by this.
+//
+// Per account, from every address together (the ceiling, createLoginGuard): at most `ceiling` FAILED
+// logins in a window. Only tried passwords count: a right one does not, nor does an attempt an address's
+// own wait refused (that is checked first), so one address, which makes a handful of failures per window
+// before its waits grow past it, can never fill the ceiling and lock the owner out; guessing spread over
+// many addresses fills it, and then the account refuses every address until the window ends.
+//
+// An attempt in flight (its password not yet checked) counts as a failure until it is settled, so a burst
+// of concurrent guesses gets no more tries than the same guesses one after another.
+//
+// The per-address counts live in this process, in a map bounded to `maxEntries` that forgets the pair
+// heard from least recently. The ceiling's counts live where the route's rate limits count
+// (RATE_LIMIT_STORE: this process's memory, or the store every node shares; see failedBefore).
 import type { Clock } from './clock.js'
+
+/** The ceiling's window: failed logins per account are counted over 15 minutes. */
+export const LOGIN_CEILING_WINDOW_MS = 15 * 60_000
 
 export interface LoginThrottleOptions {
   clock: Clock
@@ -19,6 +33,13 @@ export interface LoginThrottleOptions {
 }
 
 interface Entry { failures: number; lockedUntil: number; lastAt: number }
+
+/** Remembers `key` as the most recently heard, and forgets the least recent one past `maxEntries`. */
+function touch<V> (map: Map<string, V>, key: string, value: V, maxEntries: number): void {
+  map.delete(key)
+  map.set(key, value)
+  if (map.size > maxEntries) map.delete(map.keys().next().value!)
+}
 
 export function createLoginThrottle ({
   clock, freeFailures, baseDelayMs = 1000, maxDelayMs = 15 * 60_000, forgetAfterMs = 24 * 3_600_000, maxEntries = 100_000,
@@ -44,6 +65,11 @@ export function createLoginThrottle ({
       return e === undefined ? 0 : Math.max(0, e.lockedUntil - now)
     },
 
+    /** Failed logins from this address for this account since its last success (or quiet spell). */
+    failures (account: string, address: string): number {
+      return current(keyOf(account, address), clock.now())?.failures ?? 0
+    },
+
     /** A wrong password (or an unknown account) from this address. Returns the wait it now has. */
     failed (account: string, address: string): number {
       const now = clock.now()
@@ -51,12 +77,10 @@ export function createLoginThrottle ({
       const e = current(key, now) ?? { failures: 0, lockedUntil: 0, lastAt: now }
       e.failures += 1
       e.lastAt = now
+      // The `freeFailures`-th failure brings the first wait; each one after it doubles the wait.
       const over = e.failures - freeFailures
-      if (over > 0) e.lockedUntil = now + Math.min(maxDelayMs, baseDelayMs * 2 ** Math.min(over - 1, 30))
-      // Re-inserted, so the map's order is least recently heard first.
-      entries.delete(key)
-      entries.set(key, e)
-      if (entries.size > maxEntries) entries.delete(entries.keys().next().value!)
+      if (over >= 0) e.lockedUntil = now + Math.min(maxDelayMs, baseDelayMs * 2 ** Math.min(over, 30))
+      touch(entries, key, e, maxEntries)
       return Math.max(0, e.lockedUntil - now)
     },
 
@@ -69,3 +93,122 @@ export function createLoginThrottle ({
 }
 
 export type LoginThrottle = ReturnType<typeof createLoginThrottle>
+
+export interface LoginGuardOptions extends LoginThrottleOptions {
+  /** Failed logins per account in one window (LOGIN_CEILING_WINDOW_MS), from every address together. */
+  ceiling: number
+}
+
+/**
+ * The ceiling's counts: one hit on the account's `tries` or `marks` count in the current window, answered
+ * with the window's hits so far (this one included) and the milliseconds until the window ends. Counted
+ * where every node sees them when rate limits are shared (RATE_LIMIT_STORE=store), else in this process.
+ */
+export type CeilingCounter = (count: 'tries' | 'marks') => Promise<{ hits: number; resetsInMs: number }>
+
+export type LoginAttempt =
+  | {
+      allowed: true
+      /** The password was right: the address's failures are cleared, and this try is taken off the ceiling. */
+      succeeded(): Promise<void>
+      /** The password was wrong (or the account unknown). Returns the address's wait. */
+      failed(): number
+      /** Neither (the check itself failed): forgotten, and taken off the ceiling as far as the count can be reached. */
+      abandoned(): Promise<void>
+    }
+  | {
+      allowed: false
+      /** `address`: this address's own wait; `account`: the ceiling, which every address meets. */
+      by: 'address' | 'account'
+      waitMs: number
+    }
+
+/**
+ * Failed logins in the window before this try, from the two counts this try just hit: every try counts
+ * once in `tries`; every try, and every success, once in `marks`. So successes = marks − tries, and the
+ * tries before this one that did not succeed (failed, or still in flight) = (tries − 1) − successes. A try
+ * that was refused, or whose check broke off, is taken off like a success: only wrong passwords count.
+ *
+ * Reading a shared count means hitting it, and a count only goes up, so a success cannot be taken back from
+ * one count; with two it can. A try in flight counts as failed until it succeeds.
+ */
+export function failedBefore (tries: number, marks: number): number {
+  return Math.max(0, 2 * tries - marks - 1)
+}
+
+/**
+ * Both limits in the order they apply: an address that must wait is answered by its wait alone (and
+ * spends nothing of the account's ceiling); then the ceiling; an attempt past both may try its password.
+ */
+export function createLoginGuard (options: LoginGuardOptions) {
+  const { ceiling, freeFailures, baseDelayMs = 1000 } = options
+  const throttle = createLoginThrottle(options)
+  // Attempts of one address for one account whose password is being checked. An entry exists only while
+  // one is in flight, so the map is bounded by the requests being served.
+  const inFlight = new Map<string, number>()
+  const pairKey = (account: string, address: string) => `${account}\0${address}`
+  const add = (key: string, n: number) => {
+    const v = (inFlight.get(key) ?? 0) + n
+    if (v > 0) inFlight.set(key, v)
+    else inFlight.delete(key)
+  }
+
+  return {
+    async attempt (account: string, address: string, count: CeilingCounter): Promise<LoginAttempt> {
+      const pair = pairKey(account, address)
+      // The address first: one that must wait is told so, and its attempt costs the account nothing.
+      const addressWait = throttle.waitMs(account, address)
+      if (addressWait > 0) return { allowed: false, by: 'address', waitMs: addressWait }
+      // Its tries in flight count as failures: a burst gets no more tries than the same guesses in a row.
+      const pending = inFlight.get(pair) ?? 0
+      if (pending > 0 && throttle.failures(account, address) + pending >= freeFailures) {
+        return { allowed: false, by: 'address', waitMs: baseDelayMs }
+      }
+      add(pair, 1)
+      let settled = false
+      const settle = (): boolean => {
+        if (settled) return false
+        settled = true
+        add(pair, -1)
+        return true
+      }
+      try {
+        // Marks before tries: a try hitting both counts between this one's two hits raises the estimate,
+        // never lowers it, so concurrent tries err toward refusing.
+        const marks = await count('marks')
+        const tries = await count('tries')
+        if (failedBefore(tries.hits, marks.hits) >= ceiling) {
+          settle()
+          // Not tried, so not a failure: taken off as a success is (else refusals while the ceiling is
+          // full only because of tries in flight would keep it full after those succeed). If it cannot be
+          // taken off, it stays counted: the ceiling errs toward refusing.
+          await count('marks').catch(() => undefined)
+          return { allowed: false, by: 'account', waitMs: tries.resetsInMs }
+        }
+      } catch (err) {
+        settle()
+        throw err
+      }
+      return {
+        allowed: true,
+        async succeeded () {
+          if (!settle()) return
+          throttle.succeeded(account, address)
+          await count('marks')
+        },
+        failed (): number {
+          if (settle()) return throttle.failed(account, address)
+          return throttle.waitMs(account, address)
+        },
+        async abandoned () {
+          if (settle()) await count('marks').catch(() => undefined)
+        },
+      }
+    },
+
+    /** Addresses with an attempt in flight (for tests: every attempt is settled). */
+    get inFlight (): number { return inFlight.size },
+  }
+}
+
+export type LoginGuard = ReturnType<typeof createLoginGuard>

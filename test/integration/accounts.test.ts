@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { PASSWORD, errorOf, signedUp, startServer, uniqueEmail } from '../helpers/server.js'
+import { PASSWORD, errorOf, signedUp, startServer, uniqueEmail, type TestServer } from '../helpers/server.js'
+import { waitFor } from '../helpers/wait.js'
 
 function cookieLine (headers: Record<string, string | string[] | undefined>): string {
   const raw = headers['set-cookie']
@@ -205,4 +206,81 @@ describe('account', () => {
     assert.equal(pro.body.data.plan, 'pro')
     assert.deepEqual(pro.body.data.limits, { apiKeys: 10, webhooks: 10, domains: 10 })
   })
+})
+
+describe('logins under a password-guessing attack', () => {
+  // Small limits, so the attack is over in moments: 3 failed logins from one address before it waits, a
+  // ceiling of 8 failed logins per email from every address together, and the per-address request
+  // limit out of the way (the guesser goes as fast as the server answers).
+  const LIMITS = { RATE_LIMIT_LOGIN_FAILURES: '3', RATE_LIMIT_LOGIN_PER_EMAIL: '8', RATE_LIMIT_AUTH_PER_MINUTE: '1000000' }
+
+  /** Wrong guesses from `address` in `lanes` concurrent loops until stopped; the answers by status. */
+  function guesser (server: TestServer, email: string, address: string, lanes = 4) {
+    const statuses = new Map<number, number>()
+    let stopped = false
+    const lane = async (n: number) => {
+      const client = server.client({ localAddress: address })
+      for (let i = 0; !stopped; i++) {
+        const res = await client.post('/api/auth/login', { email, password: `wrong guess ${n}-${i}` })
+        statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1)
+      }
+    }
+    const running = Promise.all(Array.from({ length: lanes }, (_, n) => lane(n)))
+    return {
+      count: (status: number) => statuses.get(status) ?? 0,
+      total: () => [...statuses.values()].reduce((a, b) => a + b, 0),
+      statuses,
+      stop: async () => { stopped = true; await running },
+    }
+  }
+
+  for (const store of ['memory', 'store'] as const) {
+    test(`the owner logs in from another address while one address guesses at full speed (RATE_LIMIT_STORE=${store})`, async (t) => {
+      const server = await startServer(t, { env: { ...LIMITS, RATE_LIMIT_STORE: store } })
+      const { email } = await signedUp(server)
+      const attack = guesser(server, email, '127.0.0.2')
+      try {
+        // The attack is on, and its address is being answered by its own throttle.
+        await waitFor('the guesser held back many times', () => attack.count(429) >= 50)
+        const owner = server.client({ localAddress: '127.0.0.3' })
+        const res = await owner.post('/api/auth/login', { email, password: PASSWORD })
+        assert.equal(res.status, 200, res.text)
+        const seen = attack.total()
+        await waitFor('more guesses after the owner logged in', () => attack.total() >= seen + 50)
+        const again = await server.client({ localAddress: '127.0.0.3' }).post('/api/auth/login', { email, password: PASSWORD })
+        assert.equal(again.status, 200, again.text)
+      } finally {
+        await attack.stop()
+      }
+      // Only the guesses that were tried count: the free three, and one more each time its wait ran out.
+      assert.ok(attack.count(401) >= 3 && attack.count(401) < 8, JSON.stringify([...attack.statuses]))
+      assert.deepEqual([...attack.statuses.keys()].sort(), [401, 429])
+    })
+
+    test(`guessing spread over many addresses meets the account-wide ceiling, which counts failures only (RATE_LIMIT_STORE=${store})`, async (t) => {
+      const server = await startServer(t, { env: { ...LIMITS, RATE_LIMIT_STORE: store } })
+      const { email } = await signedUp(server)
+      const login = (address: string, password: string) => server.client({ localAddress: address }).post('/api/auth/login', { email, password })
+      // Right passwords do not count toward the ceiling.
+      for (let i = 0; i < 10; i++) assert.equal((await login('127.0.0.3', PASSWORD)).status, 200)
+      // Three addresses, three failures each: the ceiling of 8 is reached on the 8th.
+      const statuses: number[] = []
+      for (const address of ['127.0.0.10', '127.0.0.11', '127.0.0.12']) {
+        for (let i = 0; i < 3; i++) statuses.push((await login(address, `wrong guess ${i}`)).status)
+      }
+      assert.deepEqual(statuses, [401, 401, 401, 401, 401, 401, 401, 401, 429])
+      // Now every address waits for the rest of the window, the owner's too, with the right password.
+      for (const address of ['127.0.0.13', '127.0.0.3']) {
+        const res = await login(address, PASSWORD)
+        assert.equal(res.status, 429)
+        assert.equal(errorOf(res).code, 'rate_limited')
+        assert.match(errorOf(res).message, /^Too many failed logins for this email; retry in \d+ s$/)
+        const retryAfter = Number(res.headers['retry-after'])
+        assert.ok(retryAfter >= 1 && retryAfter <= 15 * 60, `Retry-After: ${retryAfter}`)
+      }
+      // Another account is not held back.
+      const other = await signedUp(server)
+      assert.equal((await server.client({ localAddress: '127.0.0.10' }).post('/api/auth/login', { email: other.email, password: PASSWORD })).status, 200)
+    })
+  }
 })

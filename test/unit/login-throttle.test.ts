@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { createLoginThrottle } from '../../src/domain/login-throttle.js'
+import { createLoginGuard, createLoginThrottle, failedBefore, type CeilingCounter, type LoginAttempt } from '../../src/domain/login-throttle.js'
 
 describe('login throttle (per account and client address)', () => {
-  test('after the free failures, each further one doubles the wait, up to the ceiling', () => {
+  test('the free failures bring the first wait, each further one doubles it, up to the longest', () => {
     let now = 1_000_000
     const throttle = createLoginThrottle({ clock: { now: () => now }, freeFailures: 3, baseDelayMs: 1000, maxDelayMs: 8000 })
     const waits: number[] = []
@@ -11,7 +11,7 @@ describe('login throttle (per account and client address)', () => {
       now += throttle.waitMs('a@example.com', '10.0.0.1') // the guesser waits as told, then fails again
       waits.push(throttle.failed('a@example.com', '10.0.0.1'))
     }
-    assert.deepEqual(waits, [0, 0, 0, 1000, 2000, 4000, 8000, 8000])
+    assert.deepEqual(waits, [0, 0, 1000, 2000, 4000, 8000, 8000, 8000])
     assert.equal(throttle.waitMs('a@example.com', '10.0.0.1'), 8000)
     // The owner elsewhere, and another account from the guesser's address, are not held back.
     assert.equal(throttle.waitMs('a@example.com', '10.0.0.2'), 0)
@@ -20,7 +20,7 @@ describe('login throttle (per account and client address)', () => {
 
   test('a success clears the count; a long quiet starts afresh', () => {
     let now = 0
-    const throttle = createLoginThrottle({ clock: { now: () => now }, freeFailures: 1, forgetAfterMs: 60_000 })
+    const throttle = createLoginThrottle({ clock: { now: () => now }, freeFailures: 2, forgetAfterMs: 60_000 })
     throttle.failed('a', 'x')
     assert.ok(throttle.failed('a', 'x') > 0)
     throttle.succeeded('a', 'x')
@@ -32,11 +32,145 @@ describe('login throttle (per account and client address)', () => {
 
   test('the map is bounded and forgets the pair heard from least recently', () => {
     const throttle = createLoginThrottle({ clock: { now: () => 0 }, freeFailures: 1, maxEntries: 3 })
-    for (const address of ['1', '2', '3']) { throttle.failed('a', address); throttle.failed('a', address) }
+    for (const address of ['1', '2', '3']) throttle.failed('a', address)
     throttle.failed('a', '1') // heard again: now the most recent
     throttle.failed('a', '4')
     assert.equal(throttle.size, 3)
     assert.equal(throttle.waitMs('a', '2'), 0, 'the oldest went')
     assert.ok(throttle.waitMs('a', '1') > 0 && throttle.waitMs('a', '3') > 0)
+  })
+})
+
+/**
+ * The ceiling's counts as a rate-limit store keeps them: fixed windows on the fake clock, one count per
+ * key. Shared by every guard given it (nodes sharing a store).
+ */
+function fakeCounts (clock: { now(): number }, windowMs = 60_000) {
+  const counts = new Map<string, { window: number; hits: number }>()
+  return {
+    counter: (account: string): CeilingCounter => async (which) => {
+      const window = Math.floor(clock.now() / windowMs)
+      const key = `${which}:${account}`
+      const c = counts.get(key)
+      const hits = c !== undefined && c.window === window ? c.hits + 1 : 1
+      counts.set(key, { window, hits })
+      return { hits, resetsInMs: (window + 1) * windowMs - clock.now() }
+    },
+  }
+}
+
+describe('login guard (the per-address throttle, then the account-wide ceiling on failed logins)', () => {
+  function setup (opts: { freeFailures: number; ceiling: number; maxEntries?: number }) {
+    const clock = { t: 1_200_000, now () { return this.t } }
+    const counts = fakeCounts(clock)
+    const guard = createLoginGuard({ clock, ...opts })
+    const attempt = (account: string, address: string) => guard.attempt(account, address, counts.counter(account))
+    return { clock, counts, guard, attempt }
+  }
+  const allowed = async (p: Promise<LoginAttempt>) => {
+    const a = await p
+    assert.equal(a.allowed, true, JSON.stringify(a))
+    return a as Extract<LoginAttempt, { allowed: true }>
+  }
+  const refused = async (p: Promise<LoginAttempt>) => {
+    const a = await p
+    assert.equal(a.allowed, false, 'refused')
+    return a as Extract<LoginAttempt, { allowed: false }>
+  }
+
+  test('failedBefore: tries that did not succeed, from the two counts', () => {
+    assert.equal(failedBefore(1, 1), 0, 'the first try')
+    assert.equal(failedBefore(4, 4), 3, 'three tries before, none succeeded')
+    assert.equal(failedBefore(4, 7), 0, 'three tries before, all succeeded')
+    assert.equal(failedBefore(1, 5), 0, 'never below 0 (counts from two windows)')
+  })
+
+  test('an address answered by its own wait spends nothing of the ceiling; the owner elsewhere logs in', async () => {
+    const { clock, guard, attempt } = setup({ freeFailures: 3, ceiling: 5 })
+    for (let i = 0; i < 3; i++) (await allowed(attempt('a', 'guesser'))).failed()
+    // A thousand more tries while it waits: each is refused by the address's wait, none is counted.
+    for (let i = 0; i < 1000; i++) assert.equal((await refused(attempt('a', 'guesser'))).by, 'address')
+    clock.t += 1000 // its wait is over: one more guess, then 2 s
+    ;(await allowed(attempt('a', 'guesser'))).failed()
+    assert.deepEqual(await refused(attempt('a', 'guesser')), { allowed: false, by: 'address', waitMs: 2000 })
+    // 4 failures of 5: the owner's right password does not count, however often.
+    for (let i = 0; i < 10; i++) await (await allowed(attempt('a', 'owner'))).succeeded()
+    const last = await allowed(attempt('a', 'owner'))
+    assert.equal(guard.inFlight, 1)
+    await last.abandoned()
+    assert.equal(guard.inFlight, 0)
+  })
+
+  test('failures from many addresses fill the ceiling; then every address waits for the window to end, the owner too', async () => {
+    const { clock, attempt } = setup({ freeFailures: 3, ceiling: 5 })
+    // The window is [1 200 000, 1 260 000) on the fake clock.
+    for (const address of ['1', '2', '3', '4', '5']) (await allowed(attempt('a', address))).failed()
+    clock.t += 20_000
+    assert.deepEqual(await refused(attempt('a', 'owner')), { allowed: false, by: 'account', waitMs: 40_000 })
+    assert.equal((await refused(attempt('a', '6'))).by, 'account')
+    await (await allowed(attempt('b', 'owner'))).succeeded() // another account is not held back
+    clock.t += 40_000 // the window ends
+    await (await allowed(attempt('a', 'owner'))).succeeded()
+  })
+
+  test('an address being throttled is answered by its throttle, before the ceiling', async () => {
+    const { attempt } = setup({ freeFailures: 1, ceiling: 2 })
+    ;(await allowed(attempt('a', '1'))).failed()
+    ;(await allowed(attempt('a', '2'))).failed()
+    assert.equal((await refused(attempt('a', '1'))).by, 'address', 'its own wait, not the full ceiling')
+    assert.equal((await refused(attempt('a', '3'))).by, 'account')
+  })
+
+  test('attempts in flight count as failures until settled: a burst gets no more tries than the same guesses in a row', async () => {
+    const { attempt } = setup({ freeFailures: 3, ceiling: 10 })
+    const burst = await Promise.all([attempt('a', 'x'), attempt('a', 'x'), attempt('a', 'x'), attempt('a', 'x')])
+    assert.deepEqual(burst.map((a) => a.allowed), [true, true, true, false], 'the fourth of a burst waits for the three')
+    for (const a of burst) if (a.allowed) a.failed()
+    assert.equal((await refused(attempt('a', 'x'))).by, 'address')
+    // The ceiling the same way: 9 failures and one try in flight leave no room for another.
+    const g = setup({ freeFailures: 100, ceiling: 10 })
+    for (let i = 0; i < 9; i++) (await allowed(g.attempt('a', String(i)))).failed()
+    const last = await allowed(g.attempt('a', 'p'))
+    assert.equal((await refused(g.attempt('a', 'q'))).by, 'account')
+    await last.succeeded()
+    // The refusal was not a failure; nor is an attempt whose check broke off.
+    await (await allowed(g.attempt('a', 'q'))).abandoned()
+    ;(await allowed(g.attempt('a', 'q'))).failed()
+    assert.equal((await refused(g.attempt('a', 'owner'))).by, 'account')
+    assert.equal(g.guard.inFlight, 0)
+  })
+
+  test('settling twice changes nothing', async () => {
+    const { guard, attempt } = setup({ freeFailures: 5, ceiling: 3 })
+    const a = await allowed(attempt('a', 'x'))
+    a.failed()
+    a.failed()
+    await a.succeeded()
+    await a.abandoned()
+    await (await allowed(attempt('a', 'y'))).succeeded()
+    assert.equal(guard.inFlight, 0)
+    ;(await allowed(attempt('a', 'z'))).failed()
+    ;(await allowed(attempt('a', 'z'))).failed()
+    assert.equal((await refused(attempt('a', 'w'))).by, 'account', 'three failures, not two and not four')
+  })
+
+  test('nodes sharing the counts share the ceiling: every try reads what all of them counted', async () => {
+    const clock = { t: 0, now () { return this.t } }
+    const counts = fakeCounts(clock)
+    const [a, b] = [createLoginGuard({ clock, freeFailures: 100, ceiling: 4 }), createLoginGuard({ clock, freeFailures: 100, ceiling: 4 })]
+    const statuses: string[] = []
+    for (let i = 0; i < 8; i++) {
+      const node = i % 2 === 0 ? a : b
+      const attempt = await node.attempt('acct', `addr${i}`, counts.counter('acct'))
+      if (attempt.allowed) attempt.failed()
+      statuses.push(attempt.allowed ? 'tried' : attempt.by)
+    }
+    assert.deepEqual(statuses, ['tried', 'tried', 'tried', 'tried', 'account', 'account', 'account', 'account'])
+  })
+
+  test('a count that cannot be reached fails the attempt, and leaves nothing in flight', async () => {
+    const guard = createLoginGuard({ clock: { now: () => 0 }, freeFailures: 3, ceiling: 5 })
+    await assert.rejects(guard.attempt('a', 'x', async () => { throw new Error('store down') }), /store down/)
+    assert.equal(guard.inFlight, 0)
   })
 })

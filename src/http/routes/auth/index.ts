@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
 import { normaliseEmail } from '../../../app/accounts.js'
-import { createLoginThrottle } from '../../../domain/login-throttle.js'
+import { createLoginGuard, LOGIN_CEILING_WINDOW_MS, type CeilingCounter } from '../../../domain/login-throttle.js'
 import { limitsOf } from '../../../domain/plans.js'
 import { quotaPeriods } from '../../../domain/quotas.js'
 import { isAppError, RateLimited } from '../../../errors.js'
@@ -21,28 +21,37 @@ const accountRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { ser
   const session = sessionAuth(services.accounts, cookieOpts)
 
   // Three limits on the credential routes: per client address; per email and client address, on failed
-  // logins, with growing delays (src/domain/login-throttle.ts); and per email across all addresses, a
-  // ceiling far above the second, so that neither one machine nor a botnet can guess one account's
-  // password at speed, while the owner at another address still logs in.
-  const throttle = createLoginThrottle({ clock: services.clock, freeFailures: config.rateLimits.loginFailures })
+  // logins, with growing delays; and per email across all addresses, a ceiling on FAILED logins far above
+  // what one address can make, so that neither one machine nor a botnet can guess one account's password
+  // at speed, while the owner at another address still logs in (the rule: src/domain/login-throttle.ts).
   const perIp = { rateLimit: { max: config.rateLimits.authPerMinute, timeWindow: 60_000 } }
-  // (@fastify/rate-limit runs one of its own hooks per request, so the second limit is checked here.)
-  const perEmail = (action: 'signup' | 'login') => {
-    const limit = app.createRateLimit({
-      max: config.rateLimits.loginPerEmail,
-      timeWindow: 15 * 60_000,
-      keyGenerator: (request: FastifyRequest) => `${action}:${normaliseEmail((request.body as Credentials).email)}`,
-    })
-    return async (request: FastifyRequest) => {
-      const verdict = await limit(request)
-      // isAllowed is true only for allow-listed keys; over the limit is isExceeded.
-      if (!verdict.isAllowed && verdict.isExceeded) {
-        throw RateLimited(`Too many attempts for this email; retry in ${verdict.ttlInSeconds} s`, undefined, { 'retry-after': String(verdict.ttlInSeconds) })
-      }
+  const guard = createLoginGuard({ clock: services.clock, freeFailures: config.rateLimits.loginFailures, ceiling: config.rateLimits.loginPerEmail })
+  const emailOf = (request: FastifyRequest) => normaliseEmail((request.body as Credentials).email)
+  // The ceiling's two counts per email, in @fastify/rate-limit's store: the shared one under
+  // RATE_LIMIT_STORE=store, so every node counts the same tries. The rule needs the counts themselves,
+  // so no hit is ever over the limit (max) and a hit's count is max − remaining.
+  const counts = {
+    tries: app.createRateLimit({ max: Number.MAX_SAFE_INTEGER, timeWindow: LOGIN_CEILING_WINDOW_MS, keyGenerator: (r: FastifyRequest) => `login-tries:${emailOf(r)}` }),
+    marks: app.createRateLimit({ max: Number.MAX_SAFE_INTEGER, timeWindow: LOGIN_CEILING_WINDOW_MS, keyGenerator: (r: FastifyRequest) => `login-marks:${emailOf(r)}` }),
+  }
+  const counterFor = (request: FastifyRequest): CeilingCounter => async (which) => {
+    const verdict = await counts[which](request)
+    if (verdict.isAllowed) throw new Error('the login ceiling\'s counts have no allow list')
+    return { hits: verdict.max - verdict.remaining, resetsInMs: verdict.ttl }
+  }
+  // Signups per email, every attempt counted (a signup has no password to guess, only an email to try).
+  const signupLimit = app.createRateLimit({
+    max: config.rateLimits.loginPerEmail, timeWindow: LOGIN_CEILING_WINDOW_MS, keyGenerator: (r: FastifyRequest) => `signup:${emailOf(r)}`,
+  })
+  const perEmailSignup = async (request: FastifyRequest) => {
+    const verdict = await signupLimit(request)
+    // isAllowed is true only for allow-listed keys; over the limit is isExceeded.
+    if (!verdict.isAllowed && verdict.isExceeded) {
+      throw RateLimited(`Too many attempts for this email; retry in ${verdict.ttlInSeconds} s`, undefined, { 'retry-after': String(verdict.ttlInSeconds) })
     }
   }
 
-  app.post('/api/auth/signup', { schema: SignupRoute, bodyLimit: BODY_LIMITS.small, config: perIp, onRequest: sameOrigin, preHandler: perEmail('signup') }, async (request, reply) => {
+  app.post('/api/auth/signup', { schema: SignupRoute, bodyLimit: BODY_LIMITS.small, config: perIp, onRequest: sameOrigin, preHandler: perEmailSignup }, async (request, reply) => {
     try {
       const grant = await services.accounts.signup(request.body.email, request.body.password)
       setSessionCookie(reply, grant.token, grant.expiresAt, cookieOpts)
@@ -53,26 +62,33 @@ const accountRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { ser
     }
   })
 
-  app.post('/api/auth/login', { schema: LoginRoute, bodyLimit: BODY_LIMITS.small, config: perIp, onRequest: sameOrigin, preHandler: perEmail('login') }, async (request, reply) => {
+  app.post('/api/auth/login', { schema: LoginRoute, bodyLimit: BODY_LIMITS.small, config: perIp, onRequest: sameOrigin }, async (request, reply) => {
     const email = normaliseEmail(request.body.email)
-    const wait = throttle.waitMs(email, request.ip)
-    if (wait > 0) {
-      const seconds = Math.ceil(wait / 1000)
-      throw RateLimited(`Too many failed logins from this address for this email; retry in ${seconds} s`, undefined, { 'retry-after': String(seconds) })
+    const attempt = await guard.attempt(email, request.ip, counterFor(request))
+    if (!attempt.allowed) {
+      const seconds = Math.max(1, Math.ceil(attempt.waitMs / 1000))
+      const message = attempt.by === 'address'
+        ? `Too many failed logins from this address for this email; retry in ${seconds} s`
+        : `Too many failed logins for this email; retry in ${seconds} s`
+      throw RateLimited(message, undefined, { 'retry-after': String(seconds) })
     }
+    let grant: Awaited<ReturnType<typeof services.accounts.login>>
     try {
-      const grant = await services.accounts.login(email, request.body.password)
-      throttle.succeeded(email, request.ip)
-      setSessionCookie(reply, grant.token, grant.expiresAt, cookieOpts)
-      return { success: true as const, data: publicAccount(grant.account), message: 'Logged in' }
+      grant = await services.accounts.login(email, request.body.password)
     } catch (err) {
       if (isAppError(err) && err.code === 'invalid_credentials') {
-        throttle.failed(email, request.ip)
+        attempt.failed()
         const accountId = (err as { accountId?: string | null }).accountId ?? null
         request.log.warn({ security: 'login_failed', accountId }, 'security: failed login')
+      } else {
+        await attempt.abandoned()
       }
       throw err
     }
+    // A success not taken off the count still counts as a failure: the ceiling errs toward refusing.
+    await attempt.succeeded().catch((err: unknown) => request.log.warn({ err }, 'taking a login off the account-wide ceiling failed'))
+    setSessionCookie(reply, grant.token, grant.expiresAt, cookieOpts)
+    return { success: true as const, data: publicAccount(grant.account), message: 'Logged in' }
   })
 
   app.post('/api/auth/logout', { schema: LogoutRoute, onRequest: [sameOrigin, session] }, async (request, reply) => {

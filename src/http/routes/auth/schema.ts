@@ -54,7 +54,16 @@ export const LoginRoute = {
   tags: ['accounts'],
   summary: 'Start a session (sets the svc_session cookie)',
   body: CredentialsSchema,
-  response: { 200: Success(AccountSchema, 'Logged in: the account; the session cookie is set', HEADERS.setCookie), ...errors(400, 401, 403, 429) },
+  description: 'Failed logins are limited per email and client address (growing waits after RATE_LIMIT_LOGIN_FAILURES) and per email ' +
+    'from every address together (RATE_LIMIT_LOGIN_PER_EMAIL failed logins per 15 minutes); a right password counts toward neither.',
+  response: {
+    200: Success(AccountSchema, 'Logged in: the account; the session cookie is set', HEADERS.setCookie),
+    ...errors(400, 401, 403),
+    ...errors({
+      429: 'rate_limited, with Retry-After: too many requests from this address, too many failed logins from this address for this email, ' +
+        'or too many failed logins for this email from every address (the account-wide ceiling)',
+    }),
+  },
 }
 
 export const LogoutRoute = {
