@@ -44,17 +44,20 @@ export function toAppError (err: unknown): AppError {
 /**
  * How much of a body svc reads and throws away, at most, before answering an error that came before the
  * body was read (413, 401, 429 …): a client that writes its whole body before it reads (most do) then
- * reads the answer, instead of finding the connection closed under it (EPIPE). Past this, or after
- * DRAIN_MS, the answer goes and the connection closes.
+ * reads the answer, instead of finding the connection closed under it (EPIPE). Past this, after
+ * DRAIN_MS in all, or once the client has sent nothing for DRAIN_IDLE_MS (a Content-Length larger than
+ * what it sends), the answer goes and the connection closes.
  */
 export const DRAIN_LIMIT_BYTES = 16 * 1024 * 1024
 const DRAIN_MS = 10_000
+const DRAIN_IDLE_MS = 1_000
 
 function discardBody (raw: import('node:http').IncomingMessage, limit: number): Promise<void> {
   return new Promise((resolve) => {
     let seen = 0
     const finish = () => {
       clearTimeout(timer)
+      clearTimeout(idle)
       raw.off('data', onData)
       raw.off('end', finish)
       raw.off('error', finish)
@@ -62,6 +65,7 @@ function discardBody (raw: import('node:http').IncomingMessage, limit: number): 
       resolve()
     }
     const onData = (chunk: Buffer) => {
+      idle.refresh()
       seen += chunk.length
       if (seen > limit) {
         raw.pause()
@@ -69,6 +73,7 @@ function discardBody (raw: import('node:http').IncomingMessage, limit: number): 
       }
     }
     const timer = setTimeout(finish, DRAIN_MS)
+    const idle = setTimeout(finish, DRAIN_IDLE_MS)
     raw.on('data', onData)
     raw.once('end', finish)
     raw.once('error', finish)
@@ -88,7 +93,10 @@ export function registerErrorHandling (app: FastifyInstance): void {
     }
     if (appErr.headers) reply.headers(appErr.headers)
     const raw = request.raw
-    if (!raw.complete && !raw.destroyed && raw.headers['content-length'] !== '0' &&
+    // readableEnded as well as complete: a request made by app.inject() has no `complete`, and one whose
+    // body was read to its end has nothing left to drain (waiting for an 'end' already emitted would hold
+    // the answer for DRAIN_MS).
+    if (!raw.complete && !raw.readableEnded && !raw.destroyed && raw.headers['content-length'] !== '0' &&
         (raw.headers['content-length'] !== undefined || raw.headers['transfer-encoding'] !== undefined)) {
       // The body was never read (or only in part): read the rest away, then answer and close.
       reply.header('connection', 'close')

@@ -109,6 +109,39 @@ describe('sizes are bounded before per-item work', () => {
     const html = `<p>${'x'.repeat(900_000)}</p>`
     assert.equal((await s.send(basic({ html }))).status, 202)
   })
+
+  test('a body refused before it is read is read away first: a client that writes it in pieces gets the 413, one that sends less than it declared gets its answer too', async (t) => {
+    const server = await startServer(t)
+    const { client } = await signedUp(server)
+    const cookie = client.cookie!
+    const head = (length: number) => Buffer.from(`POST /api/keys HTTP/1.1\r\nhost: x\r\ncookie: ${cookie}\r\ncontent-type: application/json\r\ncontent-length: ${length}\r\n\r\n`, 'latin1')
+    // 64 KiB in 8 pieces with a pause between them: the answer waits for the whole body, so the client
+    // never writes into a closed connection.
+    const piece = Buffer.alloc(8 * 1024, 0x20)
+    const slow = await new Promise<string>((resolve, reject) => {
+      const socket = net.connect(Number(new URL(server.url).port), '127.0.0.1')
+      const chunks: Buffer[] = []
+      let written = 0
+      socket.on('data', (c: Buffer) => chunks.push(c))
+      socket.on('error', reject)
+      socket.on('close', () => resolve(Buffer.concat(chunks).toString('utf8')))
+      socket.write(head(8 * piece.length))
+      const next = () => {
+        if (written === 8) return
+        assert.equal(chunks.length, 0, 'the answer came before the body was all written')
+        written += 1
+        socket.write(piece, () => setTimeout(next, 100))
+      }
+      next()
+    })
+    const res = parseRaw(slow)
+    assert.equal(res.status, 413)
+    assert.equal(res.body.error.code, 'payload_too_large')
+    // Declared 2 MB, sent 2 bytes, then silence (the connection stays open): answered all the same.
+    const short = parseRaw(await rawExchange(server, Buffer.concat([head(2_000_000), Buffer.from('{}')])))
+    assert.equal(short.status, 413)
+    assert.equal(short.headers.connection, 'close')
+  })
 })
 
 describe('validation: every field at once, in words that say what is allowed', () => {
