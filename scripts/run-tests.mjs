@@ -2,7 +2,9 @@
 // helper module under test/ as an empty test file (Node 20 takes every .js under a `test` directory),
 // and a test deleted from test/ would keep running from its stale copy in dist/. So the list comes from
 // the sources: each test/**/*.test.ts runs as its compiled dist/test/**/*.test.js. Arguments are passed
-// on to `node --test` (e.g. `npm test -- --test-name-pattern=webhook`); `--list` prints the files instead.
+// on to `node --test` (e.g. `npm test -- --test-name-pattern=webhook`); `--list` prints the files instead;
+// `--times` runs each file in a `node --test` of its own, two at a time as the suite does, and prints each
+// file's wall time, slowest first (where the suite's minutes go; other arguments are passed on as well).
 import { spawn } from 'node:child_process'
 import { existsSync, readdirSync } from 'node:fs'
 import path from 'node:path'
@@ -31,6 +33,32 @@ if (missing.length > 0) {
 if (process.argv.includes('--list')) {
   process.stdout.write(files.map((f) => `${f}\n`).join(''))
   process.exit(0)
+}
+
+if (process.argv.includes('--times')) {
+  const passOn = process.argv.slice(2).filter((a) => a !== '--times')
+  const queue = [...files]
+  const times = []
+  let failed = 0
+  const runOne = async () => {
+    for (let file = queue.shift(); file !== undefined; file = queue.shift()) {
+      const started = process.hrtime.bigint()
+      const code = await new Promise((resolve) => {
+        const child = spawn(process.execPath, ['--enable-source-maps', '--test', ...passOn, file], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] })
+        child.on('exit', (c) => resolve(c ?? 1))
+      })
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9
+      if (code !== 0) failed += 1
+      times.push({ file, seconds, code })
+      process.stderr.write(`${seconds.toFixed(1).padStart(7)} s  ${code === 0 ? 'ok  ' : 'FAIL'}  ${file}\n`)
+    }
+  }
+  const started = process.hrtime.bigint()
+  await Promise.all([runOne(), runOne()])
+  times.sort((a, b) => b.seconds - a.seconds)
+  process.stdout.write(times.map((t) => `${t.seconds.toFixed(1).padStart(7)} s  ${t.code === 0 ? 'ok  ' : 'FAIL'}  ${t.file}\n`).join(''))
+  process.stdout.write(`${(Number(process.hrtime.bigint() - started) / 1e9).toFixed(1)} s in all, ${files.length} files, ${failed} failed\n`)
+  process.exit(failed === 0 ? 0 : 1)
 }
 
 const args = ['--enable-source-maps', '--test', '--test-concurrency=2', ...process.argv.slice(2), ...files]

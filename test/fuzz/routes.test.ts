@@ -129,7 +129,9 @@ const authFor = (route: RouteInfo, method: string): Record<string, string> => {
 async function rawCase (label: string, bytes: Buffer, expectStatuses?: number[]): Promise<void> {
   const before = await world.state()
   const secrets = world.secrets()
+  const t0 = Date.now()
   const { responses, raw } = await rawExchange(world.port, bytes)
+  if (process.env.FUZZ_DEBUG) console.error(`raw ${label.slice(0, 60)}: ${responses.map((r) => r.status).join(',')} in ${Date.now() - t0} ms`)
   const req: FuzzRequest = { method: '(raw)', path: bytes.toString('latin1').split('\r\n', 1)[0]!.slice(0, 200), headers: {}, body: undefined, via: 'socket' }
   const problems: string[] = []
   if (responses.length === 0) problems.push(`no HTTP answer at all (got ${JSON.stringify(raw.toString('latin1').slice(0, 120))})`)
