@@ -150,6 +150,10 @@ export const EnvSchema = Type.Object({
   INBOUND_MAX_BYTES: Type.Integer({
     minimum: 1024, maximum: 50 * 1024 * 1024, default: 10 * 1024 * 1024, description: 'a whole number of bytes from 1024 to 52428800 (50 MiB)',
   }),
+  // From the end of DATA to a received message's verdicts; past it they are temperror (README "Receiving mail").
+  INBOUND_JUDGE_DEADLINE_MS: Type.Integer({
+    minimum: 1000, maximum: 120_000, default: 10_000, description: 'a whole number of milliseconds from 1000 to 120000',
+  }),
   // The inbound listener's certificate for STARTTLS (README "Bounces and complaints"): both or neither.
   INBOUND_TLS_CERT: Type.Optional(Type.String({ minLength: 1, description: 'the path of a PEM certificate file (the chain, leaf first) for the inbound listener\'s STARTTLS' })),
   INBOUND_TLS_KEY: Type.Optional(Type.String({ minLength: 1, description: 'the path of the PEM private key file of INBOUND_TLS_CERT' })),
@@ -264,6 +268,8 @@ export interface Config {
     spfInclude: string | undefined
     /** INBOUND_MAX_BYTES: the largest message received for a domain with receiving on. */
     receivingMaxBytes: number
+    /** INBOUND_JUDGE_DEADLINE_MS: how long reading and judging a received message may take. */
+    receivingDeadlineMs: number
   }
 }
 
@@ -445,6 +451,7 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
       complaintsAddress: e.COMPLAINTS_ADDRESS ?? (e.BOUNCE_DOMAIN !== undefined ? `complaints@${e.BOUNCE_DOMAIN}` : undefined),
       spfInclude: e.SPF_INCLUDE,
       receivingMaxBytes: e.INBOUND_MAX_BYTES,
+      receivingDeadlineMs: e.INBOUND_JUDGE_DEADLINE_MS,
     },
   }
 }

@@ -45,8 +45,8 @@ export interface ServiceDeps extends AppDeps {
   /** Returning-mail listener tuning (tests: the per-address connection rate and share, the addresses remembered). */
   inbound?: Pick<InboundOptions, 'maxBytes' | 'connectionsPerMinute' | 'connectionsPerAddress' | 'trackedAddresses'
     | 'maxClients' | 'idleMs' | 'maxAgeMs' | 'transactionMs' | 'evictIdleMs'>
-  /** Receiving tuning (tests: how often old received mail is pruned). */
-  receiving?: Pick<ReceivingOptions, 'pruneEveryMs'>
+  /** Receiving tuning (tests: how often old received mail is pruned; the judging bounds in small numbers). */
+  receiving?: Pick<ReceivingOptions, 'pruneEveryMs' | 'judging'>
 }
 
 export interface Service {
@@ -238,7 +238,9 @@ export async function createService (config: Config, given: ServiceDeps): Promis
         dnsServers: config.dnsServers,
         mta: config.mail.mxHost,
         logger: app.log.child({ component: 'inbound' }),
+        registry: app.registry,
         ...deps.receiving,
+        judging: { deadlineMs: config.mail.receivingDeadlineMs, ...deps.receiving?.judging },
       })
       components.push(receiving)
       components.push(new InboundMail({

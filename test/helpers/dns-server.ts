@@ -24,6 +24,9 @@ export interface TestDns {
   /** `(name, type) => answers`, the shape of dns.resolve: what mailauth's `resolver` option takes. */
   resolve(name: string, type: string): Promise<unknown>
   queries: number
+  /** Zones that never answer: a query for a name at or under one is dropped (counted in `dropped`). */
+  silent: Set<string>
+  dropped: number
 }
 
 /** A TXT value in character-strings of at most 255 bytes, as DNS carries it. */
@@ -41,6 +44,8 @@ export async function startDnsServer (t: Pick<TestContext, 'after'>): Promise<Te
     server: '',
     zone,
     queries: 0,
+    silent: new Set(),
+    dropped: 0,
     publish (name, entry) {
       const key = name.toLowerCase()
       const had = zone.get(key) ?? {}
@@ -81,6 +86,13 @@ export async function startDnsServer (t: Pick<TestContext, 'after'>): Promise<Te
     dns.queries++
     const q = query.questions?.[0]
     if (q === undefined) return
+    const asked = q.name.toLowerCase()
+    for (const z of dns.silent) {
+      if (asked === z || asked.endsWith(`.${z}`)) {
+        dns.dropped++
+        return
+      }
+    }
     const answers = answersFor(q.name, q.type)
     const response = dnsPacket.encode({
       id: query.id,

@@ -146,6 +146,8 @@ export class InboundMail {
   private readonly evictIdleMs: number
   private sweeper: NodeJS.Timeout | undefined
   private listening: number | undefined
+  /** Per connection: aborted when it closes, so that the work on its message stops (receive()). */
+  private readonly hangUps = new WeakMap<SMTPServerSession, AbortController>()
 
   constructor (private readonly o: InboundOptions) {
     this.maxBytes = o.maxBytes ?? INBOUND_LIMITS.maxBytes
@@ -316,7 +318,10 @@ export class InboundMail {
         this.open.get(session)?.life.secured(Date.now())
         cb()
       },
-      onClose: (session) => this.letGo(session),
+      onClose: (session) => {
+        this.letGo(session)
+        this.hungUp(session).abort()
+      },
       onMailFrom: (address, session, cb) => {
         const admitted = this.open.get(session)
         if (admitted !== undefined && !admitted.life.mail(Date.now())) {
@@ -425,10 +430,24 @@ export class InboundMail {
     })
   }
 
-  /** Keeps a received message for each account it is for. Rejects only when the store could not be written. */
+  /** The connection's hang-up: aborted by onClose (made already aborted when it closed first). */
+  private hungUp (session: SMTPServerSession): AbortController {
+    let c = this.hangUps.get(session)
+    if (c === undefined) {
+      c = new AbortController()
+      this.hangUps.set(session, c)
+    }
+    return c
+  }
+
+  /**
+   * Keeps a received message for each account it is for. Rejects only when the store could not be written,
+   * or with the 451 of receiving's bounds (every job taken, not read by the deadline, the connection gone).
+   */
   private async receive (raw: Buffer, envelope: Envelope, session: SMTPServerSession): Promise<void> {
     const outcomes = await this.o.receiving!.take(raw, {
       mailFrom: envelope.mailFrom, targets: envelope.receiving, ip: session.remoteAddress, helo: session.hostNameAppearsAs ?? '',
+      signal: this.hungUp(session).signal,
     })
     for (const outcome of outcomes) this.count('received', outcome)
     // Refused only when no account kept it; a copy kept for one account is a 250 for the sender.
