@@ -248,6 +248,8 @@ export interface Config {
     costlyPerMinute: number
   }
   metricsToken: string | undefined
+  /** Whether /metrics is served: not in production without METRICS_TOKEN (it answers 404 there), so it is never public by default. */
+  metricsServed: boolean
   /** Fastify's trustProxy: false, how many proxy hops to believe, or the proxies' addresses. Never true. */
   trustProxy: false | number | string[]
   /** What this process runs (SVC_ROLES); a process without `api` serves only /healthz, /readyz and /metrics. */
@@ -376,6 +378,10 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
     warnings.push(`NODE_ENV=${mode} on HOST ${e.HOST}, which other machines may reach: development rules are on ` +
       '(http:// and private webhook URLs, cookies without Secure, no sender domains, open signup, no quotas); use NODE_ENV=production')
   }
+  if (production && e.METRICS_TOKEN === undefined) {
+    warnings.push('METRICS_TOKEN is not set: /metrics is not served (404) in production; set METRICS_TOKEN (at least 16 random characters) ' +
+      'and scrape with it as a bearer token')
+  }
   if (production && (e.PUBLIC_URL === undefined || isLoopbackUrl(publicUrl))) {
     warnings.push(`PUBLIC_URL is ${e.PUBLIC_URL === undefined ? 'not set' : 'a loopback address'}: tracking and unsubscribe links in ` +
       `emails point to ${publicUrl}, which recipients cannot reach, and browsers are accepted only from that origin; ` +
@@ -434,6 +440,7 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
       writesPerMinute: e.RATE_LIMIT_WRITES_PER_MINUTE ?? (production ? 120 : 1200),
     },
     metricsToken: e.METRICS_TOKEN,
+    metricsServed: !production || e.METRICS_TOKEN !== undefined,
     trustProxy: e.TRUST_PROXY === 'false' ? false : /^[0-9]+$/.test(e.TRUST_PROXY) ? Number(e.TRUST_PROXY) : parseProxyList(e.TRUST_PROXY),
     roles: parseRoles(e.SVC_ROLES),
     rateLimitStore: e.RATE_LIMIT_STORE === 'auto' ? (e.MONGODB_URI !== undefined ? 'store' : 'memory') : e.RATE_LIMIT_STORE,

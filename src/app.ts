@@ -282,7 +282,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
     },
   })
   registerErrorHandling(app)
-  registerHttpMetrics(app, registry, config.metricsToken)
+  registerHttpMetrics(app, registry, config.metricsToken, config.metricsServed)
 
   await app.register(cookie)
   await app.register(rateLimit, {

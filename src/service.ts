@@ -81,7 +81,7 @@ async function buildOperationsApp (config: Config, deps: AppDeps): Promise<App> 
   })
   addSharedSchemas(app)
   registerErrorHandling(app)
-  registerHttpMetrics(app, registry, config.metricsToken)
+  registerHttpMetrics(app, registry, config.metricsToken, config.metricsServed)
   await app.register(healthRoutes, { services, config })
   return Object.assign(app, { services, registry }) as unknown as App
 }

@@ -3,7 +3,12 @@ import { Histogram, type Registry } from 'prom-client'
 import { safeEqual } from '../domain/secrets.js'
 import { errors } from './schemas.js'
 
-export function registerHttpMetrics (app: FastifyInstance, registry: Registry, token: string | undefined): void {
+/**
+ * The request histogram, and /metrics: open without a token (development and test), behind
+ * `Authorization: Bearer <token>` with one, and not served at all when `served` is false (production
+ * without METRICS_TOKEN, config/index.ts), so that nothing is public unless the operator says so.
+ */
+export function registerHttpMetrics (app: FastifyInstance, registry: Registry, token: string | undefined, served = true): void {
   const duration = new Histogram({
     name: 'svc_http_request_duration_seconds',
     help: 'HTTP requests by method, route and status, with their duration',
@@ -18,10 +23,11 @@ export function registerHttpMetrics (app: FastifyInstance, registry: Registry, t
     duration.observe({ method: request.method, route, status: String(reply.statusCode) }, reply.elapsedTime / 1000)
   })
 
+  if (!served) return
   app.get('/metrics', {
     schema: {
       operationId: 'getMetrics', tags: ['operations'], summary: 'Prometheus metrics (text exposition format)',
-      // Open, unless METRICS_TOKEN is set: then `Authorization: Bearer <token>`.
+      // Open, unless METRICS_TOKEN is set: then `Authorization: Bearer <token>` (in production, always).
       security: [{}, { metricsToken: [] }],
       response: {
         200: { description: 'The metrics', content: { 'text/plain': { schema: { type: 'string' } } } },
