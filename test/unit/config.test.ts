@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import path, { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { describe, test } from 'node:test'
 import { ConfigError, loadConfig } from '../../config/index.js'
 import { resolveSecret } from '../../config/secret.js'
@@ -73,7 +75,7 @@ describe('loadConfig', () => {
   })
 
   test('production: only PUBLIC_URL is an allowed origin, and a missing or loopback PUBLIC_URL is warned about', () => {
-    const secret = { NODE_ENV: 'production', SVC_SECRET: 's'.repeat(40) }
+    const secret = { NODE_ENV: 'production', SVC_SECRET: 's'.repeat(40), METRICS_TOKEN: 'm'.repeat(20) }
     const set = loadConfig({ ...secret, PUBLIC_URL: 'https://mail.example.com' })
     assert.deepEqual(set.allowedOrigins, ['https://mail.example.com'])
     assert.deepEqual(set.warnings, [])
@@ -116,6 +118,21 @@ describe('loadConfig', () => {
     }
   })
 
+  test('/metrics: open in development, behind METRICS_TOKEN when set, and in production not served without it (with a warning)', () => {
+    const prod = { NODE_ENV: 'production', SVC_SECRET: 's'.repeat(40), PUBLIC_URL: 'https://mail.example.com' }
+    assert.deepEqual([loadConfig({}).metricsServed, loadConfig({}).metricsToken], [true, undefined])
+    const off = loadConfig(prod)
+    assert.equal(off.metricsServed, false)
+    assert.equal(off.warnings.length, 1)
+    assert.match(off.warnings[0]!, /^METRICS_TOKEN is not set: \/metrics is not served \(404\) in production; set METRICS_TOKEN/)
+    // An empty value is unset, as in a .env line `METRICS_TOKEN=`.
+    assert.equal(loadConfig({ ...prod, METRICS_TOKEN: '' }).metricsServed, false)
+    const on = loadConfig({ ...prod, METRICS_TOKEN: 'metrics-token-0123456789' })
+    assert.deepEqual([on.metricsServed, on.metricsToken, on.warnings], [true, 'metrics-token-0123456789', []])
+    const [short] = problems({ ...prod, METRICS_TOKEN: 'short' })
+    assert.match(short!, /^METRICS_TOKEN must be a bearer token of at least 16 characters$/)
+  })
+
   test('signup and quotas: closed and on in production, open and off elsewhere, each overridable', () => {
     const prod = { NODE_ENV: 'production', SVC_SECRET: 's'.repeat(40) }
     assert.equal(loadConfig(prod).signupOpen, false)
@@ -156,6 +173,127 @@ describe('loadConfig', () => {
     for (const bad of ['0', 'all', '1; w=0']) {
       assert.match(problems({ MONGODB_WRITE_CONCERN: bad })[0] ?? '', /^MONGODB_WRITE_CONCERN must be majority, or a number/)
     }
+  })
+})
+
+describe('the shipped files: .env.example filled in as the README says', () => {
+  const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..')
+  const read = (file: string) => readFileSync(path.join(root, file), 'utf8')
+
+  /** A .env file as compose reads it: KEY=VALUE lines; blank lines and # comments skipped. */
+  function dotenv (text: string): Record<string, string> {
+    const out: Record<string, string> = {}
+    for (const line of text.split('\n')) {
+      if (/^\s*(#|$)/.test(line)) continue
+      const m = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(line)
+      assert.ok(m, `a KEY=VALUE line: ${line}`)
+      out[m[1]!] = m[2]!.trim()
+    }
+    return out
+  }
+
+  /** What README's step says: `cp .env.example .env`, then set the secrets left empty in it. */
+  function filledIn (): Record<string, string> {
+    const env = dotenv(read('.env.example'))
+    for (const required of ['SVC_SECRET', 'METRICS_TOKEN', 'MONGO_USERNAME', 'MONGO_PASSWORD']) assert.ok(required in env, `.env.example names ${required}`)
+    return {
+      ...env,
+      SVC_SECRET: randomBytes(32).toString('base64'), // openssl rand -base64 32
+      METRICS_TOKEN: randomBytes(24).toString('hex'), // openssl rand -hex 24
+      MONGO_PASSWORD: randomBytes(24).toString('hex'),
+    }
+  }
+
+  /** Compose's interpolation: $$, ${X}, ${X:-default}, ${X-default}, ${X:?error}, ${X?error}. */
+  function interpolate (value: string, env: Record<string, string>): string {
+    return value.replace(/\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?)([-?])([^}]*))?\}/g, (whole, name?: string, colon?: string, op?: string, arg?: string) => {
+      if (whole === '$$') return '$'
+      const v = env[name!]
+      const missing = v === undefined || (colon === ':' && v === '')
+      if (op === '?' && missing) throw new Error(`compose refuses: ${name} (${arg})`)
+      if (op === '-' && missing) return arg!
+      return v ?? ''
+    })
+  }
+
+  /**
+   * A block mapping of plain `KEY: value` lines in compose.yaml: the lines indented one level under the
+   * first line matching `header` at or after line `from` (a merge `<<: *anchor` pulls in the anchored block).
+   */
+  function composeMapping (text: string, header: RegExp, from = 0): Record<string, string> {
+    const lines = text.split('\n')
+    const at = lines.findIndex((l, i) => i >= from && header.test(l))
+    assert.ok(at >= 0, `compose.yaml has ${header}`)
+    const indent = /^ */.exec(lines[at]!)![0].length
+    const out: Record<string, string> = {}
+    let child: number | undefined
+    for (const line of lines.slice(at + 1)) {
+      if (/^\s*(#|$)/.test(line)) continue
+      const own = /^ */.exec(line)![0].length
+      if (own <= indent) break
+      child ??= own
+      if (own !== child) continue
+      const m = /^ *([^:]+): *(.*)$/.exec(line)!
+      if (m[1] === '<<') Object.assign(out, composeMapping(text, new RegExp(`&${m[2]!.slice(1)}$`)))
+      else out[m[1]!] = m[2]!.replace(/^"(.*)"$/, '$1')
+    }
+    return out
+  }
+
+  /** The `environment` of one service of compose.yaml, as written (before interpolation). */
+  function serviceEnvironment (compose: string, service: string): Record<string, string> {
+    const at = compose.split('\n').indexOf(`  ${service}:`)
+    assert.ok(at >= 0, `compose.yaml has the service ${service}`)
+    return composeMapping(compose, /^    environment:$/, at)
+  }
+
+  /** The ENV the image sets (Dockerfile). */
+  function imageEnv (): Record<string, string> {
+    const block = /^ENV ((?:.*\\\n)*.*)$/m.exec(read('Dockerfile'))
+    assert.ok(block, 'the Dockerfile sets ENV')
+    return Object.fromEntries([...block[1]!.matchAll(/([A-Z_]+)=(\S+)/g)].map((m) => [m[1]!, m[2]!]))
+  }
+
+  test('compose gives each svc service an environment that passes config: production, TRUST_PROXY=1, MongoDB with credentials, /metrics behind the token', () => {
+    const env = filledIn()
+    const compose = read('compose.yaml')
+    for (const service of ['api', 'worker']) {
+      const svcEnv = Object.fromEntries(Object.entries(serviceEnvironment(compose, service)).map(([k, v]) => [k, interpolate(v, env)]))
+      const config = loadConfig({ ...imageEnv(), ...svcEnv }, { hostname: `${service}-1` })
+      assert.equal(config.production, true, service)
+      assert.equal(config.trustProxy, 1, `${service}: one hop, the TLS proxy on this host`)
+      assert.equal(config.metricsServed, true)
+      assert.equal(config.metricsToken, env.METRICS_TOKEN)
+      const uri = new URL(config.mongodbUri!)
+      assert.equal(uri.username, env.MONGO_USERNAME)
+      assert.equal(uri.password, env.MONGO_PASSWORD)
+      assert.equal(uri.searchParams.get('authSource'), 'admin')
+      assert.equal(uri.searchParams.get('replicaSet'), 'rs0')
+      assert.equal(config.publicUrl, 'https://mail.example.com')
+    }
+    // The mongo service's root user is the one svc connects as.
+    const mongo = serviceEnvironment(compose, 'mongo')
+    assert.equal(interpolate(mongo.MONGO_INITDB_ROOT_USERNAME!, env), env.MONGO_USERNAME)
+    assert.equal(interpolate(mongo.MONGO_INITDB_ROOT_PASSWORD!, env), env.MONGO_PASSWORD)
+  })
+
+  test('compose refuses to start without SVC_SECRET, METRICS_TOKEN, MONGO_USERNAME or MONGO_PASSWORD', () => {
+    const compose = read('compose.yaml')
+    const svcEnv = composeMapping(compose, /&svc-environment$/)
+    const mongo = serviceEnvironment(compose, 'mongo')
+    for (const name of ['SVC_SECRET', 'METRICS_TOKEN', 'MONGO_USERNAME', 'MONGO_PASSWORD']) {
+      const env = { ...filledIn(), [name]: '' } // left as .env.example has it
+      assert.throws(() => { for (const v of [...Object.values(svcEnv), ...Object.values(mongo)]) interpolate(v, env) }, new RegExp(`compose refuses: ${name} `))
+    }
+  })
+
+  test('.env.example\'s own values, as the environment of svc in the image, pass config', () => {
+    const config = loadConfig({ ...imageEnv(), ...filledIn() })
+    assert.equal(config.production, true)
+    assert.equal(config.trustProxy, 1)
+    assert.equal(config.metricsServed, true)
+    assert.equal(config.smtpUrl, undefined, 'SMTP_URL= is unset: the sandbox')
+    assert.equal(config.mailFrom, 'Example <no-reply@example.com>')
   })
 })
 
