@@ -48,6 +48,11 @@ export class Receiving {
     return this.o.maxBytes
   }
 
+  /** Inbound worker threads alive (tests: one whose judgement passed its deadline is terminated). */
+  get judgingThreads (): number {
+    return this.judging.threadsAlive
+  }
+
   /** Who takes mail for `address`: the targets, 'full' when each of them has no room left, [] when nobody. */
   async recipient (address: string): Promise<ReceivingTarget[] | 'full'> {
     const targets = await this.o.received.targets(address)
