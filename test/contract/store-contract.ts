@@ -9,6 +9,7 @@ import type { AccountRecord, ApiKeyRecord, SessionRecord, Store, WebhookRecord }
 import { emailStoreCases } from './email-store-cases.js'
 import { emailListCases } from './email-list-cases.js'
 import { receivedCases } from './received-cases.js'
+import { accountCreationCases } from './account-creation-cases.js'
 
 export interface MadeStore {
   store: Store
@@ -595,6 +596,8 @@ export function storeContract (name: string, make: MakeStore): void {
       assert.deepEqual(await store.findAccountById(bystander.id), bystander, 'nothing was dropped or rewritten')
     })
 
+    // The closed-signup rule under concurrency (each case on a store of its own).
+    accountCreationCases(make)
     // Sending: emails and the mail queue, idempotency keys, suppressions, tracking events.
     emailStoreCases(() => store, make)
     // The dashboard's reads: the email list and the event counts.

@@ -28,7 +28,7 @@ import {
   apiKeyDoc, eventDoc, inTransaction, nullableString, toApiKey, toEvent, toWebhook, webhookDoc,
   type AccountDoc, type ApiKeyDoc, type EventDoc, type SessionDoc, type WebhookDoc,
 } from './documents.js'
-import { MongoAccounts } from './accounts.js'
+import { MongoAccounts, type AccountGuardDoc } from './accounts.js'
 import { MongoForwarders } from './forwarders.js'
 import { MongoEmails } from './emails.js'
 import { MongoDomains, domainDoc } from './domains.js'
@@ -79,7 +79,7 @@ export class MongoStore extends MongoForwarders implements Store {
     this.apiKeys = db.collection<ApiKeyDoc>('api_keys')
     this.webhooks = db.collection<WebhookDoc>('webhooks')
     this.events = db.collection<EventDoc>('events')
-    this.people = new MongoAccounts(this.accounts, this.sessions)
+    this.people = new MongoAccounts(this.accounts, this.sessions, client, db.collection<AccountGuardDoc>('account_guard'))
     this.mail = new MongoEmails(client, db, () => this.hintWork())
     this.senderDomains = new MongoDomains(db, () => this.hintWork())
     this.receivedMail = new MongoReceived(client, db, () => this.hintWork())

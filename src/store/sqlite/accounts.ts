@@ -37,7 +37,8 @@ export class SqliteAccounts {
 
   createAccount (a: AccountRecord, opts: { onlyIfFirst?: boolean } = {}): Promise<'created' | 'email_taken' | 'not_first'> {
     return this.writes.run(() => {
-      // Inside the write: of two concurrent first signups, one is first.
+      // Inside the write, whose transaction begins IMMEDIATE (one writer at a time, processes sharing the
+      // file included): of two concurrent first signups, one is first.
       if (opts.onlyIfFirst === true && this.q.anyAccount.get() !== undefined) return 'not_first'
       return this.q.insertAccount.run(a.id, a.email, a.passwordHash, a.plan, a.createdAt).changes === 1 ? 'created' : 'email_taken'
     })
