@@ -94,11 +94,6 @@ export class Judging {
       : undefined
   }
 
-  /** Messages being read or judged now. */
-  get active (): number {
-    return this.running
-  }
-
   /** Worker threads alive now (tests: one ended at its deadline is gone). */
   get threadsAlive (): number {
     return this.pool?.threads.length ?? 0
@@ -162,6 +157,7 @@ export class Judging {
         if (job.signal.aborted && job.signal.reason !== DEADLINE) throw this.stopped(job.signal, err, 'judge')
         result = job.signal.aborted ? 'deadline' : 'failed'
         if (result === 'failed') this.o.logger.warn({ err }, 'inbound: could not judge a received message\'s authentication')
+        else this.o.logger.info({ deadlineMs: this.deadlineMs }, 'inbound: a received message\'s judgement passed its deadline; kept with temperror verdicts')
         // ARC is judged when the message carries a chain (its fields are among the first ones, each hop adds them on top).
         const chain = parsed.headers.some((h) => h.name.toLowerCase() === 'arc-seal')
         authentication = { ...TEMPERROR, arc: chain ? 'temperror' : null }
