@@ -89,6 +89,6 @@ describe('a typed client generated from the document', () => {
     // A cursor it never gave out, a send with neither html nor text, a domain added twice (on a plan
     // with room for one), three unknown received messages, a wrong current password, the account after
     // logging out.
-    assert.deepEqual(report.codes, ['validation_error', 'validation_error', 'domain_exists', 'not_found', 'not_found', 'not_found', 'invalid_credentials', 'invalid_session'])
+    assert.deepEqual(report.codes, ['validation_error', 'validation_error', 'domain_exists', 'not_found', 'not_found', 'not_found', 'not_found', 'invalid_credentials', 'invalid_session'])
   })
 })

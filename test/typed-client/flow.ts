@@ -159,6 +159,7 @@ export async function flow (baseUrl: string, email: string, password: string): P
   const attachment = { path: { id: 'rcv_unknown', attachmentId: 'att_1' } }
   report.codes.push(failed(await api.GET('/api/received/{id}/attachments/{attachmentId}', { params: attachment, parseAs: 'text' })).error.code)
   await api.HEAD('/api/received/{id}/attachments/{attachmentId}', { params: attachment })
+  report.codes.push(failed(await api.DELETE('/api/received/{id}', { params: unknown })).error.code)
 
   // The links inside an email (a forged token: an HTML page that says so).
   const forged = { token: 'forged' }
