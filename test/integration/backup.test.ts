@@ -117,6 +117,17 @@ describe('backup under load, restored elsewhere', () => {
     assert.equal(restored.code, 0, restored.err)
     assert.match(restored.out, new RegExp(`^1 accounts, 1 active API keys, 1 webhooks, ${inBackup.size} emails$`, 'm'))
     assert.deepEqual(readdirSync(restoredDir), ['svc.db'])
+    // The live process's leases went with it: the restored store holds none, so what it was mailing and
+    // delivering is taken at once, not when each lease runs out.
+    const held = new Database(path.join(restoredDir, 'svc.db'), { readonly: true, fileMustExist: true })
+    try {
+      const leased = (sql: string) => held.prepare(sql).pluck().get() as number
+      assert.equal(leased('SELECT count(*) FROM emails WHERE lease_owner IS NOT NULL'), 0)
+      assert.equal(leased('SELECT count(*) FROM deliveries WHERE lease_owner IS NOT NULL'), 0)
+      assert.equal(leased('SELECT count(*) FROM routing WHERE router_owner IS NOT NULL'), 0)
+    } finally {
+      held.close()
+    }
     const next = await startServerProcess(t, { DATA_DIR: restoredDir, NODE_ID: 'restored', DELIVERY_THREADS: '1' })
 
     // The same session cookie and API key.

@@ -136,6 +136,23 @@ export function backupSqlite (dataDir: string, file: string): BackupResult {
  * newer than this svc's, and (unless forced) a backup written under another secret than `opts.secret`
  * or with no secret to check it against; migrates an older one.
  */
+/**
+ * A restored store is served by processes that did not exist when it was backed up: the leases in it
+ * (emails being mailed, deliveries in flight, the routing lease) belong to none of them. Released here,
+ * the work they held is taken at once instead of after each lease runs out (DELIVERY_LEASE_SECONDS, 30 s
+ * by default, with everything queued behind it). As when any lease expires, what was in flight when the
+ * backup was taken is sent again (at least once).
+ */
+function releaseLeases (db: Database.Database, now: number): void {
+  db.transaction(() => {
+    db.prepare('UPDATE emails SET lease_owner = NULL, lease_expires_at = NULL WHERE lease_owner IS NOT NULL').run()
+    db.prepare(`UPDATE deliveries SET lease_owner = NULL, parked = 0, next_attempt_at = ?, lease = lease + 1
+      WHERE lease_owner IS NOT NULL AND status IN ('pending', 'retrying')`).run(now)
+    db.prepare(`UPDATE deliveries SET lease_owner = NULL, parked = 0 WHERE lease_owner IS NOT NULL AND status NOT IN ('pending', 'retrying')`).run()
+    db.prepare('UPDATE routing SET router_owner = NULL, router_until = 0').run()
+  })()
+}
+
 export function restoreSqlite (file: string, dataDir: string, opts: RestoreOptions): RestoreResult {
   const source = path.resolve(file)
   const dir = path.resolve(dataDir)
@@ -192,6 +209,7 @@ export function restoreSqlite (file: string, dataDir: string, opts: RestoreOptio
       db.pragma('synchronous = FULL')
       db.pragma('foreign_keys = ON')
       migrate(db)
+      releaseLeases(db, Date.now())
       if (secret === 'other' || secret === 'unknown') writeSecretCheck(db, opts.secret === undefined ? null : secretCheckValue(opts.secret))
       const count = (sql: string) => db.prepare(sql).pluck().get() as number
       result = {
