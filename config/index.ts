@@ -75,6 +75,7 @@ export const EnvSchema = Type.Object({
     description: 'a comma-separated list of delays like 5s,30s,2m,1h (units ms, s, m, h, d)',
   }),
   DELIVERY_LEASE_SECONDS: positive(30, 'a whole number of seconds from 2 to 3600', 3600),
+  MAIL_LEASE_SECONDS: positive(30, 'a whole number of seconds from 2 to 3600', 3600),
   DELIVERY_WINDOW: positive(64, 'a whole number of concurrent requests per webhook from 1 to 1000', 1000),
   // The adaptive window per webhook (src/delivery/window.ts) moves between DELIVERY_WINDOW_MIN and
   // DELIVERY_WINDOW, starting at DELIVERY_WINDOW_INITIAL; each is clamped into that range.
@@ -272,6 +273,8 @@ export interface Config {
     receivingMaxBytes: number
     /** INBOUND_JUDGE_DEADLINE_MS: how long reading and judging a received message may take. */
     receivingDeadlineMs: number
+    /** MAIL_LEASE_SECONDS: how long a mailer's claim on an email lasts unless renewed. */
+    leaseMs: number
   }
 }
 
@@ -459,6 +462,7 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
       spfInclude: e.SPF_INCLUDE,
       receivingMaxBytes: e.INBOUND_MAX_BYTES,
       receivingDeadlineMs: e.INBOUND_JUDGE_DEADLINE_MS,
+      leaseMs: Math.max(2, e.MAIL_LEASE_SECONDS) * 1000,
     },
   }
 }

@@ -203,6 +203,7 @@ export async function createService (config: Config, given: ServiceDeps): Promis
       publicUrl: config.publicUrl,
       secret: config.secret!,
       owner: config.nodeId,
+      leaseMs: config.mail.leaseMs,
       // Enough emails in flight that every relay connection has the next message waiting while others are
       // claimed, built and recorded (each email spends most of its attempt outside the SMTP transaction).
       // The sandbox answers at once: more in flight would only take the main thread from the API and the

@@ -4,7 +4,8 @@
 //
 // The bounds are generous on purpose ("eventually, within this long"), never a speed assertion. The
 // default lease times are what the issue demands (a dead node's work taken over within a minute); the
-// delivery lease is shortened here with DELIVERY_LEASE_SECONDS so that the test does not wait for it.
+// leases are shortened here with DELIVERY_LEASE_SECONDS and MAIL_LEASE_SECONDS so that the test does not
+// wait for them.
 import assert from 'node:assert/strict'
 import type http from 'node:http'
 import { describe, test } from 'node:test'
@@ -18,6 +19,7 @@ const LEASE_SECONDS = 4
 const WINDOW = 16
 const NODE_ENV = {
   DELIVERY_LEASE_SECONDS: String(LEASE_SECONDS),
+  MAIL_LEASE_SECONDS: String(LEASE_SECONDS),
   DELIVERY_THREADS: '1',
   DELIVERY_WINDOW: String(WINDOW),
   DELIVERY_RETRY_SCHEDULE: '500ms,1s,2s,5s,10s',

@@ -44,6 +44,16 @@ describe('loadConfig', () => {
     assert.match(problems({ SMTP_POOL_SIZE: '2e1' }).join('; '), /SMTP_POOL_SIZE must be a whole number/)
   })
 
+  test('MAIL_LEASE_SECONDS and DELIVERY_LEASE_SECONDS: 30 s each by default, set apart, refused by name out of range', () => {
+    const c = loadConfig({})
+    assert.equal(c.mail.leaseMs, 30_000)
+    assert.equal(c.delivery.leaseMs, 30_000)
+    assert.equal(loadConfig({ MAIL_LEASE_SECONDS: '4' }).mail.leaseMs, 4_000)
+    assert.equal(loadConfig({ MAIL_LEASE_SECONDS: '4' }).delivery.leaseMs, 30_000)
+    assert.match(problems({ MAIL_LEASE_SECONDS: '0' }).join('; '), /MAIL_LEASE_SECONDS must be a whole number of seconds from 2 to 3600/)
+    assert.match(problems({ MAIL_LEASE_SECONDS: '3601' }).join('; '), /MAIL_LEASE_SECONDS must be/)
+  })
+
   test('NODE_ID defaults to the host name, made safe; a name with other characters is refused', () => {
     assert.equal(loadConfig({}, { hostname: 'mail-1.example.internal' }).nodeId, 'mail-1.example.internal')
     assert.equal(loadConfig({}, { hostname: 'odd host/name' }).nodeId, 'odd-host-name')
