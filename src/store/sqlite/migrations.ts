@@ -299,4 +299,17 @@ export const migrations: string[] = [
   ) STRICT, WITHOUT ROWID;
   INSERT INTO received_usage (account_id, bytes) SELECT account_id, sum(size) FROM received GROUP BY account_id;
   `,
+  /* 20: scheduled sends, tracking by choice and the sender's metadata (src/domain/schedule.ts, metadata.ts).
+     A scheduled email waits in emails_due like a retry: its next_attempt_at is its time, so a claim's range
+     scan stops at now and never reads what is not due. The tracking and unsubscribe choices are stored as
+     decided at acceptance (1: on, as for every email before this); a domain's tracking defaults are null
+     until set (null: the account's default, on). */ `
+  ALTER TABLE emails ADD COLUMN scheduled_at TEXT;
+  ALTER TABLE emails ADD COLUMN metadata TEXT NOT NULL DEFAULT '{}';
+  ALTER TABLE emails ADD COLUMN track_opens INTEGER NOT NULL DEFAULT 1;
+  ALTER TABLE emails ADD COLUMN track_clicks INTEGER NOT NULL DEFAULT 1;
+  ALTER TABLE emails ADD COLUMN unsubscribe INTEGER NOT NULL DEFAULT 1;
+  ALTER TABLE domains ADD COLUMN track_opens INTEGER;
+  ALTER TABLE domains ADD COLUMN track_clicks INTEGER;
+  `,
 ]
