@@ -312,4 +312,11 @@ export const migrations: string[] = [
   ALTER TABLE domains ADD COLUMN track_opens INTEGER;
   ALTER TABLE domains ADD COLUMN track_clicks INTEGER;
   `,
+  /* 21: webhook filters and replays (src/domain/webhook-filter.ts, src/domain/replay.ts). route_filter: the
+     webhook's filter as JSON ({ domains, tags }), NULL for none; routing reads it with the webhook. replay:
+     the last replay asked of the webhook as JSON ({ since, until, types, startedAt }), NULL when none was;
+     a second replay is refused while a delivery of that range is still live. */ `
+  ALTER TABLE webhooks ADD COLUMN route_filter TEXT;
+  ALTER TABLE webhooks ADD COLUMN replay TEXT;
+  `,
 ]
