@@ -319,4 +319,18 @@ export const migrations: string[] = [
   ALTER TABLE webhooks ADD COLUMN route_filter TEXT;
   ALTER TABLE webhooks ADD COLUMN replay TEXT;
   `,
+  /* 22: attachments of sent emails (src/domain/attachments.ts). The email keeps each attachment's facts
+     (filename, content type, size, SHA-256, content id) as JSON in emails.attachments, for as long as the
+     email is kept; the bytes are in email_attachments, once per email whatever its recipients, until the
+     mailer's housekeeping drops them a while after the email's last attempt (ATTACHMENT_RETENTION_HOURS). */ `
+  ALTER TABLE emails ADD COLUMN attachments TEXT NOT NULL DEFAULT '[]';
+  CREATE TABLE email_attachments (
+    email_id   TEXT NOT NULL,
+    part       INTEGER NOT NULL,
+    created_at TEXT NOT NULL,
+    content    BLOB NOT NULL,
+    PRIMARY KEY (email_id, part)
+  ) STRICT;
+  CREATE INDEX email_attachments_time ON email_attachments (created_at, email_id);
+  `,
 ]
