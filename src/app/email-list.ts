@@ -1,11 +1,12 @@
 // The account's emails as a list: filters, the window, and the opaque cursor of its pages. Read-only;
 // the store does the filtering (src/store/emails.ts listEmails).
 import type { EventType } from '../domain/events.js'
+import { parseTagFilter } from '../domain/metadata.js'
 import { ValidationError, type ErrorDetail } from '../errors.js'
 import type { EmailCursor, EmailStatus, EmailSummary } from '../store/emails.js'
 import type { Store } from '../store/types.js'
 
-export const EMAIL_STATUSES = ['queued', 'deferred', 'delivered', 'bounced', 'partially_delivered', 'failed'] as const satisfies readonly EmailStatus[]
+export const EMAIL_STATUSES = ['scheduled', 'queued', 'deferred', 'delivered', 'bounced', 'partially_delivered', 'failed', 'canceled'] as const satisfies readonly EmailStatus[]
 
 export function encodeEmailCursor (c: EmailCursor): string {
   return Buffer.from(JSON.stringify([c.createdAt, c.id])).toString('base64url')
@@ -27,6 +28,8 @@ export interface EmailListRequest {
   /** Emails with an event of this type. */
   event?: EventType
   to?: string
+  /** `name` or `name:value` (src/domain/metadata.ts parseTagFilter). */
+  tag?: string
   /** ISO timestamps (already checked by the route schema); since inclusive, until exclusive. */
   since?: string
   until?: string
@@ -54,6 +57,8 @@ export function createEmailListService ({ store }: { store: Store }) {
         if (decoded === null) errors.push({ path: 'query.cursor', message: 'is not a cursor this API gave out' })
         else after = decoded
       }
+      const tag = req.tag === undefined ? undefined : parseTagFilter(req.tag)
+      if (tag === null) errors.push({ path: 'query.tag', message: 'is not a tag name or name:value (letters, digits, _ and -)' })
       if (errors.length > 0) throw ValidationError('The request is not valid', errors)
       const to = req.to?.trim().toLowerCase()
       // One more than asked tells whether another page exists without a count.
@@ -62,6 +67,7 @@ export function createEmailListService ({ store }: { store: Store }) {
         ...(req.status !== undefined ? { status: req.status } : {}),
         ...(req.event !== undefined ? { event: req.event } : {}),
         ...(to ? { to } : {}),
+        ...(tag ? { tag } : {}),
         ...(since !== undefined ? { since } : {}),
         ...(until !== undefined ? { until } : {}),
         ...(after !== undefined ? { after } : {}),

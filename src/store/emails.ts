@@ -12,14 +12,17 @@
 // node extends only what it still works on; what it drops simply runs out.
 import type { EmailTag } from '../domain/send-input.js'
 import type { EventRecord, EventType } from '../domain/events.js'
+import type { EmailMetadata, TagFilter } from '../domain/metadata.js'
 
 /**
+ * scheduled: accepted for a later time (scheduledAt), not attempted yet; it can still be moved or
+ * canceled. canceled: final, canceled while scheduled: never mailed.
  * queued: accepted, not attempted yet. deferred: attempted, some recipients wait for a retry.
  * delivered / bounced: every recipient has that outcome (a complaint counts as delivered).
  * partially_delivered: final, some recipients delivered and some bounced. failed: final, the message could
  * not be built (src/app/emails.ts planBuildFailure), so nothing more is sent.
  */
-export type EmailStatus = 'queued' | 'deferred' | 'delivered' | 'bounced' | 'partially_delivered' | 'failed'
+export type EmailStatus = 'scheduled' | 'queued' | 'deferred' | 'delivered' | 'bounced' | 'partially_delivered' | 'failed' | 'canceled'
 export type RecipientState = 'pending' | 'delivered' | 'bounced' | 'complained'
 export type SuppressionReason = 'bounced' | 'complained' | 'unsubscribed' | 'manual'
 
@@ -62,6 +65,17 @@ export interface EmailRecord {
   lastError: string | null
   createdAt: string
   updatedAt: string
+  /**
+   * When it was scheduled for (its first nextAttemptAt); null or absent: sent at once. The fields from
+   * here on are absent on records made before they existed, and stores answer them filled in.
+   */
+  scheduledAt?: string | null
+  /** The sender's own data, carried in every webhook payload of the email with its tags. Absent: none. */
+  metadata?: EmailMetadata
+  /** Whether the html gets an open pixel and tracked links, as decided at acceptance. Absent: both on. */
+  tracking?: { opens: boolean; clicks: boolean }
+  /** Whether each copy carries the List-Unsubscribe headers. Absent: on. */
+  unsubscribe?: boolean
 }
 
 export interface IdempotencyRecord {
@@ -99,6 +113,8 @@ export interface EmailSummary {
   status: EmailStatus
   createdAt: string
   updatedAt: string
+  /** When a scheduled email is (or was) due; null for one sent at once. Absent from adapters that do not keep it. */
+  scheduledAt?: string | null
 }
 
 /** Where an email page starts: after this email in (createdAt, id) descending order. */
@@ -113,6 +129,8 @@ export interface EmailListQuery {
   to?: string
   /** Emails with at least one event of this type (email.complained finds a complaint on a delivered email). */
   event?: EventType
+  /** Emails with a tag of this name (and this value, when given). */
+  tag?: TagFilter
   /** createdAt >= since (ISO). */
   since?: string
   /** createdAt < until (ISO). */
@@ -212,6 +230,23 @@ export interface EmailStore {
    * are due (the next claim takes them).
    */
   claimDueEmails(req: { owner: string; now: string; leaseUntil: string; limit: number }): Promise<EmailRecord[]>
+  /**
+   * The earliest nextAttemptAt after `now` of any email (a scheduled one, a retry), by the due index; null
+   * when none. The mailer sleeps until then instead of waiting for its next poll.
+   */
+  nextDueAt(now: string): Promise<string | null>
+  /**
+   * Moves a scheduled email to `scheduledAt` (its nextAttemptAt with it). Only while it is still
+   * scheduled, not due at `now` and not leased, checked in the write itself: 'not_scheduled' (nothing
+   * written) once it went out, was canceled, or its time came. Null when the account has no such email.
+   */
+  rescheduleEmail(input: { accountId: string; id: string; scheduledAt: string; now: string }): Promise<EmailRecord | 'not_scheduled' | null>
+  /**
+   * Cancels a scheduled email under the same condition as rescheduleEmail: status canceled, no
+   * nextAttemptAt (no claim ever takes it), no event. With `refund`, the recipients its acceptance was
+   * charged are taken off those periods' counts (never below 0), in the same write where the store can.
+   */
+  cancelEmail(input: { accountId: string; id: string; now: string; refund?: { recipients: number; periods: string[] } }): Promise<EmailRecord | 'not_scheduled' | null>
   /**
    * Extends to `leaseUntil` (never shortens) the listed leases that `owner` still holds under their token;
    * every other lease, this owner's included, is left alone. Returns how many are held (and extended).

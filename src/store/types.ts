@@ -106,6 +106,11 @@ export interface DomainRecord {
   verifiedAt: string | null
   /** Whether mail to any address at the domain is taken (src/domain/received.ts). */
   receiving: boolean
+  /**
+   * The domain's defaults for sends from it that do not choose (src/app/emails.ts): null (or absent)
+   * while never set, which means the account's default (on).
+   */
+  tracking?: { opens: boolean | null; clicks: boolean | null }
 }
 
 export interface DomainCheck {
@@ -242,6 +247,8 @@ export interface Store extends DeliveryStore, EmailStore, ReceivedStore {
   // Receiving at a domain (the rest of received mail: ./received.ts)
   /** Turns receiving on or off; null when the account has no such domain. */
   setDomainReceiving(accountId: string, id: string, receiving: boolean, at: string): Promise<DomainRecord | null>
+  /** Sets the given tracking defaults (the others stay); null when the account has no such domain. */
+  setDomainTracking(accountId: string, id: string, tracking: { opens?: boolean; clicks?: boolean }, at: string): Promise<DomainRecord | null>
   /** Every account's verified domain of this name with receiving on (at most `limit`), oldest first. */
   findReceivingDomains(name: string, limit: number): Promise<DomainRecord[]>
 

@@ -23,6 +23,9 @@ export interface DomainDoc {
   verifiedAt: string | null
   /** Absent on documents from before receiving: off. */
   receiving?: boolean
+  /** Tracking defaults; absent or null: never set (the account's default). */
+  trackOpens?: boolean | null
+  trackClicks?: boolean | null
 }
 
 const PURPOSES: DnsRecordPurpose[] = ['dkim', 'spf', 'return_path', 'dmarc', 'receiving']
@@ -47,6 +50,8 @@ export function domainDoc (d: DomainRecord): DomainDoc {
     checkOrder: d.lastCheckedAt === null ? '' : String(d.lastCheckedAt),
     verifiedAt: nullableString(d.verifiedAt),
     receiving: d.receiving === true,
+    trackOpens: typeof d.tracking?.opens === 'boolean' ? d.tracking.opens : null,
+    trackClicks: typeof d.tracking?.clicks === 'boolean' ? d.tracking.clicks : null,
   }
 }
 
@@ -65,6 +70,7 @@ function toDomain (d: DomainDoc): DomainRecord {
     lastCheckedAt: d.lastCheckedAt ?? null,
     verifiedAt: d.verifiedAt ?? null,
     receiving: d.receiving === true,
+    tracking: { opens: typeof d.trackOpens === 'boolean' ? d.trackOpens : null, clicks: typeof d.trackClicks === 'boolean' ? d.trackClicks : null },
   }
 }
 
@@ -119,6 +125,14 @@ export class MongoDomains {
     await this.domains.updateOne({ _id: String(id), accountId: String(accountId), receiving: on ? { $ne: true } : true },
       { $set: { receiving: on, 'records.receiving': 'pending', updatedAt: String(at) } })
     return await this.findDomain(accountId, id)
+  }
+
+  async setDomainTracking (accountId: string, id: string, tracking: { opens?: boolean; clicks?: boolean }, at: string): Promise<DomainRecord | null> {
+    const set: Record<string, boolean | string> = { updatedAt: String(at) }
+    if (tracking.opens !== undefined) set.trackOpens = tracking.opens === true
+    if (tracking.clicks !== undefined) set.trackClicks = tracking.clicks === true
+    const doc = await this.domains.findOneAndUpdate({ _id: String(id), accountId: String(accountId) }, { $set: set }, { returnDocument: 'after' })
+    return doc ? toDomain(doc) : null
   }
 
   async findReceivingDomains (name: string, limit: number): Promise<DomainRecord[]> {

@@ -3,6 +3,7 @@ import { MongoBulkWriteError, MongoServerError, MongoWriteConcernError } from 'm
 import type {
   EmailRecipient, EmailRecord, EmailStatus, EmailTag, IdempotencyRecord, RecipientState, SuppressionReason, SuppressionRecord,
 } from '../emails.js'
+import { metadataOf, type EmailMetadata } from '../../domain/metadata.js'
 import { nullableString, toDate, type EventDoc } from './documents.js'
 
 export interface OutboxSuppression {
@@ -39,6 +40,14 @@ export interface EmailDoc {
   lastError: string | null
   createdAt: string
   updatedAt: string
+  /** When it was scheduled for; absent or null: sent at once. The fields to `unsubscribe` are absent on older documents. */
+  scheduledAt?: string | null
+  /** Keys are letters, digits, _ and - only (src/domain/metadata.ts): safe as field names. Absent: none. */
+  metadata?: EmailMetadata
+  /** Absent: on. */
+  trackOpens?: boolean
+  trackClicks?: boolean
+  unsubscribe?: boolean
   /** Events and suppressions written with the last changes and not yet published. */
   outbox: EventDoc[]
   outboxSuppressions: OutboxSuppression[]
@@ -129,6 +138,10 @@ export function toEmail (d: EmailDoc): EmailRecord {
     lastError: d.lastError ?? null,
     createdAt: d.createdAt,
     updatedAt: d.updatedAt,
+    scheduledAt: d.scheduledAt ?? null,
+    metadata: metadataOf(d.metadata),
+    tracking: { opens: d.trackOpens !== false, clicks: d.trackClicks !== false },
+    unsubscribe: d.unsubscribe !== false,
   }
 }
 

@@ -92,6 +92,7 @@ export class MongoEmails implements EmailStore {
         { key: { accountId: 1, createdAt: -1, _id: -1 }, name: 'emails_account_page' },
         { key: { accountId: 1, status: 1, createdAt: -1, _id: -1 }, name: 'emails_account_status' },
         { key: { accountId: 1, 'recipients.address': 1, createdAt: -1, _id: -1 }, name: 'emails_account_recipient' },
+        { key: { accountId: 1, 'tags.name': 1, 'tags.value': 1, createdAt: -1, _id: -1 }, name: 'emails_account_tag' },
       ]),
       syncIndexes(this.events, [{ key: { accountId: 1, occurredAt: 1 }, name: 'events_account_time' }]),
       syncIndexes(this.suppressions, [
@@ -127,6 +128,11 @@ export class MongoEmails implements EmailStore {
       lastError: nullableString(e.lastError),
       createdAt: String(e.createdAt),
       updatedAt: String(e.updatedAt),
+      scheduledAt: nullableString(e.scheduledAt ?? null),
+      metadata: Object.fromEntries(Object.entries(e.metadata ?? {}).map(([k, v]) => [String(k), String(v)])),
+      trackOpens: e.tracking?.opens !== false,
+      trackClicks: e.tracking?.clicks !== false,
+      unsubscribe: e.unsubscribe !== false,
       outbox: events.map((e) => eventDoc(e)),
       outboxSuppressions: [],
       outboxAt: events.length > 0 ? String(e.createdAt) : null,
@@ -320,6 +326,11 @@ export class MongoEmails implements EmailStore {
     const filter: Filter<EmailDoc> = { accountId: String(accountId) }
     if (query.status !== undefined) filter.status = String(query.status)
     if (query.to !== undefined) filter['recipients.address'] = String(query.to)
+    if (query.tag !== undefined) {
+      filter.tags = query.tag.value === undefined
+        ? { $elemMatch: { name: String(query.tag.name) } }
+        : { $elemMatch: { name: String(query.tag.name), value: String(query.tag.value) } }
+    }
     const createdAt: { $gte?: string; $lt?: string } = {}
     if (query.since !== undefined) createdAt.$gte = String(query.since)
     if (query.until !== undefined) createdAt.$lt = String(query.until)
@@ -328,7 +339,7 @@ export class MongoEmails implements EmailStore {
       const at = String(query.after.createdAt)
       filter.$or = [{ createdAt: { $lt: at } }, { createdAt: at, _id: { $lt: String(query.after.id) } }]
     }
-    const projection = { _id: 1, from: 1, to: 1, subject: 1, status: 1, createdAt: 1, updatedAt: 1 }
+    const projection = { _id: 1, from: 1, to: 1, subject: 1, status: 1, createdAt: 1, updatedAt: 1, scheduledAt: 1 }
     const docs = query.event === undefined
       ? await this.emails.find(filter, { sort: { createdAt: -1, _id: -1 }, limit: Number(query.limit), projection }).toArray()
       // Emails with an event of this type: each candidate, newest first, looks its events up (by emailId)
@@ -345,6 +356,7 @@ export class MongoEmails implements EmailStore {
       ]).toArray()
     return docs.map((d) => ({
       id: d._id, from: d.from, to: [...d.to], subject: d.subject, status: d.status as EmailStatus, createdAt: d.createdAt, updatedAt: d.updatedAt,
+      scheduledAt: d.scheduledAt ?? null,
     }))
   }
 
@@ -387,6 +399,47 @@ export class MongoEmails implements EmailStore {
       if (r.modifiedCount === candidates.length) break
     }
     return claimed.sort((a, b) => (a.nextAttemptAt! < b.nextAttemptAt! ? -1 : a.nextAttemptAt! > b.nextAttemptAt! ? 1 : 0))
+  }
+
+  async nextDueAt (now: string): Promise<string | null> {
+    // The emails_due index, its filter stated: one seek past now.
+    const doc = await this.emails.find({ nextAttemptAt: { $type: 'string', $gt: String(now) } },
+      { projection: { nextAttemptAt: 1 }, sort: { nextAttemptAt: 1 }, limit: 1 }).next()
+    return doc?.nextAttemptAt ?? null
+  }
+
+  /** A scheduled email that may still be moved or canceled: not due at `now`, not leased. */
+  private stillScheduled (accountId: string, id: string, now: string): Filter<EmailDoc> {
+    return {
+      _id: String(id), accountId: String(accountId), status: 'scheduled',
+      nextAttemptAt: { $type: 'string', $gt: String(now) }, leaseOwner: null,
+    }
+  }
+
+  async rescheduleEmail (input: { accountId: string; id: string; scheduledAt: string; now: string }): Promise<EmailRecord | 'not_scheduled' | null> {
+    const at = String(input.scheduledAt)
+    const doc = await this.emails.findOneAndUpdate(this.stillScheduled(input.accountId, input.id, input.now),
+      { $set: { scheduledAt: at, nextAttemptAt: at, updatedAt: String(input.now) } }, { returnDocument: 'after', projection: NO_OUTBOX })
+    if (doc !== null) return toEmail(doc)
+    return await this.findEmail(input.accountId, input.id) === null ? null : 'not_scheduled'
+  }
+
+  /**
+   * The cancel is one conditional update; the refund follows it, one decrement per period (never below
+   * 0). A crash between the two leaves the recipients charged, never refunded for an email still due.
+   */
+  async cancelEmail (input: { accountId: string; id: string; now: string; refund?: { recipients: number; periods: string[] } }): Promise<EmailRecord | 'not_scheduled' | null> {
+    const doc = await this.emails.findOneAndUpdate(this.stillScheduled(input.accountId, input.id, input.now),
+      { $set: { status: 'canceled', nextAttemptAt: null, updatedAt: String(input.now) } }, { returnDocument: 'after', projection: NO_OUTBOX })
+    if (doc === null) return await this.findEmail(input.accountId, input.id) === null ? null : 'not_scheduled'
+    const n = Math.floor(Number(input.refund?.recipients ?? 0))
+    for (const period of input.refund?.periods ?? []) {
+      if (!(n > 0)) break
+      await this.sendUsage.updateOne({ _id: usageId(input.accountId, period) }, [
+        { $set: { recipients: { $max: [0, { $subtract: ['$recipients', n] }] } } },
+      ])
+    }
+    return toEmail(doc)
   }
 
   async renewEmailLeases (owner: string, leases: EmailLease[], leaseUntil: string): Promise<number> {

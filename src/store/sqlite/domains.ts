@@ -25,6 +25,7 @@ function toDomain (r: Row): DomainRecord {
     lastCheckedAt: strOrNull(r.last_checked_at),
     verifiedAt: strOrNull(r.verified_at),
     receiving: r.receiving === 1,
+    tracking: { opens: r.track_opens == null ? null : r.track_opens === 1, clicks: r.track_clicks == null ? null : r.track_clicks === 1 },
   }
 }
 
@@ -45,6 +46,9 @@ export class SqliteDomains {
       remove: p('DELETE FROM domains WHERE account_id = ? AND id = ?'),
       setReceiving: p(`UPDATE domains SET receiving = ?, records = json_set(records, '$.receiving', 'pending'), updated_at = ?
                        WHERE account_id = ? AND id = ? AND receiving != ?`),
+      // A null parameter keeps the column as it is.
+      setTracking: p(`UPDATE domains SET track_opens = coalesce(?, track_opens), track_clicks = coalesce(?, track_clicks), updated_at = ?
+                      WHERE account_id = ? AND id = ?`),
       receivingByName: p(`SELECT * FROM domains WHERE name = ? AND receiving = 1 AND status = 'verified' ORDER BY created_at, id LIMIT ?`),
       due: p(`SELECT * FROM domains WHERE coalesce(last_checked_at, '') < ? ORDER BY coalesce(last_checked_at, ''), id LIMIT ?`),
       sameEvent: p('SELECT 1 FROM events WHERE email_id = ? AND type = ? AND recipient = ? LIMIT 1'),
@@ -93,6 +97,14 @@ export class SqliteDomains {
       this.q.setReceiving.run(receiving ? 1 : 0, at, accountId, id, receiving ? 1 : 0)
       const row = this.q.byId.get(accountId, id) as Row | undefined
       return row ? toDomain(row) : null
+    })
+  }
+
+  setDomainTracking (accountId: string, id: string, tracking: { opens?: boolean; clicks?: boolean }, at: string): Promise<DomainRecord | null> {
+    const bit = (v: boolean | undefined) => (v === undefined ? null : v ? 1 : 0)
+    return this.writes.run(() => {
+      if (this.q.setTracking.run(bit(tracking.opens), bit(tracking.clicks), at, accountId, id).changes === 0) return null
+      return toDomain(this.q.byId.get(accountId, id) as Row)
     })
   }
 

@@ -4,6 +4,7 @@
 import type Database from 'better-sqlite3'
 import type { EventRecord } from '../../domain/events.js'
 import type { EventType } from '../../domain/events.js'
+import { metadataOf } from '../../domain/metadata.js'
 import type {
   AcceptResult, DailyEventCount, EmailAttempt, EmailLease, EmailListQuery, EmailRecord, EmailStatus, EmailStore, EmailSummary,
   EngagementEvent, IdempotencyRecord, QuotaCharge, SuppressionCursor, SuppressionReason, SuppressionRecord, UnsubscribeResult,
@@ -57,6 +58,10 @@ function toEmail (r: Row): EmailRecord {
     suppressed: json(r.suppressed),
     createdAt: str(r.created_at),
     ...stateOf(r),
+    scheduledAt: strOrNull(r.scheduled_at),
+    metadata: metadataOf(r.metadata === undefined ? {} : json(r.metadata)),
+    tracking: { opens: r.track_opens !== 0, clicks: r.track_clicks !== 0 },
+    unsubscribe: r.unsubscribe !== 0,
   }
 }
 
@@ -92,8 +97,12 @@ function toSummary (r: Row): EmailSummary {
     status: r.status as EmailStatus,
     createdAt: str(r.created_at),
     updatedAt: str(r.updated_at),
+    scheduledAt: strOrNull(r.scheduled_at),
   }
 }
+
+/** A scheduled email that may still be moved or canceled: not due at `now`, not leased. */
+const STILL_SCHEDULED = `status = 'scheduled' AND next_attempt_at > ? AND lease_owner IS NULL`
 
 export class SqliteEmails implements EmailStore {
   private readonly q
@@ -114,8 +123,10 @@ export class SqliteEmails implements EmailStore {
     this.q = {
       insertEmail: p(`INSERT INTO emails (id, account_id, from_address, to_addresses, cc_addresses, bcc_addresses, reply_to, subject,
                         html, text, headers, tags, suppressed, recipients, status, attempts, next_attempt_at, lease_owner,
-                        lease_expires_at, lease_token, last_error, created_at, updated_at)
-                      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+                        lease_expires_at, lease_token, last_error, created_at, updated_at,
+                        scheduled_at, metadata, track_opens, track_clicks, unsubscribe)
+                      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+                        ?, ?, ?, ?, ?)`),
       emailById: p('SELECT * FROM emails WHERE account_id = ? AND id = ?'),
       emailAccount: p('SELECT account_id FROM emails WHERE id = ?'),
       emailAnyAccount: p('SELECT * FROM emails WHERE id = ?'),
@@ -135,6 +146,13 @@ export class SqliteEmails implements EmailStore {
       release: p('UPDATE emails SET lease_owner = NULL, lease_expires_at = NULL WHERE lease_owner = ?'),
       releaseOne: p('UPDATE emails SET lease_owner = NULL, lease_expires_at = NULL WHERE id = ? AND lease_owner = ? AND lease_token = ?'),
       anyDue: p('SELECT 1 FROM emails WHERE next_attempt_at <= ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?) LIMIT 1'),
+      // The first entry of emails_due after now: one seek, whatever is scheduled behind it.
+      nextDue: p('SELECT next_attempt_at FROM emails WHERE next_attempt_at > ? ORDER BY next_attempt_at LIMIT 1').pluck(),
+      reschedule: p(`UPDATE emails SET scheduled_at = ?, next_attempt_at = ?, updated_at = ?
+                     WHERE account_id = ? AND id = ? AND ${STILL_SCHEDULED} RETURNING *`),
+      cancel: p(`UPDATE emails SET status = 'canceled', next_attempt_at = NULL, updated_at = ?
+                 WHERE account_id = ? AND id = ? AND ${STILL_SCHEDULED} RETURNING *`),
+      refund: p('UPDATE send_usage SET recipients = max(0, recipients - ?) WHERE account_id = ? AND period = ?'),
       anyLeased: p('SELECT 1 FROM emails WHERE lease_owner = ? LIMIT 1'),
       anyExpiredKey: p('SELECT 1 FROM idempotency_keys WHERE expires_at <= ? LIMIT 1'),
 
@@ -166,7 +184,9 @@ export class SqliteEmails implements EmailStore {
     this.q.insertEmail.run(e.id, e.accountId, e.from, JSON.stringify(e.to), JSON.stringify(e.cc), JSON.stringify(e.bcc),
       JSON.stringify(e.replyTo), e.subject, e.html, e.text, JSON.stringify(e.headers), JSON.stringify(e.tags),
       JSON.stringify(e.suppressed), JSON.stringify(e.recipients), e.status, e.attempts, e.nextAttemptAt, e.leaseOwner,
-      e.leaseExpiresAt, e.leaseToken, e.lastError, e.createdAt, e.updatedAt)
+      e.leaseExpiresAt, e.leaseToken, e.lastError, e.createdAt, e.updatedAt,
+      e.scheduledAt ?? null, JSON.stringify(e.metadata ?? {}), e.tracking?.opens === false ? 0 : 1, e.tracking?.clicks === false ? 0 : 1,
+      e.unsubscribe === false ? 0 : 1)
   }
 
   acceptEmails (input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord; quota?: QuotaCharge }): Promise<AcceptResult> {
@@ -200,8 +220,9 @@ export class SqliteEmails implements EmailStore {
       this.insertEventRows(input.events)
       // Inside the write: a claim in a later write finds them. Were this write rolled back, its entries
       // would only wait unclaimed until they age out. Emails leased in this very write went to this
-      // node's mailer whole: no claim of them is coming.
-      this.fresh.add(input.emails.filter((e) => e.leaseOwner === null))
+      // node's mailer whole: no claim of them is coming. Scheduled ones are left out: their claim is
+      // later than the cache keeps anything.
+      this.fresh.add(input.emails.filter((e) => e.leaseOwner === null && (e.scheduledAt ?? null) === null))
       return { outcome: 'accepted' }
     })
   }
@@ -244,12 +265,22 @@ export class SqliteEmails implements EmailStore {
       where.push("EXISTS (SELECT 1 FROM json_each(recipients) WHERE json_extract(value, '$.address') = ?)")
       args.push(query.to)
     }
+    // Tags are a JSON array in the row, read like the recipients above.
+    if (query.tag !== undefined) {
+      if (query.tag.value === undefined) {
+        where.push("EXISTS (SELECT 1 FROM json_each(tags) WHERE json_extract(value, '$.name') = ?)")
+        args.push(query.tag.name)
+      } else {
+        where.push("EXISTS (SELECT 1 FROM json_each(tags) WHERE json_extract(value, '$.name') = ? AND json_extract(value, '$.value') = ?)")
+        args.push(query.tag.name, query.tag.value)
+      }
+    }
     // An email's events, by the events_email index: a handful per recipient.
     if (query.event !== undefined) {
       where.push('EXISTS (SELECT 1 FROM events WHERE events.email_id = emails.id AND events.type = ?)')
       args.push(query.event)
     }
-    const sql = `SELECT id, from_address, to_addresses, subject, status, created_at, updated_at FROM emails
+    const sql = `SELECT id, from_address, to_addresses, subject, status, created_at, updated_at, scheduled_at FROM emails
                  WHERE ${where.join(' AND ')} ORDER BY created_at DESC, id DESC LIMIT ?`
     let statement = this.listStatements.get(sql)
     if (statement === undefined) {
@@ -289,6 +320,27 @@ export class SqliteEmails implements EmailStore {
       if (unknown !== undefined) for (const r of this.q.emailsByIds.all(JSON.stringify(unknown)) as Row[]) claimed.push(toEmail(r))
       return claimed.sort(byDue)
     }, { durable: false })
+  }
+
+  async nextDueAt (now: string): Promise<string | null> {
+    return (this.q.nextDue.get(now) as string | undefined) ?? null
+  }
+
+  rescheduleEmail (input: { accountId: string; id: string; scheduledAt: string; now: string }): Promise<EmailRecord | 'not_scheduled' | null> {
+    return this.writes.run(() => {
+      const row = this.q.reschedule.get(input.scheduledAt, input.scheduledAt, input.now, input.accountId, input.id, input.now) as Row | undefined
+      if (row !== undefined) return toEmail(row)
+      return this.q.emailById.get(input.accountId, input.id) === undefined ? null : 'not_scheduled'
+    })
+  }
+
+  cancelEmail (input: { accountId: string; id: string; now: string; refund?: { recipients: number; periods: string[] } }): Promise<EmailRecord | 'not_scheduled' | null> {
+    return this.writes.run(() => {
+      const row = this.q.cancel.get(input.now, input.accountId, input.id, input.now) as Row | undefined
+      if (row === undefined) return this.q.emailById.get(input.accountId, input.id) === undefined ? null : 'not_scheduled'
+      for (const period of input.refund?.periods ?? []) this.q.refund.run(input.refund!.recipients, input.accountId, period)
+      return toEmail(row)
+    })
   }
 
   recordEmailAttempt (a: EmailAttempt): Promise<boolean> {

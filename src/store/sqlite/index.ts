@@ -434,6 +434,9 @@ export class SqliteStore extends SqliteDeliveries implements Store {
   listEmails (accountId: string, query: EmailListQuery): Promise<EmailSummary[]> { return this.mail.listEmails(accountId, query) }
   countEvents (accountId: string, window: { since: string; until: string }): Promise<DailyEventCount[]> { return this.mail.countEvents(accountId, window) }
   claimDueEmails (req: { owner: string; now: string; leaseUntil: string; limit: number }): Promise<EmailRecord[]> { return this.mail.claimDueEmails(req) }
+  nextDueAt (now: string): Promise<string | null> { return this.mail.nextDueAt(now) }
+  rescheduleEmail (input: { accountId: string; id: string; scheduledAt: string; now: string }): Promise<EmailRecord | 'not_scheduled' | null> { return this.mail.rescheduleEmail(input) }
+  cancelEmail (input: { accountId: string; id: string; now: string; refund?: { recipients: number; periods: string[] } }): Promise<EmailRecord | 'not_scheduled' | null> { return this.mail.cancelEmail(input) }
   recordEmailAttempt (attempt: EmailAttempt): Promise<boolean> { return this.mail.recordEmailAttempt(attempt) }
   renewEmailLeases (owner: string, leases: EmailLease[], leaseUntil: string): Promise<number> { return this.mail.renewEmailLeases(owner, leases, leaseUntil) }
   releaseEmailLeases (owner: string, leases?: EmailLease[]): Promise<number> { return this.mail.releaseEmailLeases(owner, leases) }
@@ -461,6 +464,7 @@ export class SqliteStore extends SqliteDeliveries implements Store {
 
   setDomainReceiving (accountId: string, id: string, receiving: boolean, at: string): Promise<DomainRecord | null> { return this.domains.setDomainReceiving(accountId, id, receiving, at) }
   findReceivingDomains (name: string, limit: number): Promise<DomainRecord[]> { return this.domains.findReceivingDomains(name, limit) }
+  setDomainTracking (accountId: string, id: string, tracking: { opens?: boolean; clicks?: boolean }, at: string): Promise<DomainRecord | null> { return this.domains.setDomainTracking(accountId, id, tracking, at) }
   insertReceived (input: { message: ReceivedRecord; raw: Buffer; contents: Array<{ id: string; content: Buffer }>; event: EventRecord; limitBytes: number }): Promise<'recorded' | 'limit_reached'> { return this.received.insertReceived(input) }
   receivedBytes (accountId: string): Promise<number> { return this.received.receivedBytes(accountId) }
   deleteReceived (accountId: string, id: string): Promise<ReceivedRecord | null> { return this.received.deleteReceived(accountId, id) }
