@@ -21,6 +21,7 @@ import { createSandboxTransport } from './mail/sandbox-transport.js'
 import { createSmtpThreadTransport } from './mail/smtp-thread.js'
 import { createOutbound } from './mail/outbound.js'
 import { createComposer } from './mail/compose-pool.js'
+import { leaseOwner } from './domain/lease-owner.js'
 import { verpKey } from './domain/verp.js'
 import { openWebhookSecret } from './domain/secrets.js'
 import { createReturnedMailService } from './app/returned-mail.js'
@@ -202,7 +203,7 @@ export async function createService (config: Config, given: ServiceDeps): Promis
       registry: app.registry,
       publicUrl: config.publicUrl,
       secret: config.secret!,
-      owner: config.nodeId,
+      owner: leaseOwner(config.nodeId),
       leaseMs: config.mail.leaseMs,
       // Enough emails in flight that every relay connection has the next message waiting while others are
       // claimed, built and recorded (each email spends most of its attempt outside the SMTP transaction).

@@ -18,7 +18,7 @@
 //   retention.ts     store statistics and pruning
 //   actor.ts, pacer.ts, window.ts, dispatcher.ts  per-webhook state, pacing, and the worker threads
 import { hostname } from 'node:os'
-import { randomBytes } from 'node:crypto'
+import { leaseOwner } from '../domain/lease-owner.js'
 import type { Component } from '../component.js'
 import type { Clock } from '../domain/clock.js'
 import type { DeliveryStats, DeliveryWork } from '../store/deliveries.js'
@@ -90,7 +90,7 @@ export class DeliveryEngine implements Component {
     this.store = opts.store
     this.clock = opts.clock
     this.log = opts.logger ?? noopLogger
-    this.owner = opts.owner ?? `${opts.nodeId ?? hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`
+    this.owner = opts.owner ?? leaseOwner(opts.nodeId ?? hostname())
     this.leases = new Leases(this.owner, opts.leaseMs ?? 30_000)
     this.limits = limitsOf(opts)
     this.minRead = Math.min(this.limits.readAhead, this.limits.maxInFlight) / 8

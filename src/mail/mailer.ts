@@ -3,6 +3,7 @@
 // concurrency, and writes the outcome of every attempt (the email's new state, its events, its
 // suppressions) as one atomic write. Nothing lives only in memory: a restart resumes from the store.
 import os from 'node:os'
+import { leaseOwner } from '../domain/lease-owner.js'
 import type { FastifyBaseLogger } from 'fastify'
 import pRetry from 'p-retry'
 import { Counter, type Registry } from 'prom-client'
@@ -115,7 +116,7 @@ export class Mailer implements Component, LocalIntake {
 
   constructor (options: MailerOptions) {
     this.o = options
-    this.owner = options.owner ?? os.hostname()
+    this.owner = options.owner ?? leaseOwner(os.hostname())
     // Sending is I/O: many attempts in flight at once keep a relay (or the sandbox) busy and let their
     // claims and outcomes share commits.
     this.concurrency = options.concurrency ?? 32
@@ -151,9 +152,8 @@ export class Mailer implements Component, LocalIntake {
   }
 
   async start (): Promise<void> {
-    // Whatever this node held when it last stopped (or died) is due again now, not when the lease ends.
-    const resumed = await this.o.store.releaseEmailLeases(this.owner)
-    if (resumed > 0) this.o.logger.info({ emails: resumed }, 'mailer: resuming emails that a previous run left in flight')
+    // The owner is this process's own (src/domain/lease-owner.ts): what an earlier run held is taken
+    // again when its leases run out, never released here, where it could still be another live process's.
     await this.housekeep()
     this.unsubscribe = this.o.emails.onAccepted((n) => {
       this.accepted?.inc(n)

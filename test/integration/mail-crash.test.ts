@@ -11,7 +11,8 @@ import { waitFor } from '../helpers/wait.js'
 test('SIGKILL during a burst of sends: after a restart every accepted email is delivered exactly once', async (t) => {
   const sink = await startSmtpSink()
   const dataDir = tempDir(t)
-  const env = { DATA_DIR: dataDir, SMTP_URL: sink.url }
+  // The dead process's emails are taken again when their leases run out (short here: 2 s).
+  const env = { DATA_DIR: dataDir, SMTP_URL: sink.url, MAIL_LEASE_SECONDS: '2' }
   let child = await startServerProcess(t, env)
   t.after(() => sink.close())
 
@@ -52,5 +53,4 @@ test('SIGKILL during a burst of sends: after a restart every accepted email is d
   for (const id of ids) counts.set(String(id), (counts.get(String(id)) ?? 0) + 1)
   assert.deepEqual([...counts.keys()].sort(), accepted.slice().sort(), 'every accepted email reached the relay')
   assert.deepEqual([...counts.entries()].filter(([, n]) => n > 1), [], 'and none twice')
-  assert.ok(child.output().includes('resuming emails that a previous run left in flight'))
 })
