@@ -11,6 +11,7 @@
 // lease nobody has claimed again is still held by its claim. Renewal names the leases it extends, so a
 // node extends only what it still works on; what it drops simply runs out.
 import type { EmailTag } from '../domain/send-input.js'
+import type { AttachmentMeta } from '../domain/attachments.js'
 import type { EventRecord, EventType } from '../domain/events.js'
 import type { EmailMetadata, TagFilter } from '../domain/metadata.js'
 
@@ -48,6 +49,11 @@ export interface EmailRecord {
   text: string | null
   headers: Record<string, string>
   tags: EmailTag[]
+  /**
+   * What the email keeps of its attachments (src/domain/attachments.ts), in the order given; their bytes
+   * are stored apart (acceptEmails' `attachments`, readEmailAttachments). Absent or empty: none.
+   */
+  attachments?: AttachmentMeta[]
   /** Bare addresses dropped at acceptance because the account suppresses them. */
   suppressed: string[]
   /** Every envelope recipient, deduplicated, in to/cc/bcc order, and where it stands. */
@@ -182,6 +188,13 @@ export interface EmailAttempt {
   suppressions: SuppressionRecord[]
 }
 
+/** The bytes of one attachment of an email, stored once whatever its recipients. `part`: its index in the email's attachments. */
+export interface AttachmentContent {
+  emailId: string
+  part: number
+  content: Buffer
+}
+
 /** One claim of one email: what renewing or releasing a lease names. */
 export interface EmailLease {
   id: string
@@ -198,9 +211,10 @@ export interface EmailStore {
    * Stores emails and their events (email.sent, one per recipient) in one atomic write. With
    * `idempotency`, the key is stored in that same write, unless the account already holds that key
    * unexpired: then nothing is written and the existing record comes back (concurrent requests with one
-   * key therefore store one set of emails). An expired key is replaced.
+   * key therefore store one set of emails). An expired key is replaced. `attachments`: the bytes of the
+   * emails' attachments, kept with them (nothing of them when the emails are not written).
    */
-  acceptEmails(input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord; quota?: QuotaCharge }): Promise<AcceptResult>
+  acceptEmails(input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord; quota?: QuotaCharge; attachments?: AttachmentContent[] }): Promise<AcceptResult>
   /** The account's sending counts of these periods (0 for a period without one). */
   readSendUsage(accountId: string, periods: string[]): Promise<Record<string, number>>
   /** The account's key, or null when absent or expired at `now`. */
@@ -288,4 +302,16 @@ export interface EmailStore {
    * (always 0 where every write is one transaction).
    */
   repairInterruptedWrites(before: string): Promise<number>
+
+  /**
+   * The bytes of the email's attachments, in order (as many as its `attachments`); null when they are no
+   * longer stored (pruned) or never were.
+   */
+  readEmailAttachments(emailId: string): Promise<Buffer[] | null>
+  /**
+   * Drops the stored bytes of up to `limit` emails whose every recipient has a final outcome (no
+   * nextAttemptAt) since before `before` (their updatedAt: the last attempt), and bytes left by a write
+   * that stored no email. The emails keep their attachments' facts. Returns how many emails lost bytes.
+   */
+  pruneAttachmentContents(before: string, limit: number): Promise<number>
 }

@@ -4,6 +4,7 @@ import type {
   EmailRecipient, EmailRecord, EmailStatus, EmailTag, IdempotencyRecord, RecipientState, SuppressionReason, SuppressionRecord,
 } from '../emails.js'
 import { metadataOf, type EmailMetadata } from '../../domain/metadata.js'
+import type { AttachmentMeta } from '../../domain/attachments.js'
 import { nullableString, toDate, type EventDoc } from './documents.js'
 
 export interface OutboxSuppression {
@@ -27,6 +28,8 @@ export interface EmailDoc {
   headers: Array<{ name: string; value: string }>
   tags: EmailTag[]
   suppressed: string[]
+  /** The attachments' facts (their bytes: ./attachments.ts); absent when the email has none. */
+  attachments?: AttachmentMeta[]
   recipients: EmailRecipient[]
   status: string
   attempts: number
@@ -128,6 +131,7 @@ export function toEmail (d: EmailDoc): EmailRecord {
     headers: Object.fromEntries(d.headers.map((h) => [h.name, h.value])),
     tags: d.tags.map((t) => ({ name: t.name, value: t.value })),
     suppressed: [...d.suppressed],
+    ...(d.attachments !== undefined && d.attachments.length > 0 ? { attachments: d.attachments.map((a) => ({ ...a })) } : {}),
     recipients: d.recipients.map((r) => ({ address: r.address, state: r.state })),
     status: d.status as EmailStatus,
     attempts: d.attempts,

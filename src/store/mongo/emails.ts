@@ -30,10 +30,11 @@ import type {
   AcceptResult, EmailAttempt, EmailLease, EmailRecord, EmailStatus, EmailStore, EngagementEvent, IdempotencyRecord, QuotaCharge, SuppressionCursor,
   SuppressionRecord, UnsubscribeResult,
 } from '../emails.js'
-import type { DailyEventCount, EmailListQuery, EmailSummary } from '../emails.js'
+import type { AttachmentContent, DailyEventCount, EmailListQuery, EmailSummary } from '../emails.js'
 import { eventDoc, inTransaction, nullableString, toDate, type EventDoc } from './documents.js'
 import { syncIndexes } from './indexes.js'
 import { MongoSuppressions } from './suppressions.js'
+import { MongoAttachments, attachmentsDoc } from './attachments.js'
 import {
   CLAIM_ROUNDS, NO_OUTBOX, REPAIR_BATCH, isDuplicate, onlyDuplicates, outboxSuppression, recipientsDoc, toEmail, toIdempotency, type EmailDoc, type IdempotencyDoc, type SuppressionDoc,
 } from './email-docs.js'
@@ -59,6 +60,8 @@ export class MongoEmails implements EmailStore {
   private readonly events: Collection<EventDoc>
   readonly sendUsage: Collection<SendUsageDoc>
   private readonly suppressionList: MongoSuppressions
+  /** The bytes of attachments (./attachments.ts). */
+  readonly attachments: MongoAttachments
 
   /** `hint` tells the delivery engine that events were published; `client` runs transactions. */
   constructor (private readonly client: MongoClient, db: Db, private readonly hint: () => void) {
@@ -68,6 +71,7 @@ export class MongoEmails implements EmailStore {
     this.events = db.collection<EventDoc>('events')
     this.sendUsage = db.collection<SendUsageDoc>('send_usage')
     this.suppressionList = new MongoSuppressions(this.suppressions, this.emails, this.events, (docs) => this.insertEventDocs(docs), hint)
+    this.attachments = new MongoAttachments(db, this.emails)
   }
 
   /**
@@ -95,6 +99,7 @@ export class MongoEmails implements EmailStore {
         { key: { accountId: 1, 'tags.name': 1, 'tags.value': 1, createdAt: -1, _id: -1 }, name: 'emails_account_tag' },
       ]),
       syncIndexes(this.events, [{ key: { accountId: 1, occurredAt: 1 }, name: 'events_account_time' }]),
+      this.attachments.ensureIndexes(),
       syncIndexes(this.suppressions, [
         { key: { accountId: 1, email: 1 }, name: 'suppressions_account_email', unique: true },
         { key: { accountId: 1, createdAt: -1, email: -1 }, name: 'suppressions_page' },
@@ -118,6 +123,7 @@ export class MongoEmails implements EmailStore {
       headers: Object.entries(e.headers).map(([name, value]) => ({ name: String(name), value: String(value) })),
       tags: Array.from(e.tags, (t) => ({ name: String(t.name), value: String(t.value) })),
       suppressed: Array.from(e.suppressed, String),
+      ...(attachmentsDoc(e.attachments) !== undefined ? { attachments: attachmentsDoc(e.attachments) } : {}),
       recipients: recipientsDoc(e.recipients),
       status: String(e.status),
       attempts: Number(e.attempts),
@@ -198,7 +204,17 @@ export class MongoEmails implements EmailStore {
    * document: refused); a send that is then not written gives them back. A crash between the two leaves
    * the account charged for a send it did not make, never the other way round.
    */
-  async acceptEmails (input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord; quota?: QuotaCharge }): Promise<AcceptResult> {
+  async acceptEmails (input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord; quota?: QuotaCharge; attachments?: AttachmentContent[] }): Promise<AcceptResult> {
+    if (input.attachments === undefined || input.attachments.length === 0) return await this.acceptCharged(input)
+    // The bytes first (./attachments.ts): a send refused here drops them; one that failed may have been
+    // written, so its bytes stay (pruned once old if no email came of them).
+    await this.attachments.store(input.emails, input.attachments)
+    const result = await this.acceptCharged(input)
+    if (result.outcome !== 'accepted') await this.attachments.drop(input.emails.map((e) => String(e.id)))
+    return result
+  }
+
+  private async acceptCharged (input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord; quota?: QuotaCharge }): Promise<AcceptResult> {
     const charge = input.quota
     if (charge === undefined) return await this.acceptUncharged(input)
     const over = charge.periods.find((p) => charge.recipients > p.limit)
@@ -501,6 +517,14 @@ export class MongoEmails implements EmailStore {
   deleteSuppression (accountId: string, email: string): Promise<boolean> { return this.suppressionList.deleteSuppression(accountId, email) }
   recordEngagement (event: EngagementEvent): Promise<EventRecord | null> { return this.suppressionList.recordEngagement(event) }
   unsubscribeRecipient (event: EngagementEvent, at: string): Promise<UnsubscribeResult> { return this.suppressionList.unsubscribeRecipient(event, at) }
+
+  readEmailAttachments (emailId: string): Promise<Buffer[] | null> {
+    return this.attachments.read(emailId)
+  }
+
+  pruneAttachmentContents (before: string, limit: number): Promise<number> {
+    return this.attachments.prune(before, limit)
+  }
 
   async repairInterruptedWrites (before: string): Promise<number> {
     const cutoff = String(before)

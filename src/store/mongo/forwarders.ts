@@ -2,7 +2,7 @@
 // reached through the Store interface by one-line forwarders.
 import type { EventRecord } from '../../domain/events.js'
 import type {
-  AcceptResult, DailyEventCount, EmailAttempt, EmailLease, EmailListQuery, EmailRecord, EmailSummary, EngagementEvent, IdempotencyRecord,
+  AcceptResult, AttachmentContent, DailyEventCount, EmailAttempt, EmailLease, EmailListQuery, EmailRecord, EmailSummary, EngagementEvent, IdempotencyRecord,
   QuotaCharge, SuppressionCursor, SuppressionRecord, UnsubscribeResult,
 } from '../emails.js'
 import type { ReceivedQuery, ReceivedRecord } from '../received.js'
@@ -36,7 +36,9 @@ export abstract class MongoForwarders extends MongoDeliveries {
 
   // Sending (src/store/mongo/emails.ts)
 
-  acceptEmails (input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord; quota?: QuotaCharge }): Promise<AcceptResult> { return this.mail.acceptEmails(input) }
+  acceptEmails (input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord; quota?: QuotaCharge; attachments?: AttachmentContent[] }): Promise<AcceptResult> { return this.mail.acceptEmails(input) }
+  readEmailAttachments (emailId: string): Promise<Buffer[] | null> { return this.mail.readEmailAttachments(emailId) }
+  pruneAttachmentContents (before: string, limit: number): Promise<number> { return this.mail.pruneAttachmentContents(before, limit) }
   readSendUsage (accountId: string, periods: string[]): Promise<Record<string, number>> { return this.mail.readSendUsage(accountId, periods) }
   findIdempotencyKey (accountId: string, key: string, now: string): Promise<IdempotencyRecord | null> { return this.mail.findIdempotencyKey(accountId, key, now) }
   pruneIdempotencyKeys (now: string): Promise<number> { return this.mail.pruneIdempotencyKeys(now) }

@@ -7,8 +7,9 @@ import type { EventType } from '../../domain/events.js'
 import { metadataOf } from '../../domain/metadata.js'
 import type {
   AcceptResult, DailyEventCount, EmailAttempt, EmailLease, EmailListQuery, EmailRecord, EmailStatus, EmailStore, EmailSummary,
-  EngagementEvent, IdempotencyRecord, QuotaCharge, SuppressionCursor, SuppressionReason, SuppressionRecord, UnsubscribeResult,
+  AttachmentContent, EngagementEvent, IdempotencyRecord, QuotaCharge, SuppressionCursor, SuppressionReason, SuppressionRecord, UnsubscribeResult,
 } from '../emails.js'
+import { SqliteAttachments, attachmentsOf } from './attachments.js'
 import { FreshEmails } from './fresh-emails.js'
 import type { WriteQueue } from './write-queue.js'
 
@@ -41,6 +42,12 @@ function stateOf (r: Row): EmailState {
   }
 }
 
+/** `attachments` only for an email that has some: records of the others stay as they were. */
+function attachmentsField (r: Row): { attachments?: EmailRecord['attachments'] } {
+  const attachments = attachmentsOf(r.attachments)
+  return attachments === undefined ? {} : { attachments }
+}
+
 function toEmail (r: Row): EmailRecord {
   return {
     id: str(r.id),
@@ -56,6 +63,7 @@ function toEmail (r: Row): EmailRecord {
     headers: json(r.headers),
     tags: json(r.tags),
     suppressed: json(r.suppressed),
+    ...attachmentsField(r),
     createdAt: str(r.created_at),
     ...stateOf(r),
     scheduledAt: strOrNull(r.scheduled_at),
@@ -111,6 +119,8 @@ export class SqliteEmails implements EmailStore {
   private readonly listStatements = new Map<string, Database.Statement>()
   /** The emails this process accepted and has not claimed yet, as stored (./fresh-emails.ts). */
   private readonly fresh = new FreshEmails()
+  /** The bytes of attachments (./attachments.ts). */
+  private readonly attachments: SqliteAttachments
 
   /** `insertEventRows` writes outbox rows inside the current write (the store's own, shared with the engine). */
   constructor (
@@ -119,6 +129,7 @@ export class SqliteEmails implements EmailStore {
     private readonly insertEventRows: (events: EventRecord[]) => void,
   ) {
     this.db = db
+    this.attachments = new SqliteAttachments(db, writes)
     const p = (sql: string) => db.prepare(sql)
     this.q = {
       insertEmail: p(`INSERT INTO emails (id, account_id, from_address, to_addresses, cc_addresses, bcc_addresses, reply_to, subject,
@@ -189,7 +200,7 @@ export class SqliteEmails implements EmailStore {
       e.unsubscribe === false ? 0 : 1)
   }
 
-  acceptEmails (input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord; quota?: QuotaCharge }): Promise<AcceptResult> {
+  acceptEmails (input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord; quota?: QuotaCharge; attachments?: AttachmentContent[] }): Promise<AcceptResult> {
     return this.writes.run((): AcceptResult => {
       const k = input.idempotency
       if (k !== undefined) {
@@ -217,6 +228,7 @@ export class SqliteEmails implements EmailStore {
         this.q.insertKey.run(k.accountId, k.key, k.requestHash, k.responseStatus, k.responseBody, k.createdAt, k.expiresAt)
       }
       for (const e of input.emails) this.insertEmailRow(e)
+      this.attachments.store(input.emails, input.attachments)
       this.insertEventRows(input.events)
       // Inside the write: a claim in a later write finds them. Were this write rolled back, its entries
       // would only wait unclaimed until they age out. Emails leased in this very write went to this
@@ -437,5 +449,13 @@ export class SqliteEmails implements EmailStore {
 
   async repairInterruptedWrites (_before: string): Promise<number> {
     return 0 // every write above is one transaction: nothing is ever half done
+  }
+
+  readEmailAttachments (emailId: string): Promise<Buffer[] | null> {
+    return this.attachments.read(emailId)
+  }
+
+  pruneAttachmentContents (before: string, limit: number): Promise<number> {
+    return this.attachments.prune(before, limit)
   }
 }

@@ -21,7 +21,7 @@ import type { ReceivedQuery, ReceivedRecord } from '../received.js'
 import type {
   AcceptResult, EmailAttempt, EmailLease, EmailRecord, EngagementEvent, IdempotencyRecord, QuotaCharge, SuppressionCursor, SuppressionRecord, UnsubscribeResult,
 } from '../emails.js'
-import type { DailyEventCount, EmailListQuery, EmailSummary } from '../emails.js'
+import type { AttachmentContent, DailyEventCount, EmailListQuery, EmailSummary } from '../emails.js'
 import { BackgroundCheckpoints, SQLITE_FALLBACK_CHECKPOINT, checkpointThread, type CheckpointOutcome, type CheckpointRunner } from './checkpoints.js'
 import { WriteQueue } from './write-queue.js'
 import { StoreHealth } from '../faults.js'
@@ -426,7 +426,7 @@ export class SqliteStore extends SqliteDeliveries implements Store {
 
   // Sending (src/store/sqlite/emails.ts)
 
-  acceptEmails (input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord; quota?: QuotaCharge }): Promise<AcceptResult> { return this.mail.acceptEmails(input) }
+  acceptEmails (input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord; quota?: QuotaCharge; attachments?: AttachmentContent[] }): Promise<AcceptResult> { return this.mail.acceptEmails(input) }
   readSendUsage (accountId: string, periods: string[]): Promise<Record<string, number>> { return this.mail.readSendUsage(accountId, periods) }
   findIdempotencyKey (accountId: string, key: string, now: string): Promise<IdempotencyRecord | null> { return this.mail.findIdempotencyKey(accountId, key, now) }
   pruneIdempotencyKeys (now: string): Promise<number> { return this.mail.pruneIdempotencyKeys(now) }
@@ -447,6 +447,8 @@ export class SqliteStore extends SqliteDeliveries implements Store {
   recordEngagement (event: EngagementEvent): Promise<EventRecord | null> { return this.mail.recordEngagement(event) }
   unsubscribeRecipient (event: EngagementEvent, at: string): Promise<UnsubscribeResult> { return this.mail.unsubscribeRecipient(event, at) }
   repairInterruptedWrites (before: string): Promise<number> { return this.mail.repairInterruptedWrites(before) }
+  readEmailAttachments (emailId: string): Promise<Buffer[] | null> { return this.mail.readEmailAttachments(emailId) }
+  pruneAttachmentContents (before: string, limit: number): Promise<number> { return this.mail.pruneAttachmentContents(before, limit) }
 
   // Sender domains and returning mail (src/store/sqlite/domains.ts)
 
