@@ -333,4 +333,31 @@ export const migrations: string[] = [
   ) STRICT;
   CREATE INDEX email_attachments_time ON email_attachments (created_at, email_id);
   `,
+  /* 23: templates (src/store/templates.ts): each template's head (its name, unique per account, and its
+     current version) and every version it had, the current one included; a version is never changed, and
+     goes only with its template. An email sent from a template names it and the version it used. */ `
+  CREATE TABLE templates (
+    id         TEXT PRIMARY KEY,
+    account_id TEXT NOT NULL REFERENCES accounts(id),
+    name       TEXT NOT NULL,
+    version    INTEGER NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    UNIQUE (account_id, name)
+  ) STRICT;
+  CREATE INDEX templates_account ON templates (account_id, id);
+  CREATE TABLE template_versions (
+    template_id TEXT NOT NULL,
+    account_id  TEXT NOT NULL,
+    version     INTEGER NOT NULL,
+    subject     TEXT NOT NULL,
+    html        TEXT,
+    text        TEXT,
+    variables   TEXT NOT NULL,
+    created_at  TEXT NOT NULL,
+    PRIMARY KEY (template_id, version)
+  ) STRICT;
+  ALTER TABLE emails ADD COLUMN template_id TEXT;
+  ALTER TABLE emails ADD COLUMN template_version INTEGER;
+  `,
 ]
