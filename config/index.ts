@@ -76,6 +76,8 @@ export const EnvSchema = Type.Object({
   }),
   DELIVERY_LEASE_SECONDS: positive(30, 'a whole number of seconds from 2 to 3600', 3600),
   MAIL_LEASE_SECONDS: positive(30, 'a whole number of seconds from 2 to 3600', 3600),
+  // How far ahead a send may be scheduled (src/domain/schedule.ts).
+  SCHEDULE_HORIZON_DAYS: positive(30, 'a whole number of days from 1 to 365', 365),
   DELIVERY_WINDOW: positive(64, 'a whole number of concurrent requests per webhook from 1 to 1000', 1000),
   // The adaptive window per webhook (src/delivery/window.ts) moves between DELIVERY_WINDOW_MIN and
   // DELIVERY_WINDOW, starting at DELIVERY_WINDOW_INITIAL; each is clamped into that range.
@@ -275,6 +277,8 @@ export interface Config {
     receivingDeadlineMs: number
     /** MAIL_LEASE_SECONDS: how long a mailer's claim on an email lasts unless renewed. */
     leaseMs: number
+    /** SCHEDULE_HORIZON_DAYS: how far ahead a send may be scheduled. */
+    scheduleHorizonDays: number
   }
 }
 
@@ -463,6 +467,7 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
       receivingMaxBytes: e.INBOUND_MAX_BYTES,
       receivingDeadlineMs: e.INBOUND_JUDGE_DEADLINE_MS,
       leaseMs: Math.max(2, e.MAIL_LEASE_SECONDS) * 1000,
+      scheduleHorizonDays: e.SCHEDULE_HORIZON_DAYS,
     },
   }
 }

@@ -110,7 +110,10 @@ export function createServices (config: Config, deps: AppDeps): Services {
     }),
     apiKeys: createApiKeyService({ store, secret: config.secret, clock }),
     webhooks,
-    emails: createEmailService({ store, clock, mailFrom: config.mailFrom, senders: domains, quotas: config.quotas }),
+    emails: createEmailService({
+      store, clock, mailFrom: config.mailFrom, senders: domains, quotas: config.quotas,
+      scheduleHorizonDays: config.mail.scheduleHorizonDays, trackingDefaults: (accountId, from) => domains.trackingDefaults(accountId, from),
+    }),
     domains,
     received: createReceivedService({ store, clock, retentionMs: config.retentionDays * 86_400_000 }),
     suppressions: createSuppressionService({ store, clock }),

@@ -197,6 +197,8 @@ export async function createService (config: Config, given: ServiceDeps): Promis
         },
         // Sends accepted here go to this mailer in the write that stores them, when it has room.
         handOffTo: (intake) => app.services.emails.handOffTo(intake),
+        // Scheduled sends accepted or moved here: the mailer wakes at their time, not at its next poll.
+        onScheduled: (listener) => app.services.emails.onScheduled(listener),
       },
       clock: deps.clock ?? systemClock,
       logger: app.log.child({ component: 'mailer' }),

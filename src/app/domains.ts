@@ -221,6 +221,22 @@ export interface DomainView {
   verifiedAt: string | null
   /** Whether mail to the domain is taken (PATCH { receiving }); with it, the `receiving` MX record. */
   receiving: boolean
+  /**
+   * Whether sends from this domain that do not choose get an open pixel and tracked links (PATCH
+   * { tracking }). Never set: the account's default, which is on (svc has no account-level setting).
+   */
+  tracking: { opens: boolean; clicks: boolean }
+}
+
+/** The tracking of sends that choose nothing, from a domain that never set its own: on. */
+export const ACCOUNT_TRACKING_DEFAULT = { opens: true, clicks: true } as const
+
+/** A domain's tracking defaults as a send takes them: an unset one falls back to the account's. */
+export function trackingDefaultsOf (d: Pick<DomainRecord, 'tracking'> | null): { opens: boolean; clicks: boolean } {
+  return {
+    opens: d?.tracking?.opens ?? ACCOUNT_TRACKING_DEFAULT.opens,
+    clicks: d?.tracking?.clicks ?? ACCOUNT_TRACKING_DEFAULT.clicks,
+  }
 }
 
 /** What the key to sign mail of one domain is, for the mailer only. */
@@ -258,6 +274,7 @@ export function createDomainService ({ store, clock, secret, dns, settings, requ
       lastCheckedAt: d.lastCheckedAt,
       verifiedAt: d.verifiedAt,
       receiving: d.receiving,
+      tracking: trackingDefaultsOf(d),
     }
   }
 
@@ -280,6 +297,8 @@ export function createDomainService ({ store, clock, secret, dns, settings, requ
   // SIGNING_KEY_TTL_MS, so that a send costs no lookup and no unsealing of the key. A change made through
   // this service forgets them all at once; one made on another node is seen here within the TTL.
   const signing = new Map<string, { until: number; key: SigningKey | null }>()
+  // Each send that leaves a tracking choice out asks for its domain's defaults: kept the same way.
+  const tracking = new Map<string, { until: number; defaults: { opens: boolean; clicks: boolean } }>()
 
   return {
     view,
@@ -349,9 +368,38 @@ export function createDomainService ({ store, clock, secret, dns, settings, requ
       return view(d)
     },
 
+    /**
+     * Sets the domain's tracking defaults (what is left out stays): sends accepted from then on that do
+     * not choose take them; sends already accepted keep what they were accepted with.
+     */
+    async setTracking (accountId: string, id: string, choice: { opens?: boolean; clicks?: boolean }): Promise<DomainView> {
+      const d = await store.setDomainTracking(accountId, id, choice, iso(clock.now()))
+      tracking.clear()
+      if (d === null) throw NotFound('No domain with this id')
+      return view(d)
+    },
+
+    /**
+     * The tracking defaults for a send from `fromAddress`: its domain's when the account has that domain,
+     * else the account's (on). A change made on another node is seen here within SIGNING_KEY_TTL_MS.
+     */
+    async trackingDefaults (accountId: string, fromAddress: string): Promise<{ opens: boolean; clicks: boolean }> {
+      const name = domainOfAddress(fromAddress)
+      if (name === '') return trackingDefaultsOf(null)
+      const cacheKey = `${accountId} ${name}`
+      const now = clock.now()
+      const kept = tracking.get(cacheKey)
+      if (kept !== undefined && kept.until > now) return kept.defaults
+      const defaults = trackingDefaultsOf(await store.findDomainByName(accountId, name))
+      if (tracking.size >= SIGNING_KEYS_KEPT) tracking.delete(tracking.keys().next().value!)
+      tracking.set(cacheKey, { until: now + SIGNING_KEY_TTL_MS, defaults })
+      return defaults
+    },
+
     async remove (accountId: string, id: string): Promise<void> {
       const deleted = await store.deleteDomain(accountId, id)
       signing.clear()
+      tracking.clear()
       if (!deleted) throw NotFound('No domain with this id')
     },
 

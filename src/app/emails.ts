@@ -1,7 +1,7 @@
 // Sending: what a send request must hold, how it becomes a stored email with its email.sent events, the
 // idempotency rules, and what one attempt at delivering it changes. No HTTP and no driver in here.
 import { createHash } from 'node:crypto'
-import { IdempotencyConflict, NotFound, QuotaExceeded, RecipientSuppressed, ValidationError, type ErrorDetail } from '../errors.js'
+import { EmailNotScheduled, IdempotencyConflict, InvalidSchedule, NotFound, QuotaExceeded, RecipientSuppressed, ValidationError, type ErrorDetail } from '../errors.js'
 import type { Quotas } from '../../config/index.js'
 import { quotaPeriods, secondsUntil } from '../domain/quotas.js'
 import type {
@@ -11,8 +11,10 @@ import type { ApiKeyRecord, Store } from '../store/types.js'
 import { bareOf, formatAddress, parseAddress } from '../domain/addresses.js'
 import { hasControlCharacter } from '../domain/text.js'
 import { iso, type Clock } from '../domain/clock.js'
-import { eventPayload, type EventBodyData, type EventData, type EventRecord, type EventType, type StoredEventType } from '../domain/events.js'
+import { eventPayload, type EventBodyData, type EventData, type EventLabels, type EventRecord, type EventType, type StoredEventType } from '../domain/events.js'
 import { newId } from '../domain/ids.js'
+import type { EmailMetadata } from '../domain/metadata.js'
+import { DEFAULT_SCHEDULE_HORIZON_DAYS, checkSchedule } from '../domain/schedule.js'
 import { MAX_HEADERS, MAX_RECIPIENTS, MAX_REPLY_TO, normaliseSend, sendProblems, type NormalisedSend, type RecipientField, type SendInput } from '../domain/send-input.js'
 
 export { MAX_HEADERS, MAX_RECIPIENTS, MAX_REPLY_TO, normaliseSend, sendProblems, type SendInput }
@@ -46,16 +48,25 @@ export function requestHash (route: string, body: unknown): string {
   return createHash('sha256').update(route).update('\n').update(canonicalJson(body)).digest('hex')
 }
 
+/**
+ * An event of an email. `labels`: the email's tags and metadata, which every webhook payload of a sent
+ * email carries (labelsOf); absent only for events that are not about a sent email (email.received).
+ */
 export function makeEvent (
-  e: { accountId: string; emailId: string; type: StoredEventType; recipient: string; at: number }, data?: EventBodyData,
+  e: { accountId: string; emailId: string; type: StoredEventType; recipient: string; at: number; labels?: EventLabels }, data?: EventBodyData,
 ): EventRecord {
   const base = { id: newId('evt', e.at), emailId: e.emailId, type: e.type, recipient: e.recipient, occurredAt: iso(e.at) }
-  return { ...base, accountId: e.accountId, payload: eventPayload(base, data) }
+  return { ...base, accountId: e.accountId, payload: eventPayload(base, data, e.labels) }
 }
 
-function engagementEvent (type: EventType, emailId: string, recipient: string, at: number, data?: EventData): EngagementEvent {
-  const base = { id: newId('evt', at), emailId, type, recipient, occurredAt: iso(at) }
-  return { ...base, payload: eventPayload(base, data) }
+/** What every event of this email carries of the sender's own (empty lists for an email that has none). */
+export function labelsOf (email: Pick<EmailRecord, 'tags' | 'metadata'>): EventLabels {
+  return { tags: email.tags, metadata: email.metadata ?? {} }
+}
+
+function engagementEvent (type: EventType, email: EmailRecord, recipient: string, at: number, data?: EventData): EngagementEvent {
+  const base = { id: newId('evt', at), emailId: email.id, type, recipient, occurredAt: iso(at) }
+  return { ...base, payload: eventPayload(base, data, labelsOf(email)) }
 }
 
 /**
@@ -91,6 +102,12 @@ export interface EmailView {
   createdAt: string
   suppressed: string[]
   tags: EmailTag[]
+  metadata: EmailMetadata
+  /** When it is (or was) due; null for an email sent at once. */
+  scheduledAt: string | null
+  /** Whether its copies carry an open pixel and tracked links, and the List-Unsubscribe headers. */
+  tracking: { opens: boolean; clicks: boolean }
+  unsubscribe: boolean
   /** The content as it was sent (before each recipient's tracking and unsubscribe link). */
   html: string | null
   text: string | null
@@ -132,13 +149,39 @@ export interface EmailServiceOptions {
   senders?: { assertSenders(accountId: string, senders: Array<{ address: string; path: string }>): Promise<void> }
   /** Recipients per UTC day and month by plan (src/domain/quotas.ts); null or absent: not counted, no limit. */
   quotas?: Quotas | null
+  /** How far ahead a send may be scheduled (SCHEDULE_HORIZON_DAYS); default 30 days. */
+  scheduleHorizonDays?: number
+  /**
+   * The sending domain's tracking defaults, for a send that leaves a choice out (src/app/domains.ts);
+   * absent: the account's default, on.
+   */
+  trackingDefaults?: (accountId: string, fromAddress: string) => Promise<{ opens: boolean; clicks: boolean }>
 }
 
-export function createEmailService ({ store, clock, mailFrom, senders, quotas = null }: EmailServiceOptions) {
+export function createEmailService ({
+  store, clock, mailFrom, senders, quotas = null, scheduleHorizonDays = DEFAULT_SCHEDULE_HORIZON_DAYS, trackingDefaults,
+}: EmailServiceOptions) {
   const defaultFrom = parseAddress(mailFrom)
   if ('error' in defaultFrom) throw new Error(`MAIL_FROM ${defaultFrom.error}`)
   const from = formatAddress(defaultFrom)
   const listeners = new Set<(emails: number) => void>()
+  /** Told the earliest time of each scheduled send accepted or moved here (the mailer's wake-up). */
+  const scheduledListeners = new Set<(dueAt: number) => void>()
+  const scheduled = (at: number) => { for (const listener of scheduledListeners) listener(at) }
+
+  /**
+   * The email is not scheduled any more (the store said so): 409, naming what it is now. A cancel of an
+   * email already canceled is no conflict: the caller gets what it asked for.
+   */
+  async function notScheduled (accountId: string, id: string, cancel: boolean): Promise<EmailRecord> {
+    const email = await store.findEmail(accountId, id)
+    if (email === null) throw NotFound('No email with this id')
+    if (cancel && email.status === 'canceled') return email
+    const why = email.status === 'canceled'
+      ? 'it was canceled'
+      : email.status === 'scheduled' ? 'its time has come and it is going out' : `it went out (status ${email.status})`
+    throw EmailNotScheduled(`The email is no longer scheduled: ${why}`, [{ path: 'params.id', message: `is ${email.status}` }])
+  }
   let intake: LocalIntake | undefined
 
   function replayOrConflict (existing: IdempotencyRecord, hash: string): SendAnswer {
@@ -171,6 +214,28 @@ export function createEmailService ({ store, clock, mailFrom, senders, quotas = 
         const existing = await store.findIdempotencyKey(accountId, opts.idempotency.key, iso(now))
         if (existing !== null) return replayOrConflict(existing, opts.idempotency.requestHash)
       }
+      // After the key: a replay of a scheduled send whose time has passed answers as the first one did.
+      const dueAt: Array<number | null> = []
+      const late: ErrorDetail[] = []
+      sends.forEach((s, i) => {
+        const verdict = s.scheduledAt === undefined ? null : checkSchedule(s.scheduledAt, now, scheduleHorizonDays)
+        if (verdict !== null && 'error' in verdict) late.push({ path: `${prefix(i)}.scheduledAt`, message: verdict.error })
+        dueAt.push(verdict !== null && 'at' in verdict ? verdict.at : null)
+      })
+      if (late.length > 0) throw InvalidSchedule(`scheduledAt is not a time svc can schedule for (from now to ${scheduleHorizonDays} days ahead); nothing was sent`, late)
+      // The domain's defaults, asked once per sending address, only for a choice a send left out.
+      const defaults = new Map<string, Promise<{ opens: boolean; clicks: boolean }>>()
+      const trackingOf = async (s: NormalisedSend): Promise<{ opens: boolean; clicks: boolean }> => {
+        if (s.tracking.opens !== undefined && s.tracking.clicks !== undefined) return { opens: s.tracking.opens, clicks: s.tracking.clicks }
+        const address = bareOf(s.from)
+        let d = defaults.get(address)
+        if (d === undefined) {
+          d = trackingDefaults?.(accountId, address) ?? Promise.resolve({ opens: true, clicks: true })
+          defaults.set(address, d)
+        }
+        const found = await d
+        return { opens: s.tracking.opens ?? found.opens, clicks: s.tracking.clicks ?? found.clicks }
+      }
       await senders?.assertSenders(accountId, sends.map((s, i) => ({ address: bareOf(s.from), path: `${prefix(i)}.from` })))
 
       const suppressions = new Map<string, SuppressionRecord>()
@@ -194,9 +259,13 @@ export function createEmailService ({ store, clock, mailFrom, senders, quotas = 
       const at = iso(now)
       const emails: EmailRecord[] = []
       const events: EventRecord[] = []
-      const answers: Array<{ id: string; suppressed?: string[] }> = []
-      for (const s of sends) {
+      const answers: Array<{ id: string; suppressed?: string[]; scheduledAt?: string }> = []
+      let earliest: number | undefined
+      for (const [i, s] of sends.entries()) {
         const id = newId('em', now)
+        const due = dueAt[i] ?? null
+        if (due !== null && (earliest === undefined || due < earliest)) earliest = due
+        const labels = { tags: s.tags, metadata: s.metadata }
         const kept = s.recipients.filter((r) => !suppressions.has(r.address))
         const dropped = s.recipients.filter((r) => suppressions.has(r.address)).map((r) => r.address)
         const field = (f: RecipientField) => kept.filter((r) => r.field === f).map((r) => r.formatted)
@@ -213,11 +282,16 @@ export function createEmailService ({ store, clock, mailFrom, senders, quotas = 
           text: s.text,
           headers: s.headers,
           tags: s.tags,
+          metadata: s.metadata,
+          tracking: await trackingOf(s),
+          unsubscribe: s.unsubscribe,
+          scheduledAt: due === null ? null : iso(due),
           suppressed: dropped,
           recipients: kept.map((r) => ({ address: r.address, state: 'pending' as const })),
-          status: 'queued',
+          // A scheduled email waits in the due index like a retry: no claim takes it before its time.
+          status: due === null ? 'queued' : 'scheduled',
           attempts: 0,
-          nextAttemptAt: at,
+          nextAttemptAt: due === null ? at : iso(due),
           leaseOwner: null,
           leaseExpiresAt: null,
           leaseToken: 0,
@@ -225,8 +299,8 @@ export function createEmailService ({ store, clock, mailFrom, senders, quotas = 
           createdAt: at,
           updatedAt: at,
         })
-        for (const r of kept) events.push(makeEvent({ accountId, emailId: id, type: 'email.sent', recipient: r.address, at: now }))
-        answers.push(dropped.length > 0 ? { id, suppressed: dropped } : { id })
+        for (const r of kept) events.push(makeEvent({ accountId, emailId: id, type: 'email.sent', recipient: r.address, at: now, labels }))
+        answers.push({ id, ...(dropped.length > 0 ? { suppressed: dropped } : {}), ...(due !== null ? { scheduledAt: iso(due) } : {}) })
       }
 
       const message = opts.batch ? `${emails.length} emails accepted for delivery` : 'Email accepted for delivery'
@@ -258,9 +332,11 @@ export function createEmailService ({ store, clock, mailFrom, senders, quotas = 
           }
       // Asked right before the write is queued (no await between): the mailer's answer and the order of
       // the writes agree, so an email it leaves to the store is never overtaken by a later one it takes.
+      // Scheduled emails are never handed over: they wait in the store for their time.
       const local = intake
-      const promise = local?.offer(emails.length) ?? null
-      const leased = promise === null ? [] : emails.slice(0, promise.count)
+      const immediate = earliest === undefined ? emails : emails.filter((e) => e.scheduledAt === null)
+      const promise = immediate.length === 0 ? null : local?.offer(immediate.length) ?? null
+      const leased = promise === null ? [] : immediate.slice(0, promise.count)
       for (const e of leased) {
         e.leaseOwner = promise!.owner
         e.leaseExpiresAt = iso(promise!.leaseUntil)
@@ -287,7 +363,50 @@ export function createEmailService ({ store, clock, mailFrom, senders, quotas = 
           { 'retry-after': String(retry) })
       }
       for (const listener of listeners) listener(emails.length)
+      if (earliest !== undefined) scheduled(earliest)
       return { status: 202, body, replayed: false }
+    },
+
+    /**
+     * Moves a scheduled email to another time (the same rules as at the send: from now to the horizon).
+     * 409 once it is not scheduled any more: it went out, its time came, or it was canceled.
+     */
+    async reschedule (accountId: string, id: string, scheduledAt: string): Promise<EmailView> {
+      const now = clock.now()
+      const verdict = checkSchedule(scheduledAt, now, scheduleHorizonDays)
+      if ('error' in verdict) throw InvalidSchedule(undefined, [{ path: 'body.scheduledAt', message: verdict.error }])
+      const moved = await store.rescheduleEmail({ accountId, id, scheduledAt: iso(verdict.at), now: iso(now) })
+      if (moved === null) throw NotFound('No email with this id')
+      if (moved === 'not_scheduled') await notScheduled(accountId, id, false)
+      scheduled(verdict.at)
+      return await this.get(accountId, id)
+    },
+
+    /**
+     * Cancels a scheduled email: status canceled, never mailed, no event after this. Its recipients are
+     * given back to the quota periods its acceptance was charged to (the day and month it was accepted
+     * in). A second cancel answers the same; 409 once it went out or its time came.
+     */
+    async cancel (accountId: string, id: string): Promise<EmailView> {
+      const now = clock.now()
+      let refund: { recipients: number; periods: string[] } | undefined
+      if (quotas !== null) {
+        const email = await store.findEmail(accountId, id)
+        if (email === null) throw NotFound('No email with this id')
+        const account = await store.findAccountById(accountId)
+        const accepted = Date.parse(email.createdAt)
+        if (account !== null) refund = { recipients: email.recipients.length, periods: quotaPeriods(account.plan, quotas, accepted).map((p) => p.period) }
+      }
+      const canceled = await store.cancelEmail({ accountId, id, now: iso(now), ...(refund ? { refund } : {}) })
+      if (canceled === null) throw NotFound('No email with this id')
+      if (canceled === 'not_scheduled') await notScheduled(accountId, id, true)
+      return await this.get(accountId, id)
+    },
+
+    /** `listener` hears the time of every scheduled send accepted or moved here; returns the unsubscribe function. */
+    onScheduled (listener: (dueAt: number) => void): () => void {
+      scheduledListeners.add(listener)
+      return () => { scheduledListeners.delete(listener) }
     },
 
     /** The email and its event timeline; NotFound for an unknown id or another account's email. */
@@ -307,6 +426,10 @@ export function createEmailService ({ store, clock, mailFrom, senders, quotas = 
         createdAt: email.createdAt,
         suppressed: email.suppressed,
         tags: email.tags,
+        metadata: email.metadata ?? {},
+        scheduledAt: email.scheduledAt ?? null,
+        tracking: email.tracking ?? { opens: true, clicks: true },
+        unsubscribe: email.unsubscribe !== false,
         html: email.html,
         text: email.text,
         events: events.map((e) => ({ id: e.id, type: e.type, recipient: e.recipient, occurredAt: e.occurredAt, ...eventFacts(e.payload) })),
@@ -327,12 +450,16 @@ export function createEmailService ({ store, clock, mailFrom, senders, quotas = 
 
     /** email.opened, every time; false when the email does not exist. */
     async opened (emailId: string, recipient: string): Promise<boolean> {
-      return await store.recordEngagement(engagementEvent('email.opened', emailId, recipient, clock.now())) !== null
+      const email = await store.findEmailById(emailId)
+      if (email === null) return false
+      return await store.recordEngagement(engagementEvent('email.opened', email, recipient, clock.now())) !== null
     },
 
     /** email.clicked with the link, every time; false when the email does not exist. */
     async clicked (emailId: string, recipient: string, url: string): Promise<boolean> {
-      return await store.recordEngagement(engagementEvent('email.clicked', emailId, recipient, clock.now(), { url })) !== null
+      const email = await store.findEmailById(emailId)
+      if (email === null) return false
+      return await store.recordEngagement(engagementEvent('email.clicked', email, recipient, clock.now(), { url })) !== null
     },
 
     /**
@@ -341,7 +468,9 @@ export function createEmailService ({ store, clock, mailFrom, senders, quotas = 
      */
     async unsubscribed (emailId: string, recipient: string): Promise<boolean> {
       const now = clock.now()
-      const result = await store.unsubscribeRecipient(engagementEvent('email.unsubscribed', emailId, recipient, now), iso(now))
+      const email = await store.findEmailById(emailId)
+      if (email === null) return false
+      const result = await store.unsubscribeRecipient(engagementEvent('email.unsubscribed', email, recipient, now), iso(now))
       return result !== 'no_email'
     },
   }
@@ -391,7 +520,7 @@ export function planAttempt (email: EmailRecord, results: RecipientOutcome[], no
   const events: EventRecord[] = []
   const suppressions: SuppressionRecord[] = []
   const at = iso(now)
-  const base = { accountId: email.accountId, emailId: email.id, at: now }
+  const base = { accountId: email.accountId, emailId: email.id, at: now, labels: labelsOf(email) }
   let lastError: string | null = null
 
   const recipients = email.recipients.map((r): EmailRecipient => {
@@ -454,7 +583,7 @@ export function planBuildFailure (email: EmailRecord, reason: string, now: numbe
   const events: EventRecord[] = []
   const recipients = email.recipients.map((r): EmailRecipient => {
     if (r.state !== 'pending') return r
-    events.push(makeEvent({ accountId: email.accountId, emailId: email.id, type: 'email.bounced', recipient: r.address, at: now }, { reason: text }))
+    events.push(makeEvent({ accountId: email.accountId, emailId: email.id, type: 'email.bounced', recipient: r.address, at: now, labels: labelsOf(email) }, { reason: text }))
     return { address: r.address, state: 'bounced' }
   })
   return {

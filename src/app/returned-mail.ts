@@ -16,7 +16,7 @@
 import type { Store } from '../store/types.js'
 import type { EmailRecord } from '../store/emails.js'
 import type { Clock } from '../domain/clock.js'
-import { makeEvent } from './emails.js'
+import { labelsOf, makeEvent } from './emails.js'
 import type { VerpClaims } from '../domain/verp.js'
 
 const MAX_REASON = 500
@@ -107,7 +107,7 @@ export function createReturnedMailService ({ store, clock }: { store: Store; clo
   async function record (email: EmailRecord, recipient: string, kind: 'bounce' | 'delay' | 'complaint', why: string): Promise<ReturnedOutcome> {
     const now = clock.now()
     const type = kind === 'bounce' ? 'email.bounced' : kind === 'complaint' ? 'email.complained' : 'email.delayed'
-    const event = makeEvent({ accountId: email.accountId, emailId: email.id, type, recipient, at: now }, { reason: reason(why) })
+    const event = makeEvent({ accountId: email.accountId, emailId: email.id, type, recipient, at: now, labels: labelsOf(email) }, { reason: reason(why) })
     const suppression = kind === 'delay'
       ? null
       : { accountId: email.accountId, email: recipient, reason: kind === 'bounce' ? 'bounced' as const : 'complained' as const, createdAt: event.occurredAt }

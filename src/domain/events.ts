@@ -68,11 +68,26 @@ export const TEST_EVENT_DATA: Partial<Record<EventType, EventBodyData>> = {
 }
 
 /**
- * The webhook body: the seed's `emailId`, `to` and `timestamp` first, then `type` and `eventId`
- * (API.md), then `data` when the event has any.
+ * What every event of a sent email carries of the sender's own: its tags and metadata (src/domain/metadata.ts).
+ * Structural here so that this file imports nothing.
  */
-export function eventPayload (e: { id: string; emailId: string; type: StoredEventType; recipient: string; occurredAt: string }, data?: EventBodyData): string {
+export interface EventLabels {
+  tags: Array<{ name: string; value: string }>
+  metadata: Record<string, string>
+}
+
+/**
+ * The webhook body: the seed's `emailId`, `to` and `timestamp` first, then `type` and `eventId`
+ * (API.md), then the email's `tags` and `metadata` when it has labels (every event of a sent email does;
+ * email.received does not), then `data` when the event has any. Additive: a receiver that reads only the
+ * first fields reads them as before.
+ */
+export function eventPayload (e: { id: string; emailId: string; type: StoredEventType; recipient: string; occurredAt: string }, data?: EventBodyData, labels?: EventLabels): string {
   const body: Record<string, unknown> = { emailId: e.emailId, to: e.recipient, timestamp: e.occurredAt, type: e.type, eventId: e.id }
+  if (labels !== undefined) {
+    body.tags = labels.tags.map((t) => ({ name: t.name, value: t.value }))
+    body.metadata = labels.metadata
+  }
   if (data && Object.keys(data).length > 0) body.data = data
   return JSON.stringify(body)
 }

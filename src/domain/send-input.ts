@@ -3,6 +3,7 @@
 import type { ErrorDetail } from '../errors.js'
 import { bareOf, formatAddress, parseAddress } from './addresses.js'
 import { hasControlCharacter } from './text.js'
+import { metadataProblems, normaliseMetadata, type EmailMetadata } from './metadata.js'
 
 /** A tag of a send, as given and as stored. */
 export interface EmailTag {
@@ -27,6 +28,13 @@ export interface SendInput {
   text?: string
   headers?: Record<string, string>
   tags?: EmailTag[]
+  /** When to send it (src/domain/schedule.ts checks it against the clock, in src/app/emails.ts). */
+  scheduledAt?: string
+  /** Per send; an absent choice takes the sending domain's default, then the account's (on). */
+  tracking?: { opens?: boolean; clicks?: boolean }
+  /** false: no List-Unsubscribe headers (mail a recipient cannot opt out of). Default true. */
+  unsubscribe?: boolean
+  metadata?: Record<string, string>
 }
 
 export type RecipientField = 'to' | 'cc' | 'bcc'
@@ -48,6 +56,12 @@ export interface NormalisedSend {
   text: string | null
   headers: Record<string, string>
   tags: EmailTag[]
+  /** As given; checked against the clock by the send (src/domain/schedule.ts). */
+  scheduledAt: string | undefined
+  /** The choices the send made; what it left out is decided by the domain's defaults. */
+  tracking: { opens?: boolean; clicks?: boolean }
+  unsubscribe: boolean
+  metadata: EmailMetadata
 }
 
 // Headers the message owns: set from the fields, by svc itself (Message-ID, List-Unsubscribe), or by the
@@ -136,6 +150,8 @@ export function normaliseSend (input: SendInput, defaultFrom: string): Normalise
     names.add(lower)
   }
 
+  for (const p of metadataProblems(input.metadata)) errors.push(p)
+
   if (errors.length > 0) return { errors }
   return {
     from,
@@ -146,10 +162,17 @@ export function normaliseSend (input: SendInput, defaultFrom: string): Normalise
     text: input.text ?? null,
     headers,
     tags: (input.tags ?? []).map((t) => ({ name: t.name, value: t.value })),
+    scheduledAt: input.scheduledAt,
+    tracking: {
+      ...(input.tracking?.opens !== undefined ? { opens: input.tracking.opens } : {}),
+      ...(input.tracking?.clicks !== undefined ? { clicks: input.tracking.clicks } : {}),
+    },
+    unsubscribe: input.unsubscribe !== false,
+    metadata: normaliseMetadata(input.metadata),
   }
 }
 
-const SEND_FIELDS = ['from', 'to', 'cc', 'bcc', 'replyTo', 'subject', 'html', 'text', 'headers', 'tags'] as const
+const SEND_FIELDS = ['from', 'to', 'cc', 'bcc', 'replyTo', 'subject', 'html', 'text', 'headers', 'tags', 'metadata'] as const
 
 /**
  * The rules above for a send whose schema check refused the top-level fields in `invalid`: those are

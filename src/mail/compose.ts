@@ -60,11 +60,16 @@ export function draftMessage (email: EmailRecord, opts: { publicUrl: string }): 
   }
   if (email.replyTo.length > 0) msg.replyTo = email.replyTo
   const html = email.html
-  const template = html === null ? null : buildStep('the tracking rewrite of the html', () => htmlTemplate(html, opts))
+  // Tracking off: no pixel, and every link exactly as written (htmlTemplate leaves the html whole).
+  const track = { trackOpens: email.tracking?.opens !== false, trackClicks: email.tracking?.clicks !== false }
+  const template = html === null ? null : buildStep('the tracking rewrite of the html', () => htmlTemplate(html, { ...opts, ...track }))
   if (email.text !== null) msg.text = email.text
+  // The links live TRACKING_TTL_MS from when the email goes out: a scheduled one's from its time.
+  const sentAt = Math.max(Date.parse(email.createdAt), email.scheduledAt ? Date.parse(email.scheduledAt) : 0)
   return {
     msg, template, recipients: pendingList.length > 0 ? pendingList : [trackingRecipient(email)], emailId: email.id,
-    expiresAt: Math.floor((Date.parse(email.createdAt) + TRACKING_TTL_MS) / 1000),
+    expiresAt: Math.floor((sentAt + TRACKING_TTL_MS) / 1000),
+    ...(email.unsubscribe === false ? { unsubscribe: false } : {}),
   }
 }
 
@@ -74,9 +79,16 @@ export function draftMessage (email: EmailRecord, opts: { publicUrl: string }): 
  * first pending recipient's copy. Throws MessageBuildError when a copy cannot be made.
  */
 export function personalize (draft: MessageDraft, opts: { publicUrl: string; secret: string }): OutgoingMessage {
+  const unsubscribe = draft.unsubscribe !== false
+  // Nothing names the recipient (no tracking, no unsubscribe link): every recipient gets the same message.
+  if (!unsubscribe && (draft.template === null || draft.template.slots.length === 0)) {
+    const msg: OutgoingMessage = { ...draft.msg, headers: { ...draft.msg.headers } }
+    if (draft.template !== null) msg.html = draft.template.parts[0]!
+    return msg
+  }
   const copy = (recipient: string): RecipientCopy => {
     const link: TrackingLinkOptions = { publicUrl: opts.publicUrl, secret: opts.secret, emailId: draft.emailId, recipient, expiresAt: draft.expiresAt }
-    const out: RecipientCopy = { headers: buildStep('making the List-Unsubscribe link', () => unsubscribeHeaders(link)) }
+    const out: RecipientCopy = { headers: unsubscribe ? buildStep('making the List-Unsubscribe link', () => unsubscribeHeaders(link)) : {} }
     const template = draft.template
     if (template !== null) out.html = buildStep('the tracking rewrite of the html', () => fillHtml(template, link))
     return out

@@ -37,7 +37,10 @@ export interface MailerTuning {
    * third of this, so a dead node's emails are taken over this long after it died. Default 30 s.
    */
   leaseMs?: number
-  /** How often the queue is read when nothing wakes the mailer (other nodes' sends, retries). Default 1 s. */
+  /**
+   * How often the queue is read when nothing wakes the mailer (other nodes' sends, retries). Default 1 s.
+   * Scheduled emails and retries do not wait for it: the mailer sleeps until the earliest one is due.
+   */
   pollMs?: number
   /** For tests of the jitter; default Math.random. */
   random?: () => number
@@ -48,7 +51,7 @@ export interface MailerOptions extends MailerTuning {
   transport: MailTransport
   /** True when the mailer made the transport and so must close it. */
   closeTransport: boolean
-  emails: Pick<EmailService, 'onAccepted'> & Partial<Pick<EmailService, 'handOffTo'>>
+  emails: Pick<EmailService, 'onAccepted'> & Partial<Pick<EmailService, 'handOffTo' | 'onScheduled'>>
   clock: Clock
   logger: FastifyBaseLogger
   registry?: Registry
@@ -101,8 +104,15 @@ export class Mailer implements Component, LocalIntake {
   private readonly records: RecordBatch<EmailAttempt, boolean>
   private woken = false
   private wakeUp: (() => void) | undefined
-  /** The earliest retry this node scheduled, so it is not left to the next poll. */
+  /**
+   * The earliest time an email is due that the mailer knows of (a retry it scheduled, a scheduled send
+   * accepted or moved here, or the store's next due time), so it is not left to the next poll.
+   */
   private nextDue: number | undefined
+  /** Whether to ask the store for its next due time after the next claim that leaves room (src/store/emails.ts nextDueAt). */
+  private lookAhead = true
+  private lookedAt = Number.NEGATIVE_INFINITY
+  private stopScheduled: (() => void) | undefined
   private housekeeping: NodeJS.Timeout | undefined
   /** The emails this node works on (id → the token it claimed them under): exactly what it renews. */
   private readonly held = new Map<string, number>()
@@ -157,8 +167,11 @@ export class Mailer implements Component, LocalIntake {
     await this.housekeep()
     this.unsubscribe = this.o.emails.onAccepted((n) => {
       this.accepted?.inc(n)
+      // 0: another process wrote: it may have scheduled (or moved) an email; look again after the claim.
+      if (n === 0) this.lookAhead = true
       this.wake()
     })
+    this.stopScheduled = this.o.emails.onScheduled?.((at) => this.dueBy(at))
     this.stopHandOff = this.o.emails.handOffTo?.(this)
     this.running = true
     this.loop = this.run()
@@ -169,6 +182,7 @@ export class Mailer implements Component, LocalIntake {
   async stop (): Promise<void> {
     this.running = false
     this.unsubscribe?.()
+    this.stopScheduled?.()
     this.stopHandOff?.()
     clearInterval(this.housekeeping)
     this.wake()
@@ -216,6 +230,27 @@ export class Mailer implements Component, LocalIntake {
     this.wakeUp?.()
   }
 
+  /** An email is due at `at`: the mailer's sleep ends then at the latest. */
+  private dueBy (at: number): void {
+    if (this.nextDue !== undefined && this.nextDue <= at) return
+    this.nextDue = at
+    this.wake()
+  }
+
+  /**
+   * After a claim that found fewer emails due than it asked for: the store's next due time, at most once a
+   * poll unless something may have changed it (another process wrote, the time the mailer waited for came).
+   */
+  private async lookForNextDue (now: number): Promise<void> {
+    if (!this.lookAhead && now - this.lookedAt < this.pollMs) return
+    this.lookAhead = false
+    this.lookedAt = now
+    const next = await this.o.store.nextDueAt?.(iso(now)) ?? null
+    if (next === null) return
+    const at = Date.parse(next)
+    if (this.nextDue === undefined || at < this.nextDue) this.nextDue = at
+  }
+
   private sleep (ms: number): Promise<void> {
     if (this.woken) {
       this.woken = false
@@ -251,6 +286,8 @@ export class Mailer implements Component, LocalIntake {
         if (this.nextDue !== undefined && this.nextDue <= now) {
           this.nextDue = undefined
           this.gate.shutNow()
+          // What comes due after it is not known here yet.
+          this.lookAhead = true
         }
         try {
           const t0 = performance.now()
@@ -263,6 +300,7 @@ export class Mailer implements Component, LocalIntake {
             this.ready.push(email)
           }
           this.fill()
+          if (claimed.length < room) await this.lookForNextDue(now)
         } catch (err) {
           // A store fault (disk full…) is logged once by the store's health, not at every poll.
           if (!this.o.store.health.failed(err)) this.o.logger.error({ err }, 'mailer: could not read the mail queue')

@@ -64,6 +64,8 @@ export interface MessageDraft {
   emailId: string
   /** Unix seconds after which the tracking and unsubscribe tokens are refused. */
   expiresAt: number
+  /** false: the copies carry no List-Unsubscribe headers (the send chose `unsubscribe: false`). Absent: they do. */
+  unsubscribe?: boolean
 }
 
 export interface MailTransport {

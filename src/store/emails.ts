@@ -246,9 +246,10 @@ export interface EmailStore {
   claimDueEmails(req: { owner: string; now: string; leaseUntil: string; limit: number }): Promise<EmailRecord[]>
   /**
    * The earliest nextAttemptAt after `now` of any email (a scheduled one, a retry), by the due index; null
-   * when none. The mailer sleeps until then instead of waiting for its next poll.
+   * when none. The mailer sleeps until then instead of waiting for its next poll. Optional: without it,
+   * what another process scheduled is found by the poll (both adapters have it).
    */
-  nextDueAt(now: string): Promise<string | null>
+  nextDueAt?(now: string): Promise<string | null>
   /**
    * Moves a scheduled email to `scheduledAt` (its nextAttemptAt with it). Only while it is still
    * scheduled, not due at `now` and not leased, checked in the write itself: 'not_scheduled' (nothing
