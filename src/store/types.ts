@@ -20,6 +20,7 @@ import type { DeliveryStore } from './deliveries.js'
 import type { EmailRecord, EmailStore, SuppressionRecord } from './emails.js'
 import type { StoreHealth } from './faults.js'
 import type { ReceivedStore } from './received.js'
+import type { TemplateStore } from './templates.js'
 
 export interface AccountRecord {
   id: string
@@ -120,7 +121,7 @@ export interface DomainCheck {
   verifiedAt: string | null
 }
 
-export interface Store extends DeliveryStore, EmailStore, ReceivedStore {
+export interface Store extends DeliveryStore, EmailStore, ReceivedStore, TemplateStore {
   readonly kind: 'sqlite' | 'mongo'
 
   /**

@@ -11,6 +11,9 @@ import { MongoDeliveries } from './deliveries.js'
 import type { MongoDomains } from './domains.js'
 import type { MongoEmails } from './emails.js'
 import type { MongoReceived } from './received.js'
+import type { MongoTemplates } from './templates.js'
+import type { TemplateHead, TemplateKey, TemplateSummary, TemplateVersionRecord, TemplateVersionSummary } from '../templates.js'
+import type { LimitedInsert } from '../types.js'
 
 export abstract class MongoForwarders extends MongoDeliveries {
   /** Received mail (src/store/mongo/received.ts). */
@@ -19,6 +22,8 @@ export abstract class MongoForwarders extends MongoDeliveries {
   abstract readonly senderDomains: MongoDomains
   /** Sending: emails, idempotency keys, suppressions (src/store/mongo/emails.ts). */
   abstract readonly mail: MongoEmails
+  /** Templates and their versions (src/store/mongo/templates.ts). */
+  abstract readonly templateStore: MongoTemplates
 
   // Received mail (src/store/mongo/received.ts; the switch lives with the domains)
 
@@ -59,4 +64,14 @@ export abstract class MongoForwarders extends MongoDeliveries {
   recordEngagement (event: EngagementEvent): Promise<EventRecord | null> { return this.mail.recordEngagement(event) }
   unsubscribeRecipient (event: EngagementEvent, at: string): Promise<UnsubscribeResult> { return this.mail.unsubscribeRecipient(event, at) }
   repairInterruptedWrites (before: string): Promise<number> { return this.mail.repairInterruptedWrites(before) }
+
+  // Templates (src/store/mongo/templates.ts)
+
+  insertTemplate (head: TemplateHead, first: TemplateVersionRecord, limit: number): Promise<LimitedInsert | 'name_taken'> { return this.templateStore.insertTemplate(head, first, limit) }
+  listTemplates (accountId: string): Promise<TemplateSummary[]> { return this.templateStore.listTemplates(accountId) }
+  findTemplate (accountId: string, key: TemplateKey): Promise<TemplateHead | null> { return this.templateStore.findTemplate(accountId, key) }
+  findTemplateVersion (accountId: string, id: string, version: number): Promise<TemplateVersionRecord | null> { return this.templateStore.findTemplateVersion(accountId, id, version) }
+  listTemplateVersions (accountId: string, id: string, page: { limit: number; before?: number }): Promise<TemplateVersionSummary[]> { return this.templateStore.listTemplateVersions(accountId, id, page) }
+  updateTemplate (accountId: string, id: string, expectedVersion: number, next: TemplateVersionRecord, name?: string): Promise<'updated' | 'conflict' | 'not_found' | 'name_taken'> { return this.templateStore.updateTemplate(accountId, id, expectedVersion, next, name) }
+  deleteTemplate (accountId: string, id: string): Promise<boolean> { return this.templateStore.deleteTemplate(accountId, id) }
 }

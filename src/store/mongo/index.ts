@@ -33,6 +33,7 @@ import { MongoForwarders } from './forwarders.js'
 import { MongoEmails } from './emails.js'
 import { MongoDomains, domainDoc } from './domains.js'
 import { MongoReceived } from './received.js'
+import { MongoTemplates } from './templates.js'
 import { MongoMeta } from './meta.js'
 import { StoreHealth } from '../faults.js'
 import { syncIndexes } from './indexes.js'
@@ -83,6 +84,7 @@ export class MongoStore extends MongoForwarders implements Store {
     this.mail = new MongoEmails(client, db, () => this.hintWork())
     this.senderDomains = new MongoDomains(db, () => this.hintWork())
     this.receivedMail = new MongoReceived(client, db, () => this.hintWork())
+    this.templateStore = new MongoTemplates(db)
     this.meta = new MongoMeta(db)
   }
 
@@ -94,6 +96,9 @@ export class MongoStore extends MongoForwarders implements Store {
 
   /** Received mail (src/store/mongo/received.ts). */
   readonly receivedMail: MongoReceived
+
+  /** Templates and their versions (src/store/mongo/templates.ts). */
+  readonly templateStore: MongoTemplates
 
   /** Sender domains and returning mail (src/store/mongo/domains.ts). */
   readonly senderDomains: MongoDomains
@@ -120,6 +125,7 @@ export class MongoStore extends MongoForwarders implements Store {
       this.mail.ensureIndexes(),
       this.senderDomains.ensureIndexes(),
       this.receivedMail.ensureIndexes(),
+      this.templateStore.ensureIndexes(),
       this.ensureDeliveryIndexes(),
     ])
   }

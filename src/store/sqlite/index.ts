@@ -16,6 +16,8 @@ import { SqliteDeliveries } from './deliveries.js'
 import { SqliteEmails } from './emails.js'
 import { SqliteDomains } from './domains.js'
 import { SqliteReceived } from './received.js'
+import { SqliteTemplates } from './templates.js'
+import type { TemplateHead, TemplateKey, TemplateSummary, TemplateVersionRecord, TemplateVersionSummary } from '../templates.js'
 import { SqliteMeta } from './meta.js'
 import type { ReceivedQuery, ReceivedRecord } from '../received.js'
 import type {
@@ -157,6 +159,7 @@ export class SqliteStore extends SqliteDeliveries implements Store {
   private readonly mail: SqliteEmails
   private readonly domains: SqliteDomains
   private readonly received: SqliteReceived
+  private readonly templates: SqliteTemplates
   private readonly meta: SqliteMeta
   /** Whether writes can be made (faults.ts): set by the write queue, cleared only by a probe write. */
   readonly health: StoreHealth
@@ -180,6 +183,7 @@ export class SqliteStore extends SqliteDeliveries implements Store {
     this.mail = new SqliteEmails(db, this.writes, (events) => this.insertEventRows(events))
     this.domains = new SqliteDomains(db, this.writes, () => { this.workHint = true })
     this.received = new SqliteReceived(db, this.writes, (events) => this.insertEventRows(events))
+    this.templates = new SqliteTemplates(db, this.writes)
     this.meta = new SqliteMeta(db, this.writes)
     const p = (sql: string) => db.prepare(sql)
     this.q = {
@@ -475,6 +479,16 @@ export class SqliteStore extends SqliteDeliveries implements Store {
   readReceivedRaw (accountId: string, id: string): Promise<Buffer | null> { return this.received.readReceivedRaw(accountId, id) }
   readReceivedAttachment (accountId: string, id: string, attachmentId: string): Promise<Buffer | null> { return this.received.readReceivedAttachment(accountId, id, attachmentId) }
   pruneReceived (before: string, limit: number): Promise<number> { return this.received.pruneReceived(before, limit) }
+
+  // Templates (src/store/sqlite/templates.ts)
+
+  insertTemplate (head: TemplateHead, first: TemplateVersionRecord, limit: number): Promise<LimitedInsert | 'name_taken'> { return this.templates.insertTemplate(head, first, limit) }
+  listTemplates (accountId: string): Promise<TemplateSummary[]> { return this.templates.listTemplates(accountId) }
+  findTemplate (accountId: string, key: TemplateKey): Promise<TemplateHead | null> { return this.templates.findTemplate(accountId, key) }
+  findTemplateVersion (accountId: string, id: string, version: number): Promise<TemplateVersionRecord | null> { return this.templates.findTemplateVersion(accountId, id, version) }
+  listTemplateVersions (accountId: string, id: string, page: { limit: number; before?: number }): Promise<TemplateVersionSummary[]> { return this.templates.listTemplateVersions(accountId, id, page) }
+  updateTemplate (accountId: string, id: string, expectedVersion: number, next: TemplateVersionRecord, name?: string): Promise<'updated' | 'conflict' | 'not_found' | 'name_taken'> { return this.templates.updateTemplate(accountId, id, expectedVersion, next, name) }
+  deleteTemplate (accountId: string, id: string): Promise<boolean> { return this.templates.deleteTemplate(accountId, id) }
 
   // Several nodes: shared rate limits, and noticing other processes' writes
 
