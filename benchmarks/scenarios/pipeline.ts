@@ -9,7 +9,7 @@
 // for days, and a cold svc spends the first seconds of a short window compiling its own code (V8's compiler
 // threads were about a quarter of svc's CPU in a cold 20,000-email window). 2,000 were not enough: with
 // them, `perf` still found 13 % of svc's samples in the window in TurboFan, against 4 % after 12,000, and
-// svc's CPU per email (against the sink's per webhook) was 6-9 % lower after 10,000 (benchmarks/README.md,
+// svc's CPU per email (against the sink's per webhook) was 6-9 % lower after 10,000 (benchmarks/HISTORY.md,
 // round 9). The ceiling's and the naive peer's processes run all their repeats, so theirs are warm too.
 import { batchBodies, costOf, CpuWatch, deliveryThreadIds, log, notes, pick, postBatches, recordCost, recordCpu, reportLogged, results, sendBodies, sinkConfig, sinkOrigin, sinkProcs, sinkStats, SIZES, startSvc, stopSvc, waitForSink, type Sample } from '../lib/context.js'
 import { stageLine, stageTotals } from './smtp.js'

@@ -2,7 +2,7 @@
 // offers PIPELINING (RFC 2920) MAIL FROM, every RCPT TO and DATA go out in one write, and the next
 // transaction's commands ride with the message before it: one write and one round trip per message. nodemailer's client (the
 // one svc used before) takes a round trip per command and passes each message through a chain of streams;
-// over loopback that was most of the SMTP thread's CPU per email (benchmarks/README.md, mail over SMTP).
+// over loopback that was most of the SMTP thread's CPU per email (benchmarks/HISTORY.md, mail over SMTP, round 5).
 // Without PIPELINING the commands go one by one. TLS (smtps, or STARTTLS when offered, required with
 // requireTLS) verifies the relay's certificate; AUTH PLAIN or LOGIN when the URL has credentials.
 import net from 'node:net'
