@@ -178,6 +178,35 @@ describe('inbound connections (issue 38)', () => {
     assert.match(await deliver(port, '127.0.0.5'), /^250 /)
   })
 
+  test('evictions within one network leave its count right: round after round, its connections still get in', async (t) => {
+    const { port, inbound } = await listener(t, { maxClients: 2, connectionsPerAddress: 3, evictIdleMs: 150 })
+    const opened: Raw[] = []
+    t.after(() => { for (const c of opened) c.destroy() })
+    const connect = (): Raw => {
+      const c = new Raw(port, '127.0.0.2')
+      opened.push(c)
+      return c
+    }
+    // Each round, the same address fills both slots, then a third connection of its own puts one of them
+    // out. A count left behind by an eviction would add up until the address is refused for good.
+    for (let round = 1; round <= 5; round++) {
+      const holders = [connect(), connect()]
+      for (const c of holders) assert.match(await c.greeting(), /^220 /, `round ${round}: a holder`)
+      const newcomer = await waitFor(`round ${round}: the newcomer admitted or refused for its address`, async () => {
+        const n = connect()
+        const line = await n.greeting()
+        if (line.startsWith('220') || /from your address/.test(line)) return { n, line }
+        n.destroy()
+        return undefined
+      })
+      assert.match(newcomer.line, /^220 /, `round ${round}: the newcomer`)
+      await waitFor('an evicted holder', () => holders.some((c) => c.closed))
+      for (const c of [...holders, newcomer.n]) c.destroy()
+      await waitFor('every connection let go', () => inbound.openCount === 0)
+    }
+    assert.match(await deliver(port, '127.0.0.2'), /^250 /)
+  })
+
   test('STARTTLS with INBOUND_TLS_CERT/KEY: a message delivered over TLS verified against the certificate', async (t) => {
     const { port, server } = await listener(t, {}, { INBOUND_TLS_CERT: CERT, INBOUND_TLS_KEY: KEY })
     const c = new Raw(port, '127.0.0.2')

@@ -310,7 +310,8 @@ export class InboundMail {
           }
           this.closeFor(idlest[0], idlest[1], 'evicted')
         }
-        this.openFrom.set(key, open + 1)
+        // Read again: the connection evicted may have been this sender's own, and its count has just gone down.
+        this.openFrom.set(key, (this.openFrom.get(key) ?? 0) + 1)
         this.open.set(session, { connection, key, life: new ConnectionLife(now, this.limits) })
         cb()
       },
