@@ -12,6 +12,7 @@
 // node extends only what it still works on; what it drops simply runs out.
 import type { EmailTag } from '../domain/send-input.js'
 import type { AttachmentMeta } from '../domain/attachments.js'
+import type { TemplateUse } from '../domain/templates.js'
 import type { EventRecord, EventType } from '../domain/events.js'
 import type { EmailMetadata, TagFilter } from '../domain/metadata.js'
 
@@ -54,6 +55,8 @@ export interface EmailRecord {
    * are stored apart (acceptEmails' `attachments`, readEmailAttachments). Absent or empty: none.
    */
   attachments?: AttachmentMeta[]
+  /** The template and the version it was rendered from (src/app/templates.ts). Absent: none. */
+  template?: TemplateUse
   /** Bare addresses dropped at acceptance because the account suppresses them. */
   suppressed: string[]
   /** Every envelope recipient, deduplicated, in to/cc/bcc order, and where it stands. */

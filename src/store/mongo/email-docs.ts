@@ -30,6 +30,8 @@ export interface EmailDoc {
   suppressed: string[]
   /** The attachments' facts (their bytes: ./attachments.ts); absent when the email has none. */
   attachments?: AttachmentMeta[]
+  /** The template and version it was rendered from; absent: none. */
+  template?: { id: string; version: number }
   recipients: EmailRecipient[]
   status: string
   attempts: number
@@ -132,6 +134,7 @@ export function toEmail (d: EmailDoc): EmailRecord {
     tags: d.tags.map((t) => ({ name: t.name, value: t.value })),
     suppressed: [...d.suppressed],
     ...(d.attachments !== undefined && d.attachments.length > 0 ? { attachments: d.attachments.map((a) => ({ ...a })) } : {}),
+    ...(d.template !== undefined && d.template !== null ? { template: { id: d.template.id, version: d.template.version } } : {}),
     recipients: d.recipients.map((r) => ({ address: r.address, state: r.state })),
     status: d.status as EmailStatus,
     attempts: d.attempts,

@@ -124,6 +124,7 @@ export class MongoEmails implements EmailStore {
       tags: Array.from(e.tags, (t) => ({ name: String(t.name), value: String(t.value) })),
       suppressed: Array.from(e.suppressed, String),
       ...(attachmentsDoc(e.attachments) !== undefined ? { attachments: attachmentsDoc(e.attachments) } : {}),
+      ...(e.template !== undefined ? { template: { id: String(e.template.id), version: Number(e.template.version) } } : {}),
       recipients: recipientsDoc(e.recipients),
       status: String(e.status),
       attempts: Number(e.attempts),

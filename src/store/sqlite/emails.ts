@@ -64,6 +64,7 @@ function toEmail (r: Row): EmailRecord {
     tags: json(r.tags),
     suppressed: json(r.suppressed),
     ...attachmentsField(r),
+    ...(typeof r.template_id === 'string' ? { template: { id: r.template_id, version: r.template_version as number } } : {}),
     createdAt: str(r.created_at),
     ...stateOf(r),
     scheduledAt: strOrNull(r.scheduled_at),
@@ -135,9 +136,9 @@ export class SqliteEmails implements EmailStore {
       insertEmail: p(`INSERT INTO emails (id, account_id, from_address, to_addresses, cc_addresses, bcc_addresses, reply_to, subject,
                         html, text, headers, tags, suppressed, recipients, status, attempts, next_attempt_at, lease_owner,
                         lease_expires_at, lease_token, last_error, created_at, updated_at,
-                        scheduled_at, metadata, track_opens, track_clicks, unsubscribe)
+                        scheduled_at, metadata, track_opens, track_clicks, unsubscribe, template_id, template_version)
                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
-                        ?, ?, ?, ?, ?)`),
+                        ?, ?, ?, ?, ?, ?, ?)`),
       emailById: p('SELECT * FROM emails WHERE account_id = ? AND id = ?'),
       emailAccount: p('SELECT account_id FROM emails WHERE id = ?'),
       emailAnyAccount: p('SELECT * FROM emails WHERE id = ?'),
@@ -197,7 +198,7 @@ export class SqliteEmails implements EmailStore {
       JSON.stringify(e.suppressed), JSON.stringify(e.recipients), e.status, e.attempts, e.nextAttemptAt, e.leaseOwner,
       e.leaseExpiresAt, e.leaseToken, e.lastError, e.createdAt, e.updatedAt,
       e.scheduledAt ?? null, JSON.stringify(e.metadata ?? {}), e.tracking?.opens === false ? 0 : 1, e.tracking?.clicks === false ? 0 : 1,
-      e.unsubscribe === false ? 0 : 1)
+      e.unsubscribe === false ? 0 : 1, e.template?.id ?? null, e.template?.version ?? null)
   }
 
   acceptEmails (input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord; quota?: QuotaCharge; attachments?: AttachmentContent[] }): Promise<AcceptResult> {
