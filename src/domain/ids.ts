@@ -1,6 +1,6 @@
 import { hash, randomBytes } from 'node:crypto'
 
-export type IdPrefix = 'acct' | 'key' | 'wh' | 'em' | 'evt' | 'dlv' | 'dom' | 'rcv'
+export type IdPrefix = 'acct' | 'key' | 'wh' | 'em' | 'evt' | 'dlv' | 'dom' | 'rcv' | 'tpl'
 
 /**
  * Application-made ids: `<prefix>_` + 12 hex digits of milliseconds + 16 hex digits (64 bits) drawn from

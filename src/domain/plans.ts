@@ -3,8 +3,9 @@ const MiB = 1024 * 1024
 export const PLANS = {
   // receivedBytes: received mail an account keeps at once (each message's raw size, once, kept
   // RETENTION_DAYS or until deleted); a message that would pass it is answered 452 (try again later) and not kept.
-  free: { name: 'Free', apiKeys: 3, webhooks: 5, domains: 1, receivedBytes: 100 * MiB },
-  pro: { name: 'Pro', apiKeys: 10, webhooks: 10, domains: 10, receivedBytes: 5 * 1024 * MiB },
+  // templates: templates an account keeps at once (each keeps all its versions).
+  free: { name: 'Free', apiKeys: 3, webhooks: 5, domains: 1, receivedBytes: 100 * MiB, templates: 20 },
+  pro: { name: 'Pro', apiKeys: 10, webhooks: 10, domains: 10, receivedBytes: 5 * 1024 * MiB, templates: 200 },
 } as const
 
 export type Plan = keyof typeof PLANS
