@@ -5,6 +5,11 @@
 // further failure (with the default 5: 14 failures in the first 15 minutes, then one per 15 minutes); a
 // success clears the count. The owner at another address is never held back by this.
 //
+// "An address" is a sender as src/domain/inbound-limits.ts counts one (addressKey): an IPv4 address (an
+// IPv4-mapped IPv6 one is the IPv4 address it carries), or an IPv6 /64, since one IPv6 host picks any of
+// its /64's addresses for each request. Were each IPv6 address its own, one host could make 14 failures
+// from each of 15 fresh addresses, fill the ceiling and lock the owner out; a /64 is one address here.
+//
 // Per account, from every address together (the ceiling, createLoginGuard): at most `ceiling` FAILED
 // logins in a window. Only tried passwords count: a right one does not, nor does an attempt an address's
 // own wait refused (that is checked first), so one address, which makes a handful of failures per window
@@ -18,6 +23,7 @@
 // heard from least recently. The ceiling's counts live where the route's rate limits count
 // (RATE_LIMIT_STORE: this process's memory, or the store every node shares; see failedBefore).
 import type { Clock } from './clock.js'
+import { addressKey } from './inbound-limits.js'
 
 /** The ceiling's window: failed logins per account are counted over 15 minutes. */
 export const LOGIN_CEILING_WINDOW_MS = 15 * 60_000
@@ -154,7 +160,9 @@ export function createLoginGuard (options: LoginGuardOptions) {
   }
 
   return {
-    async attempt (account: string, address: string, count: CeilingCounter): Promise<LoginAttempt> {
+    /** `clientAddress`: the request's address; its addressKey (the address, or its IPv6 /64) is what waits. */
+    async attempt (account: string, clientAddress: string, count: CeilingCounter): Promise<LoginAttempt> {
+      const address = addressKey(clientAddress)
       const pair = pairKey(account, address)
       // The address first: one that must wait is told so, and its attempt costs the account nothing.
       const addressWait = throttle.waitMs(account, address)

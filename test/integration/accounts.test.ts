@@ -234,6 +234,28 @@ describe('logins under a password-guessing attack', () => {
     }
   }
 
+  test('addresses of one IPv6 /64 share one wait and one request limit; another /64 is not held back (TRUST_PROXY=1)', async (t) => {
+    const server = await startServer(t, { env: { ...LIMITS, RATE_LIMIT_AUTH_PER_MINUTE: '12', TRUST_PROXY: '1' } })
+    const { email } = await signedUp(server)
+    const client = server.client()
+    const from = (address: string, body: { email: string; password: string }) => client.post('/api/auth/login', body, { 'x-forwarded-for': address })
+    // A fresh address of the /64 for every guess: the 4th is held back by the wait of the three before.
+    const statuses: number[] = []
+    for (let i = 1; i <= 6; i++) statuses.push((await from(`2001:db8::${i.toString(16)}`, { email, password: `wrong guess ${i}` })).status)
+    assert.deepEqual(statuses, [401, 401, 401, 429, 429, 429])
+    const held = await from('2001:db8::abcd:1', { email, password: PASSWORD })
+    assert.equal(held.status, 429)
+    assert.match(errorOf(held).message, /^Too many failed logins from this address for this email/)
+    // The owner in another /64 logs in, and so does the owner at an IPv4 address.
+    assert.equal((await from('2001:db8:0:1::1', { email, password: PASSWORD })).status, 200)
+    assert.equal((await from('198.51.100.20', { email, password: PASSWORD })).status, 200)
+    // The per-address request limit counts the /64 too: 12 a minute from all its addresses together.
+    const more: number[] = []
+    for (let i = 0; i < 6; i++) more.push((await from(`2001:db8::1:${i}`, { email: uniqueEmail(), password: PASSWORD })).status)
+    assert.deepEqual(more, [401, 401, 401, 401, 401, 429], 'the 13th request from the /64 in the minute')
+    assert.equal((await from('2001:db8:0:1::2', { email: uniqueEmail(), password: PASSWORD })).status, 401)
+  })
+
   for (const store of ['memory', 'store'] as const) {
     test(`the owner logs in from another address while one address guesses at full speed (RATE_LIMIT_STORE=${store})`, async (t) => {
       const server = await startServer(t, { env: { ...LIMITS, RATE_LIMIT_STORE: store } })

@@ -168,6 +168,21 @@ describe('login guard (the per-address throttle, then the account-wide ceiling o
     assert.deepEqual(statuses, ['tried', 'tried', 'tried', 'tried', 'account', 'account', 'account', 'account'])
   })
 
+  test('an IPv6 /64 is one address: its addresses share one wait; IPv4 stays the address, IPv4-mapped IPv6 is IPv4', async () => {
+    const { attempt } = setup({ freeFailures: 3, ceiling: 1000 })
+    // Three failures from three addresses of one /64: the fourth address of it waits as the first would.
+    for (const address of ['2001:db8::1', '2001:db8::2', '2001:db8:0:0:ffff::3']) (await allowed(attempt('a', address))).failed()
+    const held = await refused(attempt('a', '2001:db8::4'))
+    assert.deepEqual(held, { allowed: false, by: 'address', waitMs: 1000 })
+    // Another /64, and the owner's IPv4 address, are not held back.
+    await (await allowed(attempt('a', '2001:db8:0:1::1'))).succeeded()
+    await (await allowed(attempt('a', '192.0.2.9'))).succeeded()
+    // IPv4 neighbours are apart; an IPv4-mapped IPv6 address is the IPv4 address it carries.
+    for (let i = 0; i < 3; i++) (await allowed(attempt('b', '192.0.2.1'))).failed()
+    assert.equal((await refused(attempt('b', '::ffff:192.0.2.1'))).by, 'address')
+    await (await allowed(attempt('b', '192.0.2.2'))).succeeded()
+  })
+
   test('a count that cannot be reached fails the attempt, and leaves nothing in flight', async () => {
     const guard = createLoginGuard({ clock: { now: () => 0 }, freeFailures: 3, ceiling: 5 })
     await assert.rejects(guard.attempt('a', 'x', async () => { throw new Error('store down') }), /store down/)

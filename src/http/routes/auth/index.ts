@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
 import { normaliseEmail } from '../../../app/accounts.js'
+import { addressKey } from '../../../domain/inbound-limits.js'
 import { createLoginGuard, LOGIN_CEILING_WINDOW_MS, type CeilingCounter } from '../../../domain/login-throttle.js'
 import { limitsOf } from '../../../domain/plans.js'
 import { quotaPeriods } from '../../../domain/quotas.js'
@@ -24,7 +25,8 @@ const accountRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { ser
   // logins, with growing delays; and per email across all addresses, a ceiling on FAILED logins far above
   // what one address can make, so that neither one machine nor a botnet can guess one account's password
   // at speed, while the owner at another address still logs in (the rule: src/domain/login-throttle.ts).
-  const perIp = { rateLimit: { max: config.rateLimits.authPerMinute, timeWindow: 60_000 } }
+  // A client is its addressKey: an IPv4 address, or an IPv6 /64 (one host has all of a /64's addresses).
+  const perIp = { rateLimit: { max: config.rateLimits.authPerMinute, timeWindow: 60_000, keyGenerator: (r: FastifyRequest) => `auth:${addressKey(r.ip)}` } }
   const guard = createLoginGuard({ clock: services.clock, freeFailures: config.rateLimits.loginFailures, ceiling: config.rateLimits.loginPerEmail })
   const emailOf = (request: FastifyRequest) => normaliseEmail((request.body as Credentials).email)
   // The ceiling's two counts per email, in @fastify/rate-limit's store: the shared one under
