@@ -24,6 +24,8 @@ import { createDns } from './domain/dns.js'
 import { createDomainService, spfMechanism } from './app/domains.js'
 import { createReceivedService } from './app/received.js'
 import receivedRoutes from './http/routes/received/index.js'
+import { createTemplateService } from './app/templates.js'
+import templateRoutes from './http/routes/templates/index.js'
 import domainRoutes from './http/routes/domains/index.js'
 import { RateLimited, ValidationError } from './errors.js'
 import { registerDashboard } from './http/dashboard.js'
@@ -99,6 +101,7 @@ export function createServices (config: Config, deps: AppDeps): Services {
     },
     requireVerified: config.mail.requireVerifiedDomain,
   })
+  const templates = createTemplateService({ store, clock })
   return {
     clock,
     storeStatus: store,
@@ -113,8 +116,10 @@ export function createServices (config: Config, deps: AppDeps): Services {
     emails: createEmailService({
       store, clock, mailFrom: config.mailFrom, senders: domains, quotas: config.quotas,
       scheduleHorizonDays: config.mail.scheduleHorizonDays, trackingDefaults: (accountId, from) => domains.trackingDefaults(accountId, from),
+      templates,
     }),
     domains,
+    templates,
     received: createReceivedService({ store, clock, retentionMs: config.retentionDays * 86_400_000 }),
     suppressions: createSuppressionService({ store, clock }),
     readiness: new Map(),
@@ -272,6 +277,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
         { name: 'deliveries', description: 'The delivery log of a webhook: retry, test, recover' },
         { name: 'suppressions', description: 'Addresses that are never sent to' },
         { name: 'received', description: 'Mail received at your domains with receiving on: parsed, raw, attachments' },
+        { name: 'templates', description: 'Stored templates (Liquid) with their versions; a send names one in place of subject, html and text' },
         { name: 'tracking', description: 'The links inside sent emails: open pixel, tracked clicks, unsubscribe' },
         { name: 'operations', description: 'Health, readiness, metrics and this document' },
       ],
@@ -328,6 +334,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
   await app.register(trackingRoutes, context)
   await app.register(domainRoutes, context)
   await app.register(receivedRoutes, context)
+  await app.register(templateRoutes, context)
   // The dashboard's static files at / (web/), under their own Content-Security-Policy.
   registerDashboard(app)
 

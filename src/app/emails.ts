@@ -13,6 +13,8 @@ import { hasControlCharacter } from '../domain/text.js'
 import { iso, type Clock } from '../domain/clock.js'
 import { eventPayload, type EventBodyData, type EventData, type EventLabels, type EventRecord, type EventType, type StoredEventType } from '../domain/events.js'
 import { newId } from '../domain/ids.js'
+import type { TemplateUse } from '../domain/templates.js'
+import type { TemplateService } from './templates.js'
 import type { EmailMetadata } from '../domain/metadata.js'
 import { DEFAULT_SCHEDULE_HORIZON_DAYS, checkSchedule } from '../domain/schedule.js'
 import { MAX_HEADERS, MAX_RECIPIENTS, MAX_REPLY_TO, normaliseSend, sendProblems, type NormalisedSend, type RecipientField, type SendInput } from '../domain/send-input.js'
@@ -108,6 +110,8 @@ export interface EmailView {
   /** Whether its copies carry an open pixel and tracked links, and the List-Unsubscribe headers. */
   tracking: { opens: boolean; clicks: boolean }
   unsubscribe: boolean
+  /** The template and version it was rendered from; null when it named none. */
+  template: TemplateUse | null
   /** The content as it was sent (before each recipient's tracking and unsubscribe link). */
   html: string | null
   text: string | null
@@ -149,6 +153,8 @@ export interface EmailServiceOptions {
   senders?: { assertSenders(accountId: string, senders: Array<{ address: string; path: string }>): Promise<void> }
   /** Recipients per UTC day and month by plan (src/domain/quotas.ts); null or absent: not counted, no limit. */
   quotas?: Quotas | null
+  /** Renders the sends that name a template (src/app/templates.ts); absent: a send naming one is refused as unknown. */
+  templates?: Pick<TemplateService, 'renderSends'>
   /** How far ahead a send may be scheduled (SCHEDULE_HORIZON_DAYS); default 30 days. */
   scheduleHorizonDays?: number
   /**
@@ -159,7 +165,7 @@ export interface EmailServiceOptions {
 }
 
 export function createEmailService ({
-  store, clock, mailFrom, senders, quotas = null, scheduleHorizonDays = DEFAULT_SCHEDULE_HORIZON_DAYS, trackingDefaults,
+  store, clock, mailFrom, senders, quotas = null, scheduleHorizonDays = DEFAULT_SCHEDULE_HORIZON_DAYS, trackingDefaults, templates,
 }: EmailServiceOptions) {
   const defaultFrom = parseAddress(mailFrom)
   if ('error' in defaultFrom) throw new Error(`MAIL_FROM ${defaultFrom.error}`)
@@ -200,6 +206,18 @@ export function createEmailService ({
     async send (apiKey: ApiKeyRecord, items: SendInput[], opts: SendOptions): Promise<SendAnswer> {
       const accountId = apiKey.accountId
       const prefix = (i: number) => (opts.batch ? `body[${i}]` : 'body')
+      // A send that names a template gets its subject, html and text from it first (src/app/templates.ts),
+      // unless its Idempotency-Key answers a replay: the first answer stands, whatever the template became since.
+      let templateUses: Array<TemplateUse | null> = []
+      if (templates !== undefined && items.some((item) => item.template !== undefined)) {
+        if (opts.idempotency !== undefined) {
+          const existing = await store.findIdempotencyKey(accountId, opts.idempotency.key, iso(clock.now()))
+          if (existing !== null) return replayOrConflict(existing, opts.idempotency.requestHash)
+        }
+        const rendered = await templates.renderSends(accountId, items, prefix)
+        items = rendered.items
+        templateUses = rendered.uses
+      }
       const details: ErrorDetail[] = []
       const sends: NormalisedSend[] = []
       items.forEach((item, i) => {
@@ -281,6 +299,7 @@ export function createEmailService ({
           html: s.html,
           text: s.text,
           headers: s.headers,
+          ...(templateUses[i] ? { template: templateUses[i] } : {}),
           tags: s.tags,
           metadata: s.metadata,
           tracking: await trackingOf(s),
@@ -430,6 +449,7 @@ export function createEmailService ({
         scheduledAt: email.scheduledAt ?? null,
         tracking: email.tracking ?? { opens: true, clicks: true },
         unsubscribe: email.unsubscribe !== false,
+        template: email.template ?? null,
         html: email.html,
         text: email.text,
         events: events.map((e) => ({ id: e.id, type: e.type, recipient: e.recipient, occurredAt: e.occurredAt, ...eventFacts(e.payload) })),

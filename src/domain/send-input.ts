@@ -3,6 +3,7 @@
 import type { ErrorDetail } from '../errors.js'
 import { bareOf, formatAddress, parseAddress } from './addresses.js'
 import { hasControlCharacter } from './text.js'
+import type { TemplateRef } from './templates.js'
 import { metadataProblems, normaliseMetadata, type EmailMetadata } from './metadata.js'
 
 /** A tag of a send, as given and as stored. */
@@ -23,9 +24,12 @@ export interface SendInput {
   cc?: string | string[]
   bcc?: string | string[]
   replyTo?: string | string[]
-  subject: string
+  /** Required unless `template` is given. */
+  subject?: string
   html?: string
   text?: string
+  /** A stored template in place of subject, html and text: src/app/templates.ts renders it before these rules. */
+  template?: TemplateRef
   headers?: Record<string, string>
   tags?: EmailTag[]
   /** When to send it (src/domain/schedule.ts checks it against the clock, in src/app/emails.ts). */
@@ -130,7 +134,8 @@ export function normaliseSend (input: SendInput, defaultFrom: string): Normalise
   }
 
   if (typeof input.subject === 'string' && hasControlCharacter(input.subject, { allowTab: true })) errors.push({ path: 'subject', message: CONTROL_IN_HEADER })
-  if (input.html === undefined && input.text === undefined) {
+  if (input.subject === undefined && input.template === undefined) errors.push({ path: 'subject', message: 'is required (or a template)' })
+  if (input.html === undefined && input.text === undefined && input.template === undefined) {
     errors.push({ path: 'html', message: HTML_OR_TEXT })
   }
 
@@ -157,7 +162,7 @@ export function normaliseSend (input: SendInput, defaultFrom: string): Normalise
     from,
     recipients,
     replyTo,
-    subject: input.subject,
+    subject: input.subject ?? '',
     html: input.html ?? null,
     text: input.text ?? null,
     headers,
@@ -172,7 +177,7 @@ export function normaliseSend (input: SendInput, defaultFrom: string): Normalise
   }
 }
 
-const SEND_FIELDS = ['from', 'to', 'cc', 'bcc', 'replyTo', 'subject', 'html', 'text', 'headers', 'tags', 'metadata'] as const
+const SEND_FIELDS = ['from', 'to', 'cc', 'bcc', 'replyTo', 'subject', 'html', 'text', 'headers', 'tags', 'metadata', 'template'] as const
 
 /**
  * The rules above for a send whose schema check refused the top-level fields in `invalid`: those are

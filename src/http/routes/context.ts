@@ -6,6 +6,7 @@ import type { SuppressionService } from '../../app/suppressions.js'
 import type { DeliveryService } from '../../app/deliveries.js'
 import type { DomainService } from '../../app/domains.js'
 import type { ReceivedService } from '../../app/received.js'
+import type { TemplateService } from '../../app/templates.js'
 import type { WebhookService } from '../../app/webhooks.js'
 import type { UsageService } from '../../app/account-usage.js'
 import type { EmailListService } from '../../app/email-list.js'
@@ -31,6 +32,8 @@ export interface Services {
   domains: DomainService
   /** Mail received at domains with receiving on (kept by the inbound listener, read by /api/received). */
   received: ReceivedService
+  /** Templates and their versions; renders the sends that name one. */
+  templates: TemplateService
   /**
    * The adaptive delivery state of a webhook on this process (its window, round trip and breaker), or null
    * when this process holds no delivery work for it (or runs no delivery engine). Set by the service.

@@ -32,6 +32,8 @@ export const JUDGING = {
   threads: 1,
   /** Messages read and judged at once, waiting for the thread included. */
   maxJobs: 4,
+  /** The thread is stopped after this long with no message: a listener that receives nothing runs none. */
+  idleMs: 30_000,
 } as const
 
 export type JudgingTuning = { -readonly [K in keyof typeof JUDGING]?: number } & { bounds?: SignatureBounds }
@@ -65,6 +67,7 @@ const TEMPERROR: Omit<Authentication, 'arc'> = { spf: 'temperror', dkim: 'temper
 
 export class Judging {
   private pool: Piscina | undefined
+  private idle: NodeJS.Timeout | undefined
   private running = 0
   private closed = false
   private readonly stopping = new AbortController()
@@ -72,12 +75,14 @@ export class Judging {
   private readonly deadlineMs: number
   private readonly maxJobs: number
   private readonly threads: number
+  private readonly idleMs: number
   private readonly workerData: InboundWorkerData
 
   constructor (private readonly o: JudgingOptions) {
     this.deadlineMs = o.deadlineMs ?? JUDGING.deadlineMs
     this.maxJobs = o.maxJobs ?? JUDGING.maxJobs
     this.threads = o.threads ?? JUDGING.threads
+    this.idleMs = o.idleMs ?? JUDGING.idleMs
     this.workerData = {
       dnsServers: [...o.dnsServers],
       lookupTimeoutMs: o.lookupTimeoutMs ?? JUDGING.lookupTimeoutMs,
@@ -94,9 +99,9 @@ export class Judging {
       : undefined
   }
 
-  /** Worker threads alive now (tests: one ended at its deadline is gone). */
-  get threadsAlive (): number {
-    return this.pool?.threads.length ?? 0
+  /** The ids of the worker threads alive now (tests: one ended at its deadline is gone, another in its place). */
+  get threadIds (): number[] {
+    return this.pool?.threads.map((t) => t.threadId) ?? []
   }
 
   private count (result: JudgementResult): void {
@@ -104,11 +109,23 @@ export class Judging {
   }
 
   private run (task: InboundTask, signal: AbortSignal): Promise<InboundAnswer> {
-    // Started by the first message, stopped after 30 s without one: a listener that receives nothing runs no thread.
+    // Closed between a message's two tasks: no pool is made again (nothing would destroy it).
+    if (this.closed) return Promise.reject(new Error('inbound judging is closed'))
+    // Started by the first message (stopped by retire() once idle). minThreads is the whole pool: a task
+    // ended at its deadline takes its thread with it, and Piscina replaces a thread only up to minThreads;
+    // below it, the tasks queued behind would wait for a thread until their own deadline.
     this.pool ??= new Piscina({
-      filename: WORKER_FILE, workerData: this.workerData, minThreads: 0, maxThreads: this.threads, idleTimeout: 30_000,
+      filename: WORKER_FILE, workerData: this.workerData, minThreads: this.threads, maxThreads: this.threads,
     })
     return this.pool.run(task, { signal }) as Promise<InboundAnswer>
+  }
+
+  /** Stops the pool when no message has come for idleMs (the next one starts it again). */
+  private retire (): void {
+    if (this.running > 0) return
+    const pool = this.pool
+    this.pool = undefined
+    pool?.destroy().catch((err: unknown) => this.o.logger.warn({ err }, 'inbound: stopping the idle judging thread failed'))
   }
 
   /**
@@ -124,6 +141,7 @@ export class Judging {
       throw tryLater('Too many messages at once')
     }
     this.running++
+    clearTimeout(this.idle)
     const job = new AbortController()
     const timer = setTimeout(() => job.abort(DEADLINE), this.deadlineMs)
     const gone = () => job.abort(GONE)
@@ -170,6 +188,10 @@ export class Judging {
       clearTimeout(timer)
       for (const s of watched) s.removeEventListener('abort', gone)
       this.running--
+      if (this.running === 0 && !this.closed) {
+        clearTimeout(this.idle)
+        this.idle = setTimeout(() => this.retire(), this.idleMs).unref()
+      }
     }
   }
 
@@ -192,6 +214,7 @@ export class Judging {
   /** Ends the work under way (nothing of it is kept) and stops the thread. */
   async close (): Promise<void> {
     this.closed = true
+    clearTimeout(this.idle)
     this.stopping.abort(GONE)
     const pool = this.pool
     this.pool = undefined

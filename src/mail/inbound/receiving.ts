@@ -48,9 +48,9 @@ export class Receiving {
     return this.o.maxBytes
   }
 
-  /** Inbound worker threads alive (tests: one whose judgement passed its deadline is terminated). */
-  get judgingThreads (): number {
-    return this.judging.threadsAlive
+  /** The ids of the inbound worker threads alive (tests: one whose judgement passed its deadline is terminated). */
+  get judgingThreads (): number[] {
+    return this.judging.threadIds
   }
 
   /** Who takes mail for `address`: the targets, 'full' when each of them has no room left, [] when nobody. */

@@ -2,6 +2,7 @@ import { Type, type Static } from 'typebox'
 import { MAX_BATCH, MAX_HEADERS, MAX_RECIPIENTS, MAX_REPLY_TO } from '../../../app/emails.js'
 import { EMAIL_STATUSES } from '../../../app/email-list.js'
 import { EventType, HEADERS, Success, Timestamp, component, errors, Literals } from '../../schemas.js'
+import { TemplateSendSchema } from '../templates/schema.js'
 
 // The schema checks shapes and sizes; what an address or a header may hold (no CR/LF, a real address,
 // no reserved header) is checked by src/domain/send-input.ts, which names the exact field in its answer.
@@ -22,9 +23,10 @@ export const SendSchema = Type.Object({
   cc: Type.Optional(Addresses(MAX_RECIPIENTS)),
   bcc: Type.Optional(Addresses(MAX_RECIPIENTS)),
   replyTo: Type.Optional(Addresses(MAX_REPLY_TO)),
-  subject: Type.String({ minLength: 1, maxLength: 998, description: 'no CR or LF' }),
+  subject: Type.Optional(Type.String({ minLength: 1, maxLength: 998, description: 'no CR or LF; required unless template is given' })),
   html: Type.Optional(Content),
   text: Type.Optional(Content),
+  template: Type.Optional(TemplateSendSchema),
   headers: Type.Optional(Type.Record(Type.String(), Type.String({ maxLength: 998 }), {
     maxProperties: MAX_HEADERS, description: 'custom headers; From, To, Message-ID, List-Unsubscribe and the like are set by svc',
   })),
@@ -33,11 +35,14 @@ export const SendSchema = Type.Object({
   })),
 }, {
   additionalProperties: false,
-  description: 'html or text is required (or both)',
+  description: 'subject, and html or text (or both); or a template in place of all three',
   // The rule, for clients and generators; src/domain/send-input.ts checks it and answers in words. Each branch
   // names its field's type and sits in an allOf, so that a generated type is
   // `{ …fields } & ({ html: string } | { text: string })`: a body with neither does not compile.
-  allOf: [{ anyOf: ['html', 'text'].map((field) => ({ type: 'object', properties: { [field]: Content }, required: [field] })) }],
+  allOf: [
+    { anyOf: [...['html', 'text'].map((field) => ({ type: 'object', properties: { [field]: Content }, required: [field] })), { type: 'object', properties: { template: TemplateSendSchema }, required: ['template'] }] },
+    { anyOf: [{ type: 'object', properties: { subject: Type.String({ minLength: 1, maxLength: 998 }) }, required: ['subject'] }, { type: 'object', properties: { template: TemplateSendSchema }, required: ['template'] }] },
+  ],
 })
 export type Send = Static<typeof SendSchema>
 
@@ -94,6 +99,7 @@ export const EmailViewSchema = component('Email', Type.Object({
   createdAt: Timestamp,
   suppressed: Type.Array(Type.String()),
   tags: Type.Array(Type.Object({ name: Type.String(), value: Type.String() })),
+  template: Type.Union([Type.Object({ id: Type.String(), version: Type.Integer() }), Type.Null()], { description: 'the template and version it was rendered from; null when the send named none' }),
   html: Type.Union([Type.String(), Type.Null()], { description: 'the html as it was sent, before each recipient\'s tracking' }),
   text: Type.Union([Type.String(), Type.Null()], { description: 'the text as it was sent' }),
   events: Type.Array(EmailEventSchema),

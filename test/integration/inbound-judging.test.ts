@@ -1,0 +1,109 @@
+// The judging of received mail (src/mail/inbound/judging.ts) on real parts, without the listener: its
+// worker thread (workers/inbound.ts), a DNS server on loopback with a zone that never answers
+// (silent.example), and messages DKIM-signed by nodemailer.
+//
+// - a job ended at its deadline strands nothing queued behind it: the next message is judged on a new
+//   thread, with its real verdicts;
+// - the thread stops after idleMs without a message and starts again with the next; none is left after close().
+import assert from 'node:assert/strict'
+import { generateKeyPairSync } from 'node:crypto'
+import { after, before, describe, test } from 'node:test'
+import type { FastifyBaseLogger } from 'fastify'
+import nodemailer from 'nodemailer'
+import { Judging, type JudgingTuning } from '../../src/mail/inbound/judging.js'
+import { startDnsServer, type TestDns } from '../helpers/dns-server.js'
+import { waitFor } from '../helpers/wait.js'
+
+const quiet = { info () {}, warn () {}, error () {}, debug () {}, child () { return quiet } } as unknown as FastifyBaseLogger
+const IP = '192.0.2.1'
+
+interface SenderKey { domain: string; selector: string; privateKey: string }
+
+function dkimKey (dns: TestDns | null, domain: string, selector: string): SenderKey {
+  const { privateKey, publicKey } = generateKeyPairSync('rsa', {
+    modulusLength: 2048,
+    publicKeyEncoding: { type: 'spki', format: 'der' },
+    privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
+  })
+  dns?.publish(`${selector}._domainkey.${domain}`, { TXT: [`v=DKIM1; k=rsa; p=${Buffer.from(publicKey).toString('base64')}`] })
+  return { domain, selector, privateKey }
+}
+
+async function compose (mail: nodemailer.SendMailOptions, key: SenderKey): Promise<Buffer> {
+  const t = nodemailer.createTransport({
+    streamTransport: true, buffer: true, newline: 'windows',
+    dkim: { domainName: key.domain, keySelector: key.selector, privateKey: key.privateKey },
+  })
+  return (await t.sendMail(mail)).message as Buffer
+}
+
+let dns: TestDns
+let customer: SenderKey
+let silent: SenderKey
+const closing: Array<() => Promise<void>> = []
+
+function judging (tuning: JudgingTuning): Judging {
+  const j = new Judging({ dnsServers: [dns.server], mta: 'mx.svc.test', logger: quiet, ...tuning })
+  closing.push(() => j.close())
+  return j
+}
+
+const envelope = (sender: string) => ({ ip: IP, helo: 'mail.example', sender })
+
+describe('judging received mail', () => {
+  const stops: Array<() => unknown> = []
+  before(async () => {
+    dns = await startDnsServer({ after: (fn: () => unknown) => { stops.push(fn) } })
+    dns.silent.add('silent.example')
+    customer = dkimKey(dns, 'customer.example', 's1')
+    dns.publish('customer.example', { TXT: [`v=spf1 ip4:${IP} -all`] })
+    dns.publish('_dmarc.customer.example', { TXT: ['v=DMARC1; p=reject'] })
+    silent = dkimKey(null, 'silent.example', 's1')
+  })
+  after(async () => {
+    for (const close of closing) await close()
+    for (const stop of stops.reverse()) await stop()
+  })
+
+  test('a job ended at its deadline strands nothing queued behind it: the next message is judged on a new thread', async () => {
+    const DEADLINE_MS = 3000
+    // One thread, two jobs: the second waits for the thread the first holds. A lookup would wait past the deadline.
+    const j = judging({ deadlineMs: DEADLINE_MS, lookupTimeoutMs: 10_000, maxJobs: 2, threads: 1 })
+    const stuck = await compose({ from: 'customer@silent.example', to: 'support@example.com', subject: 'stuck', text: 'Hello.' }, silent)
+    const fine = await compose({ from: 'customer@customer.example', to: 'support@example.com', subject: 'fine', text: 'Hello.' }, customer)
+    const dropped = dns.dropped
+    const startedAt = Date.now()
+    const first = j.examine(stuck, envelope('customer@silent.example'))
+    await waitFor('the first message to wait on the silent zone', () => dns.dropped > dropped)
+    // Half the first one's deadline gone: the second is queued for the thread, with half its own deadline
+    // still to run once the first is ended.
+    await waitFor('half the first deadline', () => Date.now() - startedAt >= DEADLINE_MS / 2)
+    const second = j.examine(fine, envelope('customer@customer.example'))
+
+    const a = await first
+    assert.notEqual(a, 'unreadable')
+    assert.deepEqual(a !== 'unreadable' && a.authentication, { spf: 'temperror', dkim: 'temperror', dmarc: 'temperror', arc: null })
+    const b = await second
+    assert.notEqual(b, 'unreadable')
+    assert.deepEqual(b !== 'unreadable' && b.authentication, { spf: 'pass', dkim: 'pass', dmarc: 'pass', arc: null }, 'judged, not stranded')
+  })
+
+  test('the thread stops once idle and starts again with the next message; close() leaves none', async () => {
+    const j = judging({ idleMs: 200 })
+    const fine = await compose({ from: 'customer@customer.example', to: 'support@example.com', subject: 'fine', text: 'Hello.' }, customer)
+    const a = await j.examine(fine, envelope('customer@customer.example'))
+    assert.equal(a !== 'unreadable' && a.authentication.dkim, 'pass')
+    assert.equal(j.threadIds.length, 1)
+    await waitFor('the idle thread to stop', () => j.threadIds.length === 0)
+    const b = await j.examine(fine, envelope('customer@customer.example'))
+    assert.equal(b !== 'unreadable' && b.authentication.dkim, 'pass')
+    const stuck = await compose({ from: 'customer@silent.example', to: 'support@example.com', subject: 'stuck', text: 'Hello.' }, silent)
+    const dropped = dns.dropped
+    const pending = j.examine(stuck, envelope('customer@silent.example'))
+    await waitFor('the message to wait on the silent zone', () => dns.dropped > dropped)
+    const refused = assert.rejects(pending, { responseCode: 451 })
+    await j.close()
+    await refused
+    assert.deepEqual(j.threadIds, [])
+  })
+})
