@@ -11,7 +11,8 @@ export type JsonValue = string | number | boolean | null | JsonValue[] | { [key:
 /** A declared variable: a default makes it optional at send. */
 export interface TemplateVariable {
   name: string
-  default?: JsonValue
+  /** A JSON value (as parsed from a request body). */
+  default?: unknown
 }
 
 /** What one version of a template holds. */
