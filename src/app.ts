@@ -88,6 +88,7 @@ export function createServices (config: Config, deps: AppDeps): Services {
     secret: config.secret,
     urlPolicy: { production: config.production, allowedCidrs: parseCidrList(config.webhookAllowedCidrs) },
     resolver: deps.resolver ?? dns.hosts,
+    onBackgroundError: (err) => deps.logger?.error({ err }, 'replaying deliveries failed'),
   })
   const domains = createDomainService({
     store,

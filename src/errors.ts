@@ -55,6 +55,7 @@ export const MethodNotAllowed = defineError('method_not_allowed', 405, 'This rou
 export const RequestTimeout = defineError('request_timeout', 408, 'The request did not arrive in time')
 export const EmailTaken = defineError('email_taken', 409, 'An account with this email already exists')
 export const OperationInProgress = defineError('operation_in_progress', 409, 'The same operation is already running; wait for it to finish')
+export const WebhookNotEnabled = defineError('webhook_not_enabled', 409, 'The webhook is not enabled; enable it first')
 export const IdempotencyConflict = defineError('idempotency_conflict', 409, 'This Idempotency-Key was used with a different request')
 export const PayloadTooLarge = defineError('payload_too_large', 413, 'The request body is too large')
 export const UnsupportedMediaType = defineError('unsupported_media_type', 415, 'The request body must be application/json')

@@ -1,10 +1,14 @@
-import { NotFound, PlanLimitReached, WebhookUrlNotAllowed } from '../errors.js'
+import { NotFound, PlanLimitReached, ValidationError, WebhookUrlNotAllowed } from '../errors.js'
 import { iso, type Clock } from '../domain/clock.js'
 import type { EventType } from '../domain/events.js'
 import { newId } from '../domain/ids.js'
 import { PLANS, limitsOf } from '../domain/plans.js'
 import { WEBHOOK_SECRET_PREFIX, newWebhookSecret, openWebhookSecret, sealWebhookSecret } from '../domain/secrets.js'
 import { checkWebhookUrl, type Resolver, type UrlPolicy } from '../domain/webhook-url.js'
+import { normaliseWebhookFilter, type WebhookFilter, type WebhookFilterInput } from '../domain/webhook-filter.js'
+import { normaliseDomainName } from './domains.js'
+import { createReplayer, type ReplayRequest } from './replay.js'
+import type { ReplayRange } from '../domain/replay.js'
 import type { AccountRecord, Store, WebhookRecord, WebhookPatch } from '../store/types.js'
 
 export interface WebhookServiceOptions {
@@ -14,6 +18,8 @@ export interface WebhookServiceOptions {
   secret: string
   urlPolicy: UrlPolicy
   resolver: Resolver
+  /** Where a replay that fails in the background reports it. */
+  onBackgroundError?: ((err: unknown) => void) | undefined
 }
 
 /** How long the secret before a rotation keeps signing beside the new one. */
@@ -24,9 +30,20 @@ export interface WebhookChanges {
   events?: EventType[] | undefined
   status?: 'enabled' | 'disabled' | undefined
   rateLimit?: number | null | undefined
+  /** null: no filter (the webhook takes every email's events). */
+  filter?: WebhookFilterInput | null | undefined
 }
 
-export function createWebhookService ({ store, clock, secret, urlPolicy, resolver }: WebhookServiceOptions) {
+/** The filter to store, or a 400 naming every field of it that is wrong. */
+function checkedFilter (input: WebhookFilterInput | null | undefined): WebhookFilter | null {
+  const checked = normaliseWebhookFilter(input, normaliseDomainName)
+  if ('problems' in checked) throw ValidationError('The request is not valid', checked.problems)
+  return checked.filter
+}
+
+export function createWebhookService ({ store, clock, secret, urlPolicy, resolver, onBackgroundError }: WebhookServiceOptions) {
+  const replayer = createReplayer({ store, clock, onBackgroundError })
+
   async function allowedUrl (raw: string): Promise<string> {
     const verdict = await checkWebhookUrl(raw, urlPolicy, resolver)
     if (!verdict.ok) throw WebhookUrlNotAllowed(verdict.reason)
@@ -41,7 +58,8 @@ export function createWebhookService ({ store, clock, secret, urlPolicy, resolve
 
   return {
     /** The new webhook, its `secret` in the clear (shown once); the store holds it sealed. */
-    async create (account: AccountRecord, input: { url: string; events: EventType[]; rateLimit?: number | null | undefined }): Promise<WebhookRecord> {
+    async create (account: AccountRecord, input: { url: string; events: EventType[]; rateLimit?: number | null | undefined; filter?: WebhookFilterInput | null | undefined }): Promise<WebhookRecord> {
+      const filter = checkedFilter(input.filter)
       const url = await allowedUrl(input.url)
       const now = iso(clock.now())
       const id = newId('wh')
@@ -56,6 +74,7 @@ export function createWebhookService ({ store, clock, secret, urlPolicy, resolve
         previousSecretExpiresAt: null,
         status: 'enabled',
         rateLimit: input.rateLimit ?? null,
+        filter,
         createdAt: now,
         updatedAt: now,
       }
@@ -75,6 +94,7 @@ export function createWebhookService ({ store, clock, secret, urlPolicy, resolve
     async update (accountId: string, id: string, changes: WebhookChanges): Promise<WebhookRecord> {
       await get(accountId, id)
       const patch: WebhookPatch = {}
+      if (changes.filter !== undefined) patch.filter = checkedFilter(changes.filter)
       if (changes.url !== undefined) patch.url = await allowedUrl(changes.url)
       if (changes.events !== undefined) patch.events = [...changes.events]
       if (changes.status !== undefined) patch.status = changes.status
@@ -84,6 +104,14 @@ export function createWebhookService ({ store, clock, secret, urlPolicy, resolve
       // Enabled again by its owner: whatever still waits for it is due now (re-drive), at the adapted pace.
       if (changes.status === 'enabled') await store.redriveDeliveries(id, clock.now())
       return updated
+    },
+
+    /**
+     * Sends again every delivery of the webhook whose event happened in the window, as new attempts of the
+     * same deliveries (src/app/replay.ts); answers how many and the window.
+     */
+    async replay (accountId: string, id: string, request: ReplayRequest): Promise<{ queued: number; range: ReplayRange }> {
+      return await replayer(await get(accountId, id), request)
     },
 
     async remove (accountId: string, id: string): Promise<void> {

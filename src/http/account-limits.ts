@@ -11,6 +11,7 @@ import { RateLimited } from '../errors.js'
 export const COSTLY_ROUTES: ReadonlySet<string> = new Set([
   'POST /api/webhooks/:id/test',
   'POST /api/webhooks/:id/rotate-secret',
+  'POST /api/webhooks/:id/replay',
   'POST /api/domains',
   'DELETE /api/domains/:id',
   'POST /api/domains/:id/verify',

@@ -39,6 +39,7 @@
 // - MongoDB routes and claims in steps (see src/store/mongo/deliveries.ts); claims compare and set on
 //   the token read, so two nodes never both win one delivery.
 import type { EventRecord, EventType } from '../domain/events.js'
+import type { ReplayRange } from '../domain/replay.js'
 
 export type DeliveryStatus = 'pending' | 'retrying' | 'succeeded' | 'failed' | 'cancelled'
 
@@ -191,14 +192,14 @@ export interface DeliveryStats {
 export interface DeliveryStore {
   /**
    * Routes up to `limit` unrouted events, oldest first: each becomes one delivery per webhook of its
-   * account that is enabled and subscribes to its type at this moment; the events are marked routed in
-   * the same atomic write. The new deliveries come back already leased to `owner`.
+   * account that is enabled, subscribes to its type and whose filter takes its email (src/domain/
+   * webhook-filter.ts) at this moment; the events are marked routed in the same atomic write. The new deliveries come back already leased to `owner`.
    */
   routeEvents(req: LeaseRequest): Promise<{ events: number; work: DeliveryWork[] }>
   /**
    * Written once (optional; the engine routes with routeEvents where an adapter lacks it). Reads up to
    * `limit` events after the caller's position, without storing anything, and answers each delivery they
-   * make (per enabled webhook subscribing to the type at this moment) as a first attempt held in memory:
+   * make (per enabled webhook subscribing to the type, its filter taking the email, at this moment) as a first attempt held in memory:
    * lease 0 and an `origin`. Only the holder of the routing lease reads: a caller without a position (or
    * whose position's token no longer holds) takes the lease when it is free, has run out or is its own,
    * and starts from the durable cursor, skipping deliveries a previous holder already stored. `routing` is null when
@@ -268,6 +269,21 @@ export interface DeliveryStore {
    */
   redriveDeliveries(webhookId: string, now: number): Promise<number>
   countFailed(accountId: string, webhookId: string, window: { since: number; until: number }): Promise<number>
+  /**
+   * Replay (src/domain/replay.ts): how many deliveries of `webhookId` have their event in [since, until)
+   * (of `types` when not null), whatever their state.
+   */
+  countInRange(accountId: string, webhookId: string, range: ReplayRange): Promise<number>
+  /**
+   * Replay, one page: the next `limit` deliveries of the range after the delivery id `after` (null: from
+   * the start), in id order. Final ones (succeeded, failed, cancelled) become pending and due at `now`,
+   * attempts and lease token kept (the next attempt is appended to the log); live ones waiting for a later
+   * time become due now; leased ones are left to the attempt under way. Answers how many it read (less
+   * than `limit`: the range is done) and the last id read.
+   */
+  replayPage(accountId: string, webhookId: string, range: ReplayRange, after: string | null, now: number, limit: number): Promise<{ read: number; last: string | null }>
+  /** Whether a delivery of the range is still pending or retrying (a replay of it is still going out). */
+  anyLiveInRange(webhookId: string, range: ReplayRange): Promise<boolean>
   /** Stores a test event for one webhook (never routed to others) and its delivery, due now. */
   insertTestDelivery(event: EventRecord, webhookId: string, deliveryId: string, now: number): Promise<DeliveryRecord>
 

@@ -14,6 +14,8 @@
 //   it answers for the API (DeliveryRecord) use ISO strings like every other record.
 import type { ApiKeyPermission } from '../domain/api-key-permissions.js'
 import type { WebhookStatus } from '../domain/webhook-health.js'
+import type { WebhookFilter } from '../domain/webhook-filter.js'
+import type { ReplayState } from '../domain/replay.js'
 import type { EventRecord, EventType } from '../domain/events.js'
 import type { Plan } from '../domain/plans.js'
 import type { DeliveryStore } from './deliveries.js'
@@ -64,6 +66,10 @@ export interface WebhookRecord {
   status: WebhookStatus
   /** Deliveries per second at most, held by every node together; null (or absent) for none. */
   rateLimit?: number | null
+  /** Which emails' events it takes (src/domain/webhook-filter.ts); null (or absent) for all. */
+  filter?: WebhookFilter | null
+  /** The last replay asked of it (src/domain/replay.ts); null (or absent) when none was. */
+  replay?: ReplayState | null
   createdAt: string
   updatedAt: string
 }
@@ -73,6 +79,7 @@ export interface WebhookPatch {
   events?: EventType[]
   status?: WebhookStatus
   rateLimit?: number | null
+  filter?: WebhookFilter | null
   secret?: string
   previousSecret?: string | null
   previousSecretExpiresAt?: string | null
@@ -231,6 +238,8 @@ export interface Store extends DeliveryStore, EmailStore, ReceivedStore, Templat
   replaceWebhookSecrets(id: string, expected: { secret: string; previousSecret: string | null }, next: { secret: string; previousSecret: string | null }): Promise<boolean>
   /** Every account's webhooks by status, deleted ones left out (operators' svc_webhooks gauge). */
   countWebhooksByStatus(): Promise<Record<WebhookStatus, number>>
+  /** Records the replay just started (leaves updatedAt alone: the webhook's settings did not change); false when no such webhook. */
+  setWebhookReplay(accountId: string, id: string, replay: ReplayState): Promise<boolean>
 
   // Sender domains (a deleted domain is gone)
   /** Inserts unless the account already has `limit` domains ('limit_reached') or one with this name; atomic like insertApiKey. */

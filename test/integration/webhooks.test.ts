@@ -11,7 +11,7 @@ const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 const ALL_EVENTS = [
   'email.sent', 'email.delivered', 'email.opened', 'email.clicked', 'email.bounced', 'email.complained', 'email.unsubscribed',
 ]
-const SHOWN_FIELDS = ['createdAt', 'delivery', 'events', 'id', 'rateLimit', 'status', 'updatedAt', 'url']
+const SHOWN_FIELDS = ['createdAt', 'delivery', 'events', 'filter', 'id', 'rateLimit', 'status', 'updatedAt', 'url']
 const RECEIVER = 'https://receiver.example.com/svc-hook'
 const DAY_MS = 24 * 3_600_000
 /** Every code API.md lists; a refusal must use one of them. */
@@ -72,7 +72,7 @@ function refusedAs (res: Response, status: number, code: string, label: string):
   assert.ok(API_CODES.has(err.code), `${label}: ${err.code} is not an API.md code`)
 }
 
-test('creating a webhook answers 201 with exactly { id, url, events, secret, status, rateLimit, createdAt }', async (t) => {
+test('creating a webhook answers 201 with exactly { id, url, events, secret, status, rateLimit, filter, createdAt }', async (t) => {
   const server = await startServer(t)
   const { client } = await signedUp(server)
 
@@ -82,7 +82,8 @@ test('creating a webhook answers 201 with exactly { id, url, events, secret, sta
   assert.equal(res.body.success, true)
   assert.equal(typeof res.body.message, 'string')
   const data = res.body.data
-  assert.deepEqual(Object.keys(data).sort(), ['createdAt', 'events', 'id', 'rateLimit', 'secret', 'status', 'url'])
+  assert.deepEqual(Object.keys(data).sort(), ['createdAt', 'events', 'filter', 'id', 'rateLimit', 'secret', 'status', 'url'])
+  assert.equal(data.filter, null)
   assert.match(data.id, /^wh_/)
   assert.equal(data.url, RECEIVER)
   assert.deepEqual(data.events, ['email.delivered', 'email.bounced'])
@@ -91,7 +92,7 @@ test('creating a webhook answers 201 with exactly { id, url, events, secret, sta
   assert.match(data.createdAt, ISO_MS)
 })
 
-test('list and get show { id, url, events, status, rateLimit, delivery, createdAt, updatedAt } and never the secret', async (t) => {
+test('list and get show { id, url, events, status, rateLimit, filter, delivery, createdAt, updatedAt } and never the secret', async (t) => {
   const server = await startServer(t)
   const { client } = await signedUp(server)
   const a = await createWebhook(client, 'https://a.example.com/hook', ['email.sent'])

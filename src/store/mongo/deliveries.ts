@@ -61,6 +61,8 @@ import type {
   DeliveryOutcome, DeliveryPage, DeliveryRecord, DeliveryStats, DeliveryStatus, DeliveryStore, DeliveryWork, LeaseRequest,
 } from '../deliveries.js'
 import { eventDoc, type EventDoc } from './documents.js'
+import { compileStoredFilter, emailTagsOf, filterAccepts, receivedFacts, sentEmailFacts, type CompiledFilter, type EmailFacts } from '../../domain/webhook-filter.js'
+import { deliveryIdAt, type ReplayRange } from '../../domain/replay.js'
 import { storeWebhookHealth } from './webhook-health.js'
 import {
   CLAIM_PROJECTION, CLAIM_ROUNDS, FINAL, HOOK_PROJECTION, LIVE, RENEW_CHUNK, REQUEUABLE, count, iso, liveSecrets, outcomeSet, toRecord, tokenIs, tokenOf, upsertedIndexes, type ClaimDoc, type DeliveryDoc, type HookDoc,
@@ -150,6 +152,9 @@ export abstract class MongoDeliveries implements DeliveryStore {
       if (list) list.push(h)
       else hooksOf.set(h.accountId, [h])
     }
+    // Filters made into sets once per call; the emails they need read in one query per collection.
+    const filters = new Map<string, CompiledFilter | null>(hooks.map((h) => [h._id, compileStoredFilter(h.filter)]))
+    const facts = await this.factsFor(events.filter((e) => (hooksOf.get(e.accountId) ?? []).some((h) => filters.get(h._id) !== null && h.events.includes(e.type))))
 
     const saturated = new Set((req.saturated ?? []).map(String))
     // Per op: the work it hands out when it inserts, or null for a parked delivery (made, not handed out).
@@ -159,6 +164,8 @@ export abstract class MongoDeliveries implements DeliveryStore {
       const eventAt = Date.parse(e.occurredAt)
       for (const h of hooksOf.get(e.accountId) ?? []) {
         if (!h.events.includes(e.type)) continue
+        const filter = filters.get(h._id) ?? null
+        if (filter !== null && !filterAccepts(filter, facts.get(e.emailId) ?? null)) continue
         const id = deliveryId(e._id, h._id)
         const parked = saturated.has(h._id)
         ops.push({
@@ -192,6 +199,27 @@ export abstract class MongoDeliveries implements DeliveryStore {
       { $set: { routed: true }, $unset: { routingOwner: '', routingUntil: '' } })
 
     return { events: events.length, work: planned.filter((w, i): w is DeliveryWork => w !== null && inserted.has(i)) }
+  }
+
+  /**
+   * What filtered webhooks need of these events' emails (src/domain/webhook-filter.ts): a sent email's
+   * From domain and tags, received mail's recipients' domains; by email id, absent when there is no such
+   * email. Values are ids read from the events, passed through String().
+   */
+  private async factsFor (events: EventDoc[]): Promise<Map<string, EmailFacts>> {
+    const facts = new Map<string, EmailFacts>()
+    if (events.length === 0) return facts
+    const sent = [...new Set(events.filter((e) => e.type !== 'email.received').map((e) => String(e.emailId)))]
+    const received = [...new Set(events.filter((e) => e.type === 'email.received').map((e) => String(e.emailId)))]
+    const [emails, messages] = await Promise.all([
+      sent.length === 0 ? [] : this.db.collection<{ _id: string; from: string; tags?: unknown }>('emails')
+        .find({ _id: { $in: sent } }, { projection: { _id: 1, from: 1, tags: 1 } }).toArray(),
+      received.length === 0 ? [] : this.db.collection<{ _id: string; recipient: string | string[] }>('received')
+        .find({ _id: { $in: received } }, { projection: { _id: 1, recipient: 1 } }).toArray(),
+    ])
+    for (const m of emails) facts.set(m._id, sentEmailFacts(String(m.from), emailTagsOf(m.tags)))
+    for (const m of messages) facts.set(m._id, receivedFacts((Array.isArray(m.recipient) ? m.recipient : [m.recipient]).map(String)))
+    return facts
   }
 
   // Leases
@@ -404,6 +432,33 @@ export abstract class MongoDeliveries implements DeliveryStore {
     })
   }
 
+  async countInRange (accountId: string, webhookId: string, range: ReplayRange): Promise<number> {
+    return await this.deliveries.countDocuments(rangeFilter(accountId, webhookId, range))
+  }
+
+  async replayPage (accountId: string, webhookId: string, range: ReplayRange, after: string | null, now: number, limit: number): Promise<{ read: number; last: string | null }> {
+    const at = Number(now)
+    const filter = rangeFilter(accountId, webhookId, range)
+    // `after` is exclusive; the range's lower bound (`dlv_` + 12 time digits) is shorter than every id.
+    if (after !== null) filter._id = { $gt: String(after), $lt: deliveryIdAt(range.until) }
+    const ids = (await this.deliveries.find(filter, { projection: { _id: 1 }, sort: { _id: 1 }, limit: count(limit) }).toArray()).map((d) => d._id)
+    if (ids.length === 0) return { read: 0, last: null }
+    // Final ones pending and due now (attempts and token kept); live ones waiting for later due now; leased ones left alone.
+    const [final, waiting] = await Promise.all([
+      this.deliveries.updateMany({ _id: { $in: ids }, status: { $in: FINAL } },
+        { $set: { status: 'pending', nextAttemptAt: at, updatedAt: at }, $unset: { leaseOwner: '', parked: '' } }),
+      this.deliveries.updateMany({ _id: { $in: ids }, status: { $in: LIVE }, leaseOwner: { $exists: false }, nextAttemptAt: { $gt: at } },
+        { $set: { nextAttemptAt: at } }),
+    ])
+    if (final.modifiedCount + waiting.modifiedCount > 0) this.hintWork()
+    return { read: ids.length, last: ids.at(-1)! }
+  }
+
+  async anyLiveInRange (webhookId: string, range: ReplayRange): Promise<boolean> {
+    const { accountId: _accountId, ...filter } = rangeFilter('', webhookId, range)
+    return await this.deliveries.findOne({ ...filter, status: { $in: LIVE } }, { projection: { _id: 1 } }) !== null
+  }
+
   async insertTestDelivery (e: EventRecord, webhookId: string, id: string, now: number): Promise<DeliveryRecord> {
     const at = Number(now)
     const event: EventDoc = { ...eventDoc(e), routed: true, test: true } // a test event never reaches other webhooks
@@ -478,5 +533,14 @@ export abstract class MongoDeliveries implements DeliveryStore {
     // `before`. (Were it to happen, the claim would cancel that delivery: nothing is sent without its event.)
     const r = await this.eventQueue.deleteMany({ ...old, _id: { $in: deletable } })
     return r.deletedCount
+  }
+}
+
+/** A replay range as a filter: its webhook's deliveries with ids in [from, to) (src/domain/replay.ts), of its types. */
+function rangeFilter (accountId: string, webhookId: string, range: ReplayRange): Filter<DeliveryDoc> {
+  return {
+    webhookId: String(webhookId), accountId: String(accountId),
+    _id: { $gte: deliveryIdAt(range.since), $lt: deliveryIdAt(range.until) },
+    ...(range.types === null ? {} : { eventType: { $in: Array.from(range.types, String) } }),
   }
 }

@@ -126,7 +126,7 @@ export function lit (value: unknown): Document {
 
 export const CANCELLED = { $eq: ['$status', 'cancelled'] }
 export const NEXT_TOKEN = { $add: [{ $ifNull: ['$lease', 0] }, 1] }
-export const HOOK_PROJECTION = { _id: 1, url: 1, secret: 1, previousSecret: 1, previousSecretExpiresAt: 1, status: 1, deletedAt: 1, events: 1, accountId: 1, rateLimit: 1 } as const
+export const HOOK_PROJECTION = { _id: 1, url: 1, secret: 1, previousSecret: 1, previousSecretExpiresAt: 1, status: 1, deletedAt: 1, events: 1, accountId: 1, rateLimit: 1, filter: 1 } as const
 
 /**
  * The $set stage that applies an outcome (of a stored delivery) as the transition table says

@@ -8,6 +8,8 @@ import { DEFAULT_API_KEY_PERMISSION } from '../../domain/api-key-permissions.js'
 import type { EventRecord, EventType } from '../../domain/events.js'
 import type { Plan } from '../../domain/plans.js'
 import type { AccountRecord, ApiKeyRecord, SessionRecord, WebhookRecord, WebhookStatus } from '../types.js'
+import { readStoredFilter, type WebhookFilter } from '../../domain/webhook-filter.js'
+import { replayStateOf, type ReplayState } from '../../domain/replay.js'
 
 export interface AccountDoc {
   _id: string
@@ -60,6 +62,10 @@ export interface WebhookDoc {
   status: string
   /** Deliveries per second at most (rateLimit); absent or null: none. */
   rateLimit?: number | null
+  /** Which emails' events it takes (src/domain/webhook-filter.ts); absent or null: all. */
+  filter?: WebhookFilter | null
+  /** The last replay asked of it (src/domain/replay.ts); absent or null: none. */
+  replay?: ReplayState | null
   createdAt: string
   updatedAt: string
   /** Set by deleteWebhook; a webhook with deletedAt is invisible to every Store method. */
@@ -154,10 +160,25 @@ export function webhookDoc (w: WebhookRecord): WebhookDoc {
     previousSecretExpiresAt: nullableString(w.previousSecretExpiresAt),
     status: String(w.status),
     rateLimit: w.rateLimit === null || w.rateLimit === undefined ? null : Number(w.rateLimit),
+    filter: filterDoc(w.filter ?? null),
     createdAt: String(w.createdAt),
     updatedAt: String(w.updatedAt),
     deletedAt: null,
   }
+}
+
+/** A webhook's filter as stored, built field by field (no value from a request is spliced as it came). */
+export function filterDoc (f: WebhookFilter | null): WebhookFilter | null {
+  if (f === null) return null
+  return {
+    domains: Array.from(f.domains, String),
+    tags: Array.from(f.tags, (t) => t.value === undefined ? { name: String(t.name) } : { name: String(t.name), value: String(t.value) }),
+  }
+}
+
+/** A replay's state as stored, field by field. */
+export function replayDoc (r: ReplayState): ReplayState {
+  return { since: String(r.since), until: String(r.until), types: r.types === null ? null : Array.from(r.types, String) as ReplayState['types'], startedAt: String(r.startedAt) }
 }
 
 export function toWebhook (d: WebhookDoc): WebhookRecord {
@@ -171,6 +192,8 @@ export function toWebhook (d: WebhookDoc): WebhookRecord {
     previousSecretExpiresAt: d.previousSecretExpiresAt ?? null,
     status: d.status as WebhookStatus,
     rateLimit: typeof d.rateLimit === 'number' ? d.rateLimit : null,
+    filter: readStoredFilter(d.filter),
+    replay: replayStateOf(d.replay),
     createdAt: d.createdAt,
     updatedAt: d.updatedAt,
   }

@@ -21,11 +21,12 @@ import pRetry from 'p-retry'
 import type { EventRecord } from '../../domain/events.js'
 import type { Plan } from '../../domain/plans.js'
 import { CANCEL_REASONS, cancelOnEdit } from '../../domain/webhook-health.js'
+import type { ReplayState } from '../../domain/replay.js'
 import type {
   AccountRecord, ApiKeyRecord, DomainCheck, DomainRecord, LimitedInsert, SessionRecord, Store, WebhookPatch, WebhookRecord, WebhookStatus,
 } from '../types.js'
 import {
-  apiKeyDoc, eventDoc, inTransaction, nullableString, toApiKey, toEvent, toWebhook, webhookDoc,
+  apiKeyDoc, eventDoc, filterDoc, inTransaction, nullableString, replayDoc, toApiKey, toEvent, toWebhook, webhookDoc,
   type AccountDoc, type ApiKeyDoc, type EventDoc, type SessionDoc, type WebhookDoc,
 } from './documents.js'
 import { MongoAccounts, type AccountGuardDoc } from './accounts.js'
@@ -306,6 +307,7 @@ export class MongoStore extends MongoForwarders implements Store {
     if (patch.events !== undefined) set.events = Array.from(patch.events, String)
     if (patch.status !== undefined) set.status = String(patch.status)
     if (patch.rateLimit !== undefined) set.rateLimit = patch.rateLimit === null ? null : Number(patch.rateLimit)
+    if (patch.filter !== undefined) set.filter = filterDoc(patch.filter)
     if (patch.secret !== undefined) set.secret = String(patch.secret)
     if (patch.previousSecret !== undefined) set.previousSecret = nullableString(patch.previousSecret)
     if (patch.previousSecretExpiresAt !== undefined) set.previousSecretExpiresAt = nullableString(patch.previousSecretExpiresAt)
@@ -369,6 +371,11 @@ export class MongoStore extends MongoForwarders implements Store {
     ]).toArray()
     for (const g of groups) if (g._id in counts) counts[g._id as WebhookStatus] = g.n
     return counts
+  }
+
+  async setWebhookReplay (accountId: string, id: string, replay: ReplayState): Promise<boolean> {
+    const r = await this.webhooks.updateOne({ _id: String(id), accountId: String(accountId), deletedAt: null }, { $set: { replay: replayDoc(replay) } })
+    return r.matchedCount === 1
   }
 
   // Events. Event ids sort by time (src/domain/ids.ts), so `_id` order is the order they were made.

@@ -12,6 +12,8 @@ import type {
 } from '../deliveries.js'
 import type { WriteQueue } from './write-queue.js'
 import { RecentEvents } from './recent-events.js'
+import { compileStoredFilter, emailTagsOf, filterAccepts, receivedFacts, sentEmailFacts, type EmailFacts } from '../../domain/webhook-filter.js'
+import { deliveryIdAt, type ReplayRange } from '../../domain/replay.js'
 
 type Row = Record<string, any>
 
@@ -93,6 +95,14 @@ function toRecord (r: Row): DeliveryRecord {
   }
 }
 
+/** A replay range's named parameters: its delivery ids [from, to), its types as JSON (null: all). */
+function rangeParams (accountId: string, webhookId: string, range: ReplayRange) {
+  return {
+    account: accountId, webhook: webhookId, from: deliveryIdAt(range.since), to: deliveryIdAt(range.until),
+    types: range.types === null ? null : JSON.stringify(range.types),
+  }
+}
+
 /** The secrets that sign now: the current one, and the previous one until its overlap ends. */
 function liveSecrets (r: Row, now: number): string[] {
   const secrets = [r.secret as string]
@@ -149,8 +159,11 @@ export abstract class SqliteDeliveries implements DeliveryStore {
       anyUnrouted: p(`SELECT 1 FROM events WHERE seq > ${CURSOR} AND routed = 0 LIMIT 1`),
       anyDue: p(`SELECT 1 FROM deliveries WHERE ${LIVE} AND next_attempt_at <= ? LIMIT 1`),
       markRouted: p('UPDATE routing SET routed_through = max(routed_through, ?) WHERE id = 1'),
-      enabledHooks: p(`SELECT id, url, events, secret, previous_secret, previous_secret_expires_at, rate_limit FROM webhooks
+      enabledHooks: p(`SELECT id, url, events, secret, previous_secret, previous_secret_expires_at, rate_limit, route_filter FROM webhooks
                        WHERE account_id = ? AND status = 'enabled' AND deleted_at IS NULL`),
+      // What a filtered webhook's routing needs of an event's email (src/domain/webhook-filter.ts).
+      emailFacts: p('SELECT from_address, tags FROM emails WHERE id = ?'),
+      receivedRecipients: p('SELECT recipient FROM received_recipients WHERE received_id = ? LIMIT 1000'),
       insert: p(`INSERT OR IGNORE INTO deliveries (id, account_id, webhook_id, event_seq, event_id, event_type, email_id, event_at,
                    status, attempts, next_attempt_at, lease_owner, parked, lease, created_at, updated_at)
                  VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?, ?, ?)`),
@@ -190,6 +203,18 @@ export abstract class SqliteDeliveries implements DeliveryStore {
                                AND created_at >= ? AND created_at < ? LIMIT ?)`),
       countFailed: p(`SELECT count(*) AS n FROM deliveries WHERE webhook_id = ? AND account_id = ? AND status IN ('failed', 'cancelled')
                       AND created_at >= ? AND created_at < ?`),
+      // Replay: a range of event times is a range of delivery ids (src/domain/replay.ts), read on deliveries_webhook.
+      countInRange: p(`SELECT count(*) AS n FROM deliveries WHERE webhook_id = @webhook AND id >= @from AND id < @to
+                         AND account_id = @account AND (@types IS NULL OR event_type IN (SELECT value FROM json_each(@types)))`),
+      replayIds: p(`SELECT id FROM deliveries WHERE webhook_id = @webhook AND id > @after AND id < @to
+                      AND account_id = @account AND (@types IS NULL OR event_type IN (SELECT value FROM json_each(@types)))
+                    ORDER BY id LIMIT @limit`),
+      replayFinal: p(`UPDATE deliveries SET status = 'pending', next_attempt_at = @now, lease_owner = NULL, parked = 0, updated_at = @now
+                      WHERE id IN (SELECT value FROM json_each(@ids)) AND status IN ('succeeded', 'failed', 'cancelled')`),
+      replayWaiting: p(`UPDATE deliveries SET next_attempt_at = @now
+                        WHERE id IN (SELECT value FROM json_each(@ids)) AND ${LIVE} AND lease_owner IS NULL AND next_attempt_at > @now`),
+      liveInRange: p(`SELECT 1 FROM deliveries WHERE webhook_id = @webhook AND id >= @from AND id < @to AND ${LIVE}
+                        AND (@types IS NULL OR event_type IN (SELECT value FROM json_each(@types))) LIMIT 1`),
       insertTestEvent: p(`INSERT INTO events (id, account_id, email_id, type, recipient, occurred_at, payload, routed)
                           VALUES (?, ?, ?, ?, ?, ?, ?, 1) RETURNING seq`),
 
@@ -231,12 +256,14 @@ export abstract class SqliteDeliveries implements DeliveryStore {
       const events = this.d.unrouted.all(req.limit) as Row[]
       if (events.length === 0) return { events: 0, work: [] }
       const hooksOf = new Map<string, Row[]>()
+      const facts = new Map<string, EmailFacts | null>()
       const work: DeliveryWork[] = []
       const saturated = new Set(req.saturated)
       for (const e of events) {
         const eventAt = Date.parse(e.occurred_at)
         for (const h of this.enabledHooksOf(hooksOf, e.account_id, req.now)) {
           if (!h.types.includes(e.type)) continue
+          if (h.filter !== null && !filterAccepts(h.filter, this.factsOf(facts, e))) continue
           const id = deliveryId(e.id, h.id)
           // The first claim of a new delivery: token 1. A saturated webhook's new deliveries are parked.
           const parked = saturated.has(h.id)
@@ -282,10 +309,32 @@ export abstract class SqliteDeliveries implements DeliveryStore {
   private enabledHooksOf (cache: Map<string, Row[]>, accountId: string, now: number): Row[] {
     let hooks = cache.get(accountId)
     if (!hooks) {
-      hooks = (this.d.enabledHooks.all(accountId) as Row[]).map((h) => ({ ...h, types: JSON.parse(h.events) as string[], secrets: liveSecrets(h, now) }))
+      hooks = (this.d.enabledHooks.all(accountId) as Row[]).map((h) => ({
+        ...h, types: JSON.parse(h.events) as string[], secrets: liveSecrets(h, now), filter: compileStoredFilter(h.route_filter),
+      }))
       cache.set(accountId, hooks)
     }
     return hooks
+  }
+
+  /**
+   * What a filtered webhook needs of an event's email: its From domain and tags (received mail: its
+   * recipients' domains), read once per email and routing call (`cache`); null when there is no such email.
+   * Only events that a filtered webhook subscribes to are looked up: no filter, no read.
+   */
+  private factsOf (cache: Map<string, EmailFacts | null>, e: Row): EmailFacts | null {
+    let facts = cache.get(e.email_id)
+    if (facts === undefined) {
+      if (e.type === 'email.received') {
+        const rows = this.d.receivedRecipients.all(e.email_id) as Row[]
+        facts = rows.length > 0 ? receivedFacts(rows.map((r) => String(r.recipient))) : null
+      } else {
+        const row = this.d.emailFacts.get(e.email_id) as Row | undefined
+        facts = row ? sentEmailFacts(String(row.from_address), emailTagsOf(row.tags)) : null
+      }
+      cache.set(e.email_id, facts)
+    }
+    return facts
   }
 
   /** Up to req.limit events after `pos` and the first attempts they make (see readEvents). */
@@ -293,12 +342,14 @@ export abstract class SqliteDeliveries implements DeliveryStore {
     const events = (this.recentEvents.after(pos.through, req.limit) ?? this.d.eventsAfter.all(pos.through, req.limit)) as Row[]
     if (events.length === 0) return { events: 0, work: [], routing: pos }
     const hooksOf = new Map<string, Row[]>()
+    const facts = new Map<string, EmailFacts | null>()
     const work: DeliveryWork[] = []
     for (const e of events) {
       const eventAt = Date.parse(e.occurred_at)
       let origin: DeliveryOrigin | undefined
       for (const h of this.enabledHooksOf(hooksOf, e.account_id, req.now)) {
         if (!h.types.includes(e.type)) continue
+        if (h.filter !== null && !filterAccepts(h.filter, this.factsOf(facts, e))) continue
         const id = deliveryId(e.id, h.id)
         if (e.seq <= pos.recheckThrough && this.d.stored.get(id) !== undefined) continue
         origin ??= { seq: e.seq, accountId: e.account_id, eventId: e.id, eventType: e.type, emailId: e.email_id, eventAt, router: pos.token, createdAt: req.now }
@@ -457,6 +508,29 @@ export abstract class SqliteDeliveries implements DeliveryStore {
 
   async countFailed (accountId: string, webhookId: string, w: { since: number; until: number }): Promise<number> {
     return (this.d.countFailed.get(webhookId, accountId, w.since, w.until) as Row).n
+  }
+
+  async countInRange (accountId: string, webhookId: string, range: ReplayRange): Promise<number> {
+    return (this.d.countInRange.get(rangeParams(accountId, webhookId, range)) as Row).n
+  }
+
+  replayPage (accountId: string, webhookId: string, range: ReplayRange, after: string | null, now: number, limit: number): Promise<{ read: number; last: string | null }> {
+    return this.writes.run(() => {
+      const { from, ...params } = rangeParams(accountId, webhookId, range)
+      // `after` is exclusive; the range's lower bound (`dlv_` + 12 time digits) is shorter than every id,
+      // so "after it" starts at the first id of the range.
+      const ids = this.d.replayIds.pluck().all({ ...params, after: after ?? from, limit }) as string[]
+      if (ids.length === 0) return { read: 0, last: null }
+      const json = JSON.stringify(ids)
+      const n = this.d.replayFinal.run({ ids: json, now }).changes + this.d.replayWaiting.run({ ids: json, now }).changes
+      if (n > 0) this.workHint = true
+      return { read: ids.length, last: ids.at(-1)! }
+    })
+  }
+
+  async anyLiveInRange (webhookId: string, range: ReplayRange): Promise<boolean> {
+    const { account: _account, ...params } = rangeParams('', webhookId, range)
+    return this.d.liveInRange.get(params) !== undefined
   }
 
   insertTestDelivery (e: EventRecord, webhookId: string, id: string, now: number): Promise<DeliveryRecord> {

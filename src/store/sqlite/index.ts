@@ -11,6 +11,8 @@ import type {
 } from '../types.js'
 import { migrations } from './migrations.js'
 import { CANCEL_REASONS, cancelOnEdit } from '../../domain/webhook-health.js'
+import { readStoredFilter, serialiseFilter } from '../../domain/webhook-filter.js'
+import { replayStateOf, type ReplayState } from '../../domain/replay.js'
 import { SqliteAccounts } from './accounts.js'
 import { SqliteDeliveries } from './deliveries.js'
 import { SqliteEmails } from './emails.js'
@@ -71,6 +73,8 @@ function toWebhook (r: Row): WebhookRecord {
     previousSecretExpiresAt: strOrNull(r.previous_secret_expires_at),
     status: r.status as WebhookStatus,
     rateLimit: typeof r.rate_limit === 'number' ? r.rate_limit : null,
+    filter: readStoredFilter(r.route_filter),
+    replay: replayStateOf(r.replay),
     createdAt: str(r.created_at),
     updatedAt: str(r.updated_at),
   }
@@ -207,11 +211,12 @@ export class SqliteStore extends SqliteDeliveries implements Store {
       countWebhooks: p('SELECT count(*) AS n FROM webhooks WHERE account_id = ? AND deleted_at IS NULL'),
       webhooksByStatus: p('SELECT status, count(*) AS n FROM webhooks WHERE deleted_at IS NULL GROUP BY status'),
       insertWebhook: p(`INSERT INTO webhooks (id, account_id, url, events, secret, previous_secret, previous_secret_expires_at,
-                          status, rate_limit, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+                          status, rate_limit, route_filter, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
       listWebhooks: p('SELECT * FROM webhooks WHERE account_id = ? AND deleted_at IS NULL ORDER BY id DESC'),
       webhookById: p('SELECT * FROM webhooks WHERE account_id = ? AND id = ? AND deleted_at IS NULL'),
-      updateWebhook: p(`UPDATE webhooks SET url = ?, events = ?, status = ?, rate_limit = ?, secret = ?, previous_secret = ?,
+      updateWebhook: p(`UPDATE webhooks SET url = ?, events = ?, status = ?, rate_limit = ?, route_filter = ?, secret = ?, previous_secret = ?,
                           previous_secret_expires_at = ?, updated_at = ? WHERE account_id = ? AND id = ? AND deleted_at IS NULL`),
+      setReplay: p('UPDATE webhooks SET replay = ? WHERE account_id = ? AND id = ? AND deleted_at IS NULL'),
       clearFailing: p('UPDATE webhooks SET failing_since = NULL WHERE id = ?'),
       deleteWebhook: p('UPDATE webhooks SET deleted_at = ?, updated_at = ? WHERE account_id = ? AND id = ? AND deleted_at IS NULL'),
 
@@ -351,7 +356,7 @@ export class SqliteStore extends SqliteDeliveries implements Store {
       const { n } = this.q.countWebhooks.get(w.accountId) as { n: number }
       if (n >= limit) return 'limit_reached'
       this.q.insertWebhook.run(w.id, w.accountId, w.url, JSON.stringify(w.events), w.secret, w.previousSecret,
-        w.previousSecretExpiresAt, w.status, w.rateLimit ?? null, w.createdAt, w.updatedAt)
+        w.previousSecretExpiresAt, w.status, w.rateLimit ?? null, serialiseFilter(w.filter ?? null), w.createdAt, w.updatedAt)
       return 'created'
     })
   }
@@ -375,10 +380,11 @@ export class SqliteStore extends SqliteDeliveries implements Store {
       if (patch.events !== undefined) w.events = patch.events
       if (patch.status !== undefined) w.status = patch.status
       if (patch.rateLimit !== undefined) w.rateLimit = patch.rateLimit
+      if (patch.filter !== undefined) w.filter = patch.filter
       if (patch.secret !== undefined) w.secret = patch.secret
       if (patch.previousSecret !== undefined) w.previousSecret = patch.previousSecret
       if (patch.previousSecretExpiresAt !== undefined) w.previousSecretExpiresAt = patch.previousSecretExpiresAt
-      this.q.updateWebhook.run(w.url, JSON.stringify(w.events), w.status, w.rateLimit ?? null, w.secret, w.previousSecret,
+      this.q.updateWebhook.run(w.url, JSON.stringify(w.events), w.status, w.rateLimit ?? null, serialiseFilter(w.filter ?? null), w.secret, w.previousSecret,
         w.previousSecretExpiresAt, updatedAt, accountId, id)
       const cancel = cancelOnEdit(patch.status)
       if (cancel !== null) this.cancelPendingFor(id, cancel, Date.parse(updatedAt))
@@ -404,6 +410,10 @@ export class SqliteStore extends SqliteDeliveries implements Store {
     const counts: Record<WebhookStatus, number> = { enabled: 0, disabled: 0, auto_disabled: 0 }
     for (const r of this.q.webhooksByStatus.all() as Array<{ status: WebhookStatus; n: number }>) counts[r.status] = r.n
     return counts
+  }
+
+  setWebhookReplay (accountId: string, id: string, replay: ReplayState): Promise<boolean> {
+    return this.writes.run(() => this.q.setReplay.run(JSON.stringify(replay), accountId, id).changes === 1)
   }
 
   // Events
