@@ -105,6 +105,17 @@ export async function flow (baseUrl: string, email: string, password: string): P
   report.codes.push(garbage.error.code)
   ok(await api.POST('/api/webhooks/{id}/recover', { params: { path: { id: webhook.id } }, body: {} }))
 
+  // A filter (one sending domain, one tag), shown as stored; a replay of the last hour (the test event).
+  const filtered: Schemas['Webhook'] = ok(await api.PATCH('/api/webhooks/{id}', {
+    params: { path: { id: webhook.id } }, body: { filter: { domains: ['Typed.example.test'], tags: [{ name: 'kind', value: 'receipt' }] } },
+  })).data
+  const filter: Schemas['WebhookFilter'] = filtered.filter
+  if (filter === null || filter.domains[0] !== 'typed.example.test') throw new Error('the filter is stored lower-case')
+  const replayed = ok(await api.POST('/api/webhooks/{id}/replay', {
+    params: { path: { id: webhook.id } }, body: { since: new Date(Date.now() - 3_600_000).toISOString(), events: ['email.bounced'] },
+  })).data
+  if (replayed.queued !== 1) throw new Error('the test delivery is replayed')
+
   // Sending: html or text (a body with neither does not compile, and the server says the same).
   const sent: Schemas['SendResult'] = ok(await api.POST('/api/send', { body: { to: 'delivered@simulator.test', subject: 'Typed', text: 'Hello' } })).data
   ok(await api.POST('/api/send/batch', { body: [{ to: ['bounced@simulator.test'], subject: 'Typed batch', html: '<p>Hi <a href="https://example.com/">there</a></p>' }] }))
