@@ -1,7 +1,8 @@
 // @ts-check
 // Webhooks: the list and the create form (URL and an event picker; the secret shown once), and one
-// webhook: edit, enable or disable, rotate the secret, send a test event, delete, and its delivery log
-// (filtered by status, each attempt's answer, retry one, recover the failed ones since a time).
+// webhook: edit (its filter too), enable or disable, rotate the secret, send a test event, delete, and its
+// delivery log (filtered by status, each attempt's answer, retry one, recover the failed ones since a time,
+// replay a window).
 import { api, query } from '../api.js'
 import { announce, badge, clear, confirmDialog, empty, errorBox, h, label, newId, pageHeader, secretPanel, td, time, table } from '../dom.js'
 import { checkboxGroup, field, form, isoToLocal, localToIso, rules } from '../form.js'
@@ -136,7 +137,7 @@ export async function detail (view, ctx) {
     })
     clear(header).append(...[
       h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/webhooks' }, 'Webhooks'), ' / ', h('span', { class: 'mono' }, w.id)),
-      pageHeader(w.url, badge(w.status), h('p', { class: 'muted page-sub' }, `Sends ${w.events.join(', ')}`)),
+      pageHeader(w.url, badge(w.status), h('p', { class: 'muted page-sub' }, `Sends ${w.events.join(', ')}${filterText(w.filter)}`)),
       h('p', { class: 'muted small', dataset: { delivery: 'state' } }, deliveryText(w)),
       w.status === 'auto_disabled'
         ? h('p', { class: 'alert tone-warn' }, 'svc disabled this webhook after it failed without a single success for days. Fix the endpoint, then enable it.')
@@ -155,13 +156,33 @@ export async function detail (view, ctx) {
     hint: 'Empty: no limit; svc finds the pace your endpoint can take by itself. A limit holds across every svc node.',
     validate: rateLimitRule,
   })
+  const filterDomains = field({
+    name: 'filterDomains', label: 'Only mail from these domains', autocomplete: 'off', placeholder: 'shop.example.com, news.example.com',
+    value: (w.filter?.domains ?? []).join(', '),
+    hint: 'The From address\'s domain, exactly (a subdomain is another domain). Empty: every domain. At most 20.',
+    validate: listRule(20, DOMAIN, 'a domain name like example.com'),
+  })
+  const filterTags = field({
+    name: 'filterTags', label: 'Only mail with one of these tags', autocomplete: 'off', placeholder: 'kind:receipt, tenant',
+    value: (w.filter?.tags ?? []).map((t) => t.value === undefined ? t.name : `${t.name}:${t.value}`).join(', '),
+    hint: 'name (any value) or name:value. Empty: tagged or not. With domains too, both must match. At most 20.',
+    validate: listRule(20, TAG, 'name or name:value (letters, digits, _ and -)'),
+  })
   const edit = form({
-    fields: [url, events, rateLimit],
+    fields: [url, events, rateLimit, filterDomains, filterTags],
     submitLabel: 'Save changes',
     busyLabel: 'Saving…',
     submit: async (values) => {
       const limit = String(values.rateLimit).trim()
-      w = (await api.patch(base, { url: values.url.trim(), events: values.events, rateLimit: limit === '' ? null : Number(limit) })).data
+      const domains = listOf(values.filterDomains)
+      const tags = listOf(values.filterTags).map((t) => {
+        const colon = t.indexOf(':')
+        return colon < 0 ? { name: t } : { name: t.slice(0, colon), value: t.slice(colon + 1) }
+      })
+      w = (await api.patch(base, {
+        url: values.url.trim(), events: values.events, rateLimit: limit === '' ? null : Number(limit),
+        filter: domains.length === 0 && tags.length === 0 ? null : { domains, tags },
+      })).data
       renderHeader()
       announce('Webhook saved')
     },
@@ -199,6 +220,27 @@ export async function detail (view, ctx) {
     },
   })
 
+  // Replay: every delivery of a window again, delivered ones included (at most 7 days, until now at the latest).
+  const replaySince = field({
+    name: 'since', label: 'From', type: 'datetime-local', value: isoToLocal(new Date(Date.now() - 86_400_000).toISOString()),
+    validate: (v) => (!v ? 'Pick a start time' : localToIso(v) >= new Date().toISOString() ? 'Pick a time in the past' : ''),
+  })
+  const replayUntil = field({
+    name: 'until', label: 'Until', type: 'datetime-local', hint: 'Empty: now.',
+    validate: (v) => (v && localToIso(v) > new Date().toISOString() ? 'Pick a time that has passed, or leave it empty' : ''),
+  })
+  const replay = form({
+    fields: [replaySince, replayUntil],
+    submitLabel: 'Replay',
+    busyLabel: 'Queueing…',
+    className: 'inline',
+    submit: async (values) => {
+      const res = await api.post(`${base}/replay`, { since: localToIso(values.since), ...(values.until ? { until: localToIso(values.until) } : {}) })
+      announce(res.message)
+      await log.reload()
+    },
+  })
+
   const log = deliveryLog(base, ctx)
   view.append(
     header,
@@ -213,6 +255,10 @@ export async function detail (view, ctx) {
         h('h2', { id: 'recover-title' }, 'Recover failed deliveries'),
         h('p', { class: 'muted' }, 'Back from an outage? Every delivery that failed since then goes out again.'),
         recover.el),
+      h('section', { class: 'card', 'aria-labelledby': 'replay-title' },
+        h('h2', { id: 'replay-title' }, 'Replay deliveries'),
+        h('p', { class: 'muted' }, 'Lost some data? Every delivery of that time goes out again, delivered ones too, under the same delivery ids (at most 7 days at once).'),
+        replay.el),
     ),
     h('section', { class: 'card', 'aria-labelledby': 'edit-title' }, h('h2', { id: 'edit-title' }, 'Settings'), edit.el),
   )
@@ -304,6 +350,33 @@ function deliveryLog (base, ctx) {
   })
   refreshButton.addEventListener('click', () => reload())
   return { el, reload }
+}
+
+const DOMAIN = /^[^\s,@/:]+\.[^\s,@/:]+$/
+const TAG = /^[A-Za-z0-9_-]{1,256}(:[A-Za-z0-9_-]{1,256})?$/
+
+/** A comma- or space-separated list as typed, without empty items. */
+function listOf (v) {
+  return String(v).split(/[\s,]+/).filter((x) => x !== '')
+}
+
+/** A list of at most `max` items, each matching `pattern`. */
+function listRule (max, pattern, what) {
+  return (v) => {
+    const items = listOf(v)
+    if (items.length > max) return `At most ${max} (${items.length} now)`
+    const bad = items.find((x) => !pattern.test(x))
+    return bad === undefined ? '' : `"${bad.slice(0, 60)}" is not ${what}`
+  }
+}
+
+/** The filter in words, after "Sends …"; empty when none. */
+function filterText (filter) {
+  if (!filter) return ''
+  const parts = []
+  if (filter.domains.length > 0) parts.push(`from ${filter.domains.join(', ')}`)
+  if (filter.tags.length > 0) parts.push(`tagged ${filter.tags.map((t) => t.value === undefined ? t.name : `${t.name}:${t.value}`).join(' or ')}`)
+  return `, only for mail ${parts.join(' and ')}`
 }
 
 /** A rate limit as typed: empty (none) or a whole number from 1 to 10000, as the API takes it. */
