@@ -77,7 +77,7 @@ export interface RenderLimits {
 }
 
 export const DEFAULT_RENDER_LIMITS: RenderLimits = {
-  sendMs: 50,
+  sendMs: 100,
   requestMs: 250,
   memory: 4_000_000,
   outputLength: 1024 * 1024,

@@ -171,9 +171,9 @@ describe('the OpenAPI document', () => {
     assert.deepEqual(data('/api/domains', 'post', '201'), { $ref: '#/components/schemas/Domain' })
     assert.deepEqual(schemas.Webhook.properties.events.items, { $ref: '#/components/schemas/EventType' })
     assert.deepEqual(schemas.Delivery.properties.event, { $ref: '#/components/schemas/EventType' })
-    // html or text: the rule is in the schema.
+    // html or text, and a subject; or a template in place of all three: the rule is in the schema.
     const send = doc.paths['/api/send']!.post!.requestBody!.content['application/json']!.schema as { allOf: Array<{ anyOf: Array<{ required: string[] }> }> }
-    assert.deepEqual(send.allOf[0]!.anyOf.map((b) => b.required), [['html'], ['text']])
+    assert.deepEqual(send.allOf.map((rule) => rule.anyOf.map((b) => b.required)), [[['html'], ['text'], ['template']], [['subject'], ['template']]])
 
     const ops = operations(doc)
     const undescribed: string[] = []

@@ -134,6 +134,32 @@ export async function flow (baseUrl: string, email: string, password: string): P
   if (stats.totals['email.sent'] === undefined) throw new Error('counted')
   await api.HEAD('/api/stats')
 
+  // Templates: saved, changed into a new version, read at an old one, previewed, sent from (in place of
+  // subject, html and text), deleted with its versions.
+  const template: Schemas['Template'] = ok(await api.POST('/api/templates', {
+    body: { name: 'typed-welcome', subject: 'Hello {{ name }}', html: '<p>Hello {{ name }}</p>', variables: [{ name: 'name', default: 'there' }] },
+  })).data
+  const templates: Schemas['TemplateSummary'][] = ok(await api.GET('/api/templates')).data
+  if (templates.length !== 1) throw new Error('one template')
+  await api.HEAD('/api/templates')
+  const byId = { path: { id: template.id } }
+  ok(await api.GET('/api/templates/{id}', { params: byId }))
+  await api.HEAD('/api/templates/{id}', { params: byId })
+  const second: Schemas['Template'] = ok(await api.PATCH('/api/templates/{id}', { params: byId, body: { text: 'Hello {{ name }}' } })).data
+  if (second.version !== 2) throw new Error('a change is a version')
+  const versions: Schemas['TemplateVersion'][] = ok(await api.GET('/api/templates/{id}/versions', { params: { ...byId, query: {} } })).data
+  if (versions.length !== 2) throw new Error('both versions')
+  await api.HEAD('/api/templates/{id}/versions', { params: byId })
+  const firstVersion = { path: { id: template.id, version: 1 } }
+  ok(await api.GET('/api/templates/{id}/versions/{version}', { params: firstVersion }))
+  await api.HEAD('/api/templates/{id}/versions/{version}', { params: firstVersion })
+  const preview: Schemas['TemplatePreview'] = ok(await api.POST('/api/templates/{id}/preview', { params: byId, body: { variables: { name: 'Typed' } } })).data
+  if (preview.subject !== 'Hello Typed') throw new Error('rendered')
+  const fromTemplate = ok(await api.POST('/api/send', { body: { to: 'delivered@simulator.test', template: { id: template.id, variables: { name: 'Typed' } } } })).data
+  const rendered: Schemas['Email'] = ok(await api.GET('/api/emails/{id}', { params: { path: { id: fromTemplate.id } } })).data
+  if (rendered.template?.version !== 2) throw new Error('the email names its version')
+  ok(await api.DELETE('/api/templates/{id}', { params: byId }))
+
   // Suppressions.
   const added: Schemas['Suppression'] = ok(await api.POST('/api/suppressions', { body: { email: 'gone@example.test', reason: 'manual' } })).data
   ok(await api.GET('/api/suppressions', { params: { query: {} } }))
