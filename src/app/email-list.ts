@@ -38,7 +38,7 @@ export interface EmailListRequest {
 }
 
 export interface EmailPage {
-  items: EmailSummary[]
+  items: Array<EmailSummary & { scheduledAt: string | null }>
   nextCursor: string | null
 }
 
@@ -72,7 +72,7 @@ export function createEmailListService ({ store }: { store: Store }) {
         ...(until !== undefined ? { until } : {}),
         ...(after !== undefined ? { after } : {}),
       })
-      const items = rows.slice(0, req.limit)
+      const items = rows.slice(0, req.limit).map((r) => ({ ...r, scheduledAt: r.scheduledAt ?? null }))
       const last = items.at(-1)
       return { items, nextCursor: rows.length > req.limit && last ? encodeEmailCursor(last) : null }
     },

@@ -10,6 +10,8 @@ export interface Received {
   mailFrom: string
   rcptTo: string[]
   raw: string
+  /** When its 250 was written (ms since the epoch, this process's clock). */
+  at: number
 }
 
 interface Held {
@@ -69,11 +71,13 @@ export async function startSmtpSink (): Promise<SmtpSink> {
           mailFrom: session.envelope.mailFrom === false ? '' : session.envelope.mailFrom.address,
           rcptTo: session.envelope.rcptTo.map((r) => r.address),
           raw: Buffer.concat(chunks).toString('utf8'),
+          at: 0,
         }
         if (holding) {
           held.push({ sessionId: session.id, message, answer: cb })
           return
         }
+        message.at = Date.now()
         received.push(message)
         cb(null, 'queued')
       })
@@ -107,6 +111,7 @@ export async function startSmtpSink (): Promise<SmtpSink> {
       held = []
       for (const h of waiting) {
         if (closed.has(h.sessionId)) continue
+        h.message.at = Date.now()
         received.push(h.message)
         h.answer(null, 'queued')
       }

@@ -31,12 +31,14 @@ const domainRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { serv
   })
 
   app.patch('/api/domains/:id', { schema: UpdateDomainRoute, bodyLimit: BODY_LIMITS.small }, async (request) => {
-    const d = await domains.setReceiving(requireAccount(request).id, request.params.id, request.body.receiving)
-    return {
-      success: true as const,
-      data: d,
-      message: d.receiving ? `Receiving on: publish the MX record of ${d.name}; mail is taken while the domain is verified` : 'Receiving off',
-    }
+    const accountId = requireAccount(request).id
+    const { receiving, tracking } = request.body
+    let d = tracking !== undefined ? await domains.setTracking(accountId, request.params.id, tracking) : undefined
+    if (receiving !== undefined) d = await domains.setReceiving(accountId, request.params.id, receiving)
+    const said: string[] = []
+    if (receiving !== undefined) said.push(d!.receiving ? `Receiving on: publish the MX record of ${d!.name}; mail is taken while the domain is verified` : 'Receiving off')
+    if (tracking !== undefined) said.push(`Tracking by default: opens ${d!.tracking.opens ? 'on' : 'off'}, clicks ${d!.tracking.clicks ? 'on' : 'off'}`)
+    return { success: true as const, data: d!, message: said.join('. ') }
   })
 
   app.delete('/api/domains/:id', { schema: DeleteDomainRoute }, async (request) => {

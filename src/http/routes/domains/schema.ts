@@ -26,11 +26,21 @@ export const DomainSchema = component('Domain', Type.Object({
   lastCheckedAt: Type.Union([Timestamp, Type.Null()]),
   verifiedAt: Type.Union([Timestamp, Type.Null()]),
   receiving: Type.Boolean({ description: 'whether mail to any address at this domain is taken (once verified) and sent on as email.received' }),
+  tracking: Type.Object({ opens: Type.Boolean(), clicks: Type.Boolean() }, {
+    description: 'what a send from this domain gets when it does not choose: an open pixel, tracked links (never set: the account\'s default, on)',
+  }),
 }, { description: 'A sender domain and its DNS records' }))
 
 export const UpdateDomainSchema = Type.Object({
-  receiving: Type.Boolean({ description: 'true: take mail for any address at this domain (email.received); false: refuse it again' }),
-}, { additionalProperties: false })
+  receiving: Type.Optional(Type.Boolean({ description: 'true: take mail for any address at this domain (email.received); false: refuse it again' })),
+  tracking: Type.Optional(Type.Object({
+    opens: Type.Optional(Type.Boolean()),
+    clicks: Type.Optional(Type.Boolean()),
+  }, {
+    additionalProperties: false, minProperties: 1,
+    description: 'defaults for sends from this domain that leave a choice out; what is left out here stays. Sends already accepted keep theirs',
+  })),
+}, { additionalProperties: false, minProperties: 1, description: 'receiving, tracking, or both' })
 
 export const CreateDomainSchema = Type.Object({
   name: Type.String({ minLength: 1, maxLength: 1024, description: 'the domain to send from, like example.com' }),
@@ -58,9 +68,9 @@ export const VerifyDomainRoute = {
   response: { 200: Success(DomainSchema, 'The domain, its records just checked'), ...errors(401, 403, 404) },
 }
 export const UpdateDomainRoute = {
-  operationId: 'updateDomain', tags, security, summary: 'Turn receiving mail on or off for a sender domain', params: IdParams,
+  operationId: 'updateDomain', tags, security, summary: 'Turn receiving mail on or off for a sender domain, or set its tracking defaults', params: IdParams,
   body: UpdateDomainSchema,
-  response: { 200: Success(DomainSchema, 'The domain, with receiving turned on or off'), ...errors(400, 401, 403, 404, 413, 415) },
+  response: { 200: Success(DomainSchema, 'The domain, with receiving and tracking as asked'), ...errors(400, 401, 403, 404, 413, 415) },
 }
 export const DeleteDomainRoute = {
   operationId: 'deleteDomain', tags, security, summary: 'Delete a sender domain (and its DKIM key)', params: IdParams,

@@ -3,7 +3,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { accountIdOf, cookieOrKey, perCallerLimit } from '../../cookie-or-key.js'
 import type { RouteContext } from '../context.js'
-import { GetEmailRoute, ListEmailsRoute } from './schema.js'
+import { CancelEmailRoute, GetEmailRoute, ListEmailsRoute, RescheduleEmailRoute } from './schema.js'
+import { BODY_LIMITS } from '../../schemas.js'
 
 const emailListRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
   app.addHook('onRequest', cookieOrKey(services, config, 'send'))
@@ -11,12 +12,13 @@ const emailListRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { s
   const emails = services.emailList
 
   app.get('/api/emails', { schema: ListEmailsRoute }, async (request) => {
-    const { status, event, to, since, until, limit, cursor } = request.query
+    const { status, event, to, tag, since, until, limit, cursor } = request.query
     const page = await emails.list(accountIdOf(request), {
       limit,
       ...(status !== undefined ? { status } : {}),
       ...(event !== undefined ? { event } : {}),
       ...(to !== undefined ? { to } : {}),
+      ...(tag !== undefined ? { tag } : {}),
       ...(since !== undefined ? { since } : {}),
       ...(until !== undefined ? { until } : {}),
       ...(cursor !== undefined ? { cursor } : {}),
@@ -27,6 +29,17 @@ const emailListRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { s
   app.get('/api/emails/:id', { schema: GetEmailRoute }, async (request) => {
     const email = await services.emails.get(accountIdOf(request), request.params.id)
     return { success: true as const, data: email, message: `Email ${email.status}` }
+  })
+
+  // A scheduled email, moved or canceled by its sender (a key with the send permission, or the dashboard).
+  app.patch('/api/emails/:id', { schema: RescheduleEmailRoute, bodyLimit: BODY_LIMITS.small }, async (request) => {
+    const email = await services.emails.reschedule(accountIdOf(request), request.params.id, request.body.scheduledAt)
+    return { success: true as const, data: email, message: `Email scheduled for ${email.scheduledAt}` }
+  })
+
+  app.post('/api/emails/:id/cancel', { schema: CancelEmailRoute }, async (request) => {
+    const email = await services.emails.cancel(accountIdOf(request), request.params.id)
+    return { success: true as const, data: email, message: 'Email canceled: it will not be sent' }
   })
 }
 

@@ -10,7 +10,7 @@ import { SendBatchRoute, SendRoute } from './schema.js'
 
 // `body.to[2]` → item 0, field `to`; `body[3].subject` → item 3, field `subject`; `body` → the whole body.
 const DETAIL_PATH = /^body(?:\[(\d+)\])?(?:\.([A-Za-z]+))?/
-const FIELD_ORDER = ['to', 'subject', 'html', 'text', 'from', 'cc', 'bcc', 'replyTo', 'headers', 'tags']
+const FIELD_ORDER = ['to', 'subject', 'html', 'text', 'from', 'cc', 'bcc', 'replyTo', 'headers', 'tags', 'metadata', 'scheduledAt', 'tracking', 'unsubscribe']
 
 /**
  * A send the schema refused is answered with the schema's problems and, for the fields the schema

@@ -2,6 +2,8 @@ import { Type, type Static } from 'typebox'
 import { MAX_BATCH, MAX_HEADERS, MAX_RECIPIENTS, MAX_REPLY_TO } from '../../../app/emails.js'
 import { EMAIL_STATUSES } from '../../../app/email-list.js'
 import { EventType, HEADERS, Success, Timestamp, component, errors, Literals } from '../../schemas.js'
+import { METADATA_KEY_PATTERN, METADATA_LIMITS } from '../../../domain/metadata.js'
+import { MAX_SCHEDULED_AT_LENGTH } from '../../../domain/schedule.js'
 import { TemplateSendSchema } from '../templates/schema.js'
 
 // The schema checks shapes and sizes; what an address or a header may hold (no CR/LF, a real address,
@@ -16,6 +18,20 @@ const Addresses = (max: number, min = 0) => Type.Union([Address, Type.Array(Addr
 export const MAX_CONTENT_LENGTH = 1024 * 1024
 const Content = Type.String({ minLength: 1, maxLength: MAX_CONTENT_LENGTH })
 const Tag = Type.String({ minLength: 1, maxLength: 256, pattern: '^[A-Za-z0-9_-]+$', description: 'letters, digits, _ and -' })
+/** A date-time with its offset; its shape and time are checked by src/domain/schedule.ts (422 invalid_schedule, naming it). */
+export const ScheduledAt = Type.String({
+  minLength: 1, maxLength: MAX_SCHEDULED_AT_LENGTH,
+  description: 'send at this time, not before: ISO 8601 with an offset (2026-12-01T09:00:00+01:00 or …Z), from now to the horizon (30 days by default); 422 invalid_schedule otherwise',
+})
+export const Metadata = Type.Record(Type.String({ pattern: METADATA_KEY_PATTERN }), Type.String({ maxLength: METADATA_LIMITS.maxValueLength }), {
+  maxProperties: METADATA_LIMITS.maxKeys,
+  description: `your own data, carried in every webhook payload of the email: at most ${METADATA_LIMITS.maxKeys} keys of 1 to ${METADATA_LIMITS.maxKeyLength} ` +
+    `letters, digits, _ or -, string values of at most ${METADATA_LIMITS.maxValueLength} characters, ${METADATA_LIMITS.maxTotalBytes} bytes (UTF-8) in all`,
+})
+const TrackingChoice = Type.Object({
+  opens: Type.Optional(Type.Boolean({ description: 'an open pixel in the html' })),
+  clicks: Type.Optional(Type.Boolean({ description: 'http(s) links rewritten to tracked ones; false: every link exactly as written' })),
+}, { additionalProperties: false, description: 'what is left out takes the sending domain\'s default, then the account\'s (on)' })
 
 export const SendSchema = Type.Object({
   from: Type.Optional(Type.String({ minLength: 1, maxLength: 500, description: 'the sender; default: MAIL_FROM' })),
@@ -33,6 +49,12 @@ export const SendSchema = Type.Object({
   tags: Type.Optional(Type.Array(Type.Object({ name: Tag, value: Tag }, { additionalProperties: false }), {
     maxItems: 50, description: 'an array of at most 50 tags ({ name, value })',
   })),
+  scheduledAt: Type.Optional(ScheduledAt),
+  tracking: Type.Optional(TrackingChoice),
+  unsubscribe: Type.Optional(Type.Boolean({
+    description: 'false: no List-Unsubscribe headers, for mail a recipient cannot opt out of (a password reset); default true, which bulk mail needs',
+  })),
+  metadata: Type.Optional(Metadata),
 }, {
   additionalProperties: false,
   description: 'subject, and html or text (or both); or a template in place of all three',
@@ -56,6 +78,7 @@ const IdempotencyHeaders = Type.Object({
 const Accepted = component('SendResult', Type.Object({
   id: Type.String({ description: 'the email\'s id (em_…)' }),
   suppressed: Type.Optional(Type.Array(Type.String(), { description: 'recipients dropped because they are suppressed' })),
+  scheduledAt: Type.Optional(Type.String({ format: 'date-time', maxLength: 64, description: 'a scheduled send: when it goes out (UTC)' })),
 }, { description: 'A send, accepted and stored' }))
 
 const security = [{ apiKey: [] }]
@@ -66,7 +89,7 @@ export const SendRoute = {
   tags, security, summary: 'Send an email (202: accepted and stored; it goes out in the background)',
   headers: IdempotencyHeaders,
   body: SendSchema,
-  response: { 202: Success(Accepted, 'Accepted and stored: it goes out in the background', HEADERS.idempotentReplayed), ...errors(400, 401, 409, 413, 415, 422, 429) },
+  response: { 202: Success(Accepted, 'Accepted and stored: it goes out in the background (a scheduled one at its time)', HEADERS.idempotentReplayed), ...errors(400, 401, 409, 413, 415, 422, 429) },
 }
 
 export const SendBatchRoute = {
@@ -99,6 +122,10 @@ export const EmailViewSchema = component('Email', Type.Object({
   createdAt: Timestamp,
   suppressed: Type.Array(Type.String()),
   tags: Type.Array(Type.Object({ name: Type.String(), value: Type.String() })),
+  metadata: Type.Record(Type.String(), Type.String(), { description: 'the send\'s metadata ({} when none)' }),
+  scheduledAt: Type.Union([Timestamp, Type.Null()], { description: 'when a scheduled email is (or was) due; null for one sent at once' }),
+  tracking: Type.Object({ opens: Type.Boolean(), clicks: Type.Boolean() }, { description: 'whether its copies carry an open pixel and tracked links, as decided at acceptance' }),
+  unsubscribe: Type.Boolean({ description: 'whether its copies carry the List-Unsubscribe headers' }),
   template: Type.Union([Type.Object({ id: Type.String(), version: Type.Integer() }), Type.Null()], { description: 'the template and version it was rendered from; null when the send named none' }),
   html: Type.Union([Type.String(), Type.Null()], { description: 'the html as it was sent, before each recipient\'s tracking' }),
   text: Type.Union([Type.String(), Type.Null()], { description: 'the text as it was sent' }),
