@@ -19,9 +19,16 @@
 // An attempt in flight (its password not yet checked) counts as a failure until it is settled, so a burst
 // of concurrent guesses gets no more tries than the same guesses one after another.
 //
+// The ceiling counts in windows of LOGIN_CEILING_WINDOW_MS aligned on the epoch, and an attempt's window is
+// the one it began in: its counts, and the success or refusal that settles it later, all land in that
+// window, even when it is answered after the window has ended. So the two counts of failedBefore always
+// cover the same attempts, whichever store keeps them.
+//
 // The per-address counts live in this process, in a map bounded to `maxEntries` that forgets the pair
 // heard from least recently. The ceiling's counts live where the route's rate limits count
-// (RATE_LIMIT_STORE: this process's memory, or the store every node shares; see failedBefore).
+// (RATE_LIMIT_STORE): in the store every node shares, or in this process (createLocalCeilingCounts),
+// for at most LOCAL_CEILING_ENTRIES emails.
+import { createHash } from 'node:crypto'
 import type { Clock } from './clock.js'
 import { addressKey } from './inbound-limits.js'
 
@@ -101,16 +108,50 @@ export function createLoginThrottle ({
 export type LoginThrottle = ReturnType<typeof createLoginThrottle>
 
 export interface LoginGuardOptions extends LoginThrottleOptions {
-  /** Failed logins per account in one window (LOGIN_CEILING_WINDOW_MS), from every address together. */
+  /** Failed logins per account in one window, from every address together. */
   ceiling: number
+  /** The ceiling's window (LOGIN_CEILING_WINDOW_MS); windows are aligned on the epoch. */
+  windowMs?: number
 }
 
 /**
- * The ceiling's counts: one hit on the account's `tries` or `marks` count in the current window, answered
- * with the window's hits so far (this one included) and the milliseconds until the window ends. Counted
- * where every node sees them when rate limits are shared (RATE_LIMIT_STORE=store), else in this process.
+ * The ceiling's counts: one hit on the account's `tries` or `marks` count of window number `window`
+ * (floor(time / windowMs), the window the attempt began in), answered with that count's hits so far, this
+ * one included. The window is part of what is counted, so a store must keep each window's counts apart
+ * (and keep them at least windowMs). Counted where every node sees them when rate limits are shared
+ * (RATE_LIMIT_STORE=store), else in this process (createLocalCeilingCounts).
  */
-export type CeilingCounter = (count: 'tries' | 'marks') => Promise<{ hits: number; resetsInMs: number }>
+export type CeilingCounter = (count: 'tries' | 'marks', window: number) => Promise<{ hits: number }>
+
+/** Emails whose ceiling counts one process keeps (RATE_LIMIT_STORE=memory): about 220 bytes each, 22 MB in all. */
+export const LOCAL_CEILING_ENTRIES = 100_000
+
+/**
+ * The ceiling's counts in this process: per email, its two counts in the newest window it was tried in.
+ * A hit for a later window starts the email afresh; a hit for an earlier one (a login answered after its
+ * window ended) finds that window over and changes nothing. At most `maxEntries` emails are kept, keyed by
+ * a digest of the email (its length does not matter); past that the one tried least recently is forgotten,
+ * so resetting an email's full ceiling takes tries at `maxEntries` other emails within one window.
+ */
+export function createLocalCeilingCounts ({ maxEntries = LOCAL_CEILING_ENTRIES }: { maxEntries?: number } = {}) {
+  const entries = new Map<string, { window: number; tries: number; marks: number }>()
+  const keyOf = (account: string) => createHash('sha256').update(account).digest('base64url').slice(0, 22)
+  return {
+    counter (account: string): CeilingCounter {
+      const key = keyOf(account)
+      return async (which, window) => {
+        let e = entries.get(key)
+        if (e !== undefined && e.window > window) return { hits: 0 }
+        if (e === undefined || e.window < window) e = { window, tries: 0, marks: 0 }
+        e[which] += 1
+        touch(entries, key, e, maxEntries)
+        return { hits: e[which] }
+      }
+    },
+
+    get size (): number { return entries.size },
+  }
+}
 
 export type LoginAttempt =
   | {
@@ -147,7 +188,7 @@ export function failedBefore (tries: number, marks: number): number {
  * spends nothing of the account's ceiling); then the ceiling; an attempt past both may try its password.
  */
 export function createLoginGuard (options: LoginGuardOptions) {
-  const { ceiling, freeFailures, baseDelayMs = 1000 } = options
+  const { clock, ceiling, freeFailures, baseDelayMs = 1000, windowMs = LOGIN_CEILING_WINDOW_MS } = options
   const throttle = createLoginThrottle(options)
   // Attempts of one address for one account whose password is being checked. An entry exists only while
   // one is in flight, so the map is bounded by the requests being served.
@@ -173,6 +214,8 @@ export function createLoginGuard (options: LoginGuardOptions) {
         return { allowed: false, by: 'address', waitMs: baseDelayMs }
       }
       add(pair, 1)
+      // Every count of this attempt, the ones that settle it included, is in the window it began in.
+      const window = Math.floor(clock.now() / windowMs)
       let settled = false
       const settle = (): boolean => {
         if (settled) return false
@@ -183,15 +226,15 @@ export function createLoginGuard (options: LoginGuardOptions) {
       try {
         // Marks before tries: a try hitting both counts between this one's two hits raises the estimate,
         // never lowers it, so concurrent tries err toward refusing.
-        const marks = await count('marks')
-        const tries = await count('tries')
+        const marks = await count('marks', window)
+        const tries = await count('tries', window)
         if (failedBefore(tries.hits, marks.hits) >= ceiling) {
           settle()
           // Not tried, so not a failure: taken off as a success is (else refusals while the ceiling is
           // full only because of tries in flight would keep it full after those succeed). If it cannot be
           // taken off, it stays counted: the ceiling errs toward refusing.
-          await count('marks').catch(() => undefined)
-          return { allowed: false, by: 'account', waitMs: tries.resetsInMs }
+          await count('marks', window).catch(() => undefined)
+          return { allowed: false, by: 'account', waitMs: Math.max(1, (window + 1) * windowMs - clock.now()) }
         }
       } catch (err) {
         settle()
@@ -202,14 +245,14 @@ export function createLoginGuard (options: LoginGuardOptions) {
         async succeeded () {
           if (!settle()) return
           throttle.succeeded(account, address)
-          await count('marks')
+          await count('marks', window)
         },
         failed (): number {
           if (settle()) return throttle.failed(account, address)
           return throttle.waitMs(account, address)
         },
         async abandoned () {
-          if (settle()) await count('marks').catch(() => undefined)
+          if (settle()) await count('marks', window).catch(() => undefined)
         },
       }
     },

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { createLoginGuard, createLoginThrottle, failedBefore, type CeilingCounter, type LoginAttempt } from '../../src/domain/login-throttle.js'
+import {
+  createLocalCeilingCounts, createLoginGuard, createLoginThrottle, failedBefore, LOCAL_CEILING_ENTRIES, type CeilingCounter, type LoginAttempt,
+} from '../../src/domain/login-throttle.js'
 
 describe('login throttle (per account and client address)', () => {
   test('the free failures bring the first wait, each further one doubles it, up to the longest', () => {
@@ -42,19 +44,22 @@ describe('login throttle (per account and client address)', () => {
 })
 
 /**
- * The ceiling's counts as a rate-limit store keeps them: fixed windows on the fake clock, one count per
- * key. Shared by every guard given it (nodes sharing a store).
+ * The ceiling's counts as a rate-limit store keeps them, keyed by the count, the guard's window number and
+ * the account, on the fake clock. `aligned`: windows aligned on the epoch (the shared store);
+ * `first-hit`: a key's window starts at its first hit (@fastify/rate-limit's in-memory store). The guard
+ * must count exactly over either. Shared by every guard given it (nodes sharing a store).
  */
-function fakeCounts (clock: { now(): number }, windowMs = 60_000) {
-  const counts = new Map<string, { window: number; hits: number }>()
+function fakeCounts (clock: { now(): number }, windowMs = 60_000, kind: 'aligned' | 'first-hit' = 'aligned') {
+  const counts = new Map<string, { start: number; hits: number }>()
   return {
-    counter: (account: string): CeilingCounter => async (which) => {
-      const window = Math.floor(clock.now() / windowMs)
-      const key = `${which}:${account}`
+    counter: (account: string): CeilingCounter => async (which, window) => {
+      const now = clock.now()
+      const key = `${which}:${window}:${account}`
       const c = counts.get(key)
-      const hits = c !== undefined && c.window === window ? c.hits + 1 : 1
-      counts.set(key, { window, hits })
-      return { hits, resetsInMs: (window + 1) * windowMs - clock.now() }
+      const start = kind === 'aligned' ? Math.floor(now / windowMs) * windowMs : c === undefined || c.start + windowMs <= now ? now : c.start
+      const hits = c !== undefined && c.start === start ? c.hits + 1 : 1
+      counts.set(key, { start, hits })
+      return { hits }
     },
   }
 }
@@ -63,7 +68,7 @@ describe('login guard (the per-address throttle, then the account-wide ceiling o
   function setup (opts: { freeFailures: number; ceiling: number; maxEntries?: number }) {
     const clock = { t: 1_200_000, now () { return this.t } }
     const counts = fakeCounts(clock)
-    const guard = createLoginGuard({ clock, ...opts })
+    const guard = createLoginGuard({ clock, windowMs: 60_000, ...opts })
     const attempt = (account: string, address: string) => guard.attempt(account, address, counts.counter(account))
     return { clock, counts, guard, attempt }
   }
@@ -157,7 +162,7 @@ describe('login guard (the per-address throttle, then the account-wide ceiling o
   test('nodes sharing the counts share the ceiling: every try reads what all of them counted', async () => {
     const clock = { t: 0, now () { return this.t } }
     const counts = fakeCounts(clock)
-    const [a, b] = [createLoginGuard({ clock, freeFailures: 100, ceiling: 4 }), createLoginGuard({ clock, freeFailures: 100, ceiling: 4 })]
+    const [a, b] = [createLoginGuard({ clock, windowMs: 60_000, freeFailures: 100, ceiling: 4 }), createLoginGuard({ clock, windowMs: 60_000, freeFailures: 100, ceiling: 4 })]
     const statuses: string[] = []
     for (let i = 0; i < 8; i++) {
       const node = i % 2 === 0 ? a : b
@@ -181,6 +186,93 @@ describe('login guard (the per-address throttle, then the account-wide ceiling o
     for (let i = 0; i < 3; i++) (await allowed(attempt('b', '192.0.2.1'))).failed()
     assert.equal((await refused(attempt('b', '::ffff:192.0.2.1'))).by, 'address')
     await (await allowed(attempt('b', '192.0.2.2'))).succeeded()
+  })
+
+  /**
+   * Logins one after another across four windows, each password check taking 900 ms, so some start just
+   * before a window ends and are answered just after it. Every decision must be what the failures of the
+   * attempt's own window say: refused once `ceiling` (2) of them failed, whatever the ones before did.
+   */
+  async function acrossWindowBoundaries (counter: (clock: { now(): number }) => (account: string) => CeilingCounter) {
+    const W = 60_000
+    // Per window: [ms into it, the password right?]; 59 300 and later are answered after the window ends.
+    const windows: Array<Array<[number, boolean]>> = [
+      [[10_000, false], [30_000, true], [59_300, true]],
+      [[2_000, false], [20_000, true], [40_000, false], [50_000, true], [59_500, false]],
+      [[10_000, false], [59_400, false]],
+      [[5_000, true], [15_000, false], [25_000, true], [35_000, false], [45_000, true], [59_600, true]],
+      [[1_000, true], [2_000, false], [3_000, true]],
+    ]
+    const clock = { t: 0, now () { return this.t } }
+    const guard = createLoginGuard({ clock, windowMs: W, freeFailures: 1000, ceiling: 2 })
+    const counterOf = counter(clock)
+    const seen: string[] = []
+    const expected: string[] = []
+    for (const [n, attempts] of windows.entries()) {
+      let failures = 0
+      for (const [at, right] of attempts) {
+        clock.t = (20 + n) * W + at
+        expected.push(failures >= 2 ? 'account' : 'tried')
+        const a = await guard.attempt('acct', right ? 'owner' : 'guesser', counterOf('acct'))
+        seen.push(a.allowed ? 'tried' : a.by)
+        if (!a.allowed) continue
+        clock.t += 900
+        if (right) {
+          await a.succeeded()
+        } else {
+          a.failed()
+          failures += 1
+        }
+      }
+    }
+    assert.deepEqual(seen, expected)
+  }
+
+  for (const kind of ['aligned', 'first-hit'] as const) {
+    test(`both counts share the attempt's window: a login answered just after its window ends changes no later count (${kind} store windows)`, async () => {
+      await acrossWindowBoundaries((clock) => fakeCounts(clock, 60_000, kind).counter)
+    })
+  }
+
+  test('both counts share the attempt\'s window: a login answered just after its window ends changes no later count (this process\'s counts)', async () => {
+    await acrossWindowBoundaries((clock) => createLocalCeilingCounts().counter)
+  })
+
+  test('this process\'s counts: tries at other emails do not flush a full ceiling, up to the bound; memory stays within it', async () => {
+    const clock = { t: 1_200_000, now () { return this.t } }
+    const counts = createLocalCeilingCounts({ maxEntries: 4 })
+    const guard = createLoginGuard({ clock, windowMs: 60_000, freeFailures: 1000, ceiling: 2 })
+    const attempt = (account: string, address: string) => guard.attempt(account, address, counts.counter(account))
+    for (const address of ['1', '2']) (await allowed(attempt('target', address))).failed()
+    // Failed logins at three junk emails: with the target, the four the counts hold.
+    for (const junk of ['j1', 'j2', 'j3']) (await allowed(attempt(junk, 'flusher'))).failed()
+    assert.equal((await refused(attempt('target', 'owner'))).by, 'account', 'still full')
+    // Tried since: the target is again the most recent, so three more junk emails leave it counted too.
+    for (const junk of ['j4', 'j5', 'j6']) (await allowed(attempt(junk, 'flusher'))).failed()
+    assert.equal((await refused(attempt('target', 'owner'))).by, 'account')
+    // Past the bound the email heard from least recently is forgotten: memory never holds more than the bound.
+    for (let i = 0; i < 50; i++) (await allowed(attempt(`junk${i}`, 'flusher'))).failed()
+    assert.equal(counts.size, 4)
+    // A new window starts every email afresh.
+    clock.t = 1_260_000
+    await (await allowed(attempt('target', 'owner'))).succeeded()
+  })
+
+  test(`this process's counts hold ${LOCAL_CEILING_ENTRIES} emails: a full ceiling outlasts tries at ${LOCAL_CEILING_ENTRIES - 1} others in its window`, async () => {
+    const clock = { t: 1_200_000, now () { return this.t } }
+    const counts = createLocalCeilingCounts()
+    const guard = createLoginGuard({ clock, windowMs: 60_000, freeFailures: 1000, ceiling: 2 })
+    for (const address of ['1', '2']) (await allowed(guard.attempt('target', address, counts.counter('target')))).failed()
+    // A failed login at each other email hits its two counts, as the guard does; the last one after 59 s.
+    const window = Math.floor(clock.t / 60_000)
+    for (let i = 0; i < LOCAL_CEILING_ENTRIES - 1; i++) {
+      const count = counts.counter(`junk${i}@example.com`)
+      await count('marks', window)
+      await count('tries', window)
+    }
+    clock.t += 59_000
+    assert.equal((await refused(guard.attempt('target', 'owner', counts.counter('target')))).by, 'account')
+    assert.equal(counts.size, LOCAL_CEILING_ENTRIES)
   })
 
   test('a count that cannot be reached fails the attempt, and leaves nothing in flight', async () => {

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
 import { normaliseEmail } from '../../../app/accounts.js'
 import { addressKey } from '../../../domain/inbound-limits.js'
-import { createLoginGuard, LOGIN_CEILING_WINDOW_MS, type CeilingCounter } from '../../../domain/login-throttle.js'
+import { createLocalCeilingCounts, createLoginGuard, LOGIN_CEILING_WINDOW_MS, type CeilingCounter } from '../../../domain/login-throttle.js'
 import { limitsOf } from '../../../domain/plans.js'
 import { quotaPeriods } from '../../../domain/quotas.js'
 import { isAppError, RateLimited } from '../../../errors.js'
@@ -29,17 +29,25 @@ const accountRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { ser
   const perIp = { rateLimit: { max: config.rateLimits.authPerMinute, timeWindow: 60_000, keyGenerator: (r: FastifyRequest) => `auth:${addressKey(r.ip)}` } }
   const guard = createLoginGuard({ clock: services.clock, freeFailures: config.rateLimits.loginFailures, ceiling: config.rateLimits.loginPerEmail })
   const emailOf = (request: FastifyRequest) => normaliseEmail((request.body as Credentials).email)
-  // The ceiling's two counts per email, in @fastify/rate-limit's store: the shared one under
-  // RATE_LIMIT_STORE=store, so every node counts the same tries. The rule needs the counts themselves,
-  // so no hit is ever over the limit (max) and a hit's count is max − remaining.
-  const counts = {
-    tries: app.createRateLimit({ max: Number.MAX_SAFE_INTEGER, timeWindow: LOGIN_CEILING_WINDOW_MS, keyGenerator: (r: FastifyRequest) => `login-tries:${emailOf(r)}` }),
-    marks: app.createRateLimit({ max: Number.MAX_SAFE_INTEGER, timeWindow: LOGIN_CEILING_WINDOW_MS, keyGenerator: (r: FastifyRequest) => `login-marks:${emailOf(r)}` }),
-  }
-  const counterFor = (request: FastifyRequest): CeilingCounter => async (which) => {
-    const verdict = await counts[which](request)
-    if (verdict.isAllowed) throw new Error('the login ceiling\'s counts have no allow list')
-    return { hits: verdict.max - verdict.remaining, resetsInMs: verdict.ttl }
+  // The ceiling's two counts per email, each attempt's in the window it began in (its number is in the
+  // key). RATE_LIMIT_STORE=store: in @fastify/rate-limit's store, the shared one, so every node counts the
+  // same tries; the rule needs the counts themselves, so no hit is ever over the limit (max) and a hit's
+  // count is max − remaining. memory: in this process, for a bounded number of emails (the plugin's own
+  // memory store holds 5000 keys, and starts each key's window at its first hit).
+  const localCounts = config.rateLimitStore === 'memory' ? createLocalCeilingCounts() : null
+  const windowOf = new WeakMap<FastifyRequest, number>()
+  const sharedCount = (count: 'tries' | 'marks') => app.createRateLimit({
+    max: Number.MAX_SAFE_INTEGER, timeWindow: LOGIN_CEILING_WINDOW_MS, keyGenerator: (r: FastifyRequest) => `login-${count}:${windowOf.get(r)}:${emailOf(r)}`,
+  })
+  const sharedCounts = localCounts === null ? { tries: sharedCount('tries'), marks: sharedCount('marks') } : null
+  const counterFor = (request: FastifyRequest, email: string): CeilingCounter => {
+    if (sharedCounts === null) return localCounts!.counter(email)
+    return async (which, window) => {
+      windowOf.set(request, window)
+      const verdict = await sharedCounts[which](request)
+      if (verdict.isAllowed) throw new Error('the login ceiling\'s counts have no allow list')
+      return { hits: verdict.max - verdict.remaining }
+    }
   }
   // Signups per email, every attempt counted (a signup has no password to guess, only an email to try).
   const signupLimit = app.createRateLimit({
@@ -66,7 +74,7 @@ const accountRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { ser
 
   app.post('/api/auth/login', { schema: LoginRoute, bodyLimit: BODY_LIMITS.small, config: perIp, onRequest: sameOrigin }, async (request, reply) => {
     const email = normaliseEmail(request.body.email)
-    const attempt = await guard.attempt(email, request.ip, counterFor(request))
+    const attempt = await guard.attempt(email, request.ip, counterFor(request, email))
     if (!attempt.allowed) {
       const seconds = Math.max(1, Math.ceil(attempt.waitMs / 1000))
       const message = attempt.by === 'address'
