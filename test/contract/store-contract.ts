@@ -9,6 +9,7 @@ import type { AccountRecord, ApiKeyRecord, SessionRecord, Store, WebhookRecord }
 import { emailStoreCases } from './email-store-cases.js'
 import { emailListCases } from './email-list-cases.js'
 import { receivedCases } from './received-cases.js'
+import { templateCases } from './template-cases.js'
 import { accountCreationCases } from './account-creation-cases.js'
 
 export interface MadeStore {
@@ -604,6 +605,8 @@ export function storeContract (name: string, make: MakeStore): void {
     emailListCases(() => store)
     // Received mail: the receiving switch, messages with their bytes and event.
     receivedCases(() => store)
+    // Templates: heads, versions, races between changes, deletion.
+    templateCases(() => store)
 
     // Persistence: the suite's own store stays open, so this test makes (and closes) its own.
 
