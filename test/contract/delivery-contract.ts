@@ -10,6 +10,8 @@ import { BEFORE, OUTCOME_KINDS, transition } from '../../src/domain/delivery-tra
 import { deliveryId, newId } from '../../src/domain/ids.js'
 import type { DeliveryOutcome, DeliveryRecord, DeliveryStatus, DeliveryWork, LeaseRequest, RoutingPosition } from '../../src/store/deliveries.js'
 import type { AccountRecord, Store, WebhookRecord } from '../../src/store/types.js'
+import type { EmailRecord } from '../../src/store/emails.js'
+import type { ReceivedRecord } from '../../src/store/received.js'
 import type { MadeStore, MakeStore } from './store-contract.js'
 
 /** A fixed origin: every time in these cases is T + something. */
@@ -993,6 +995,130 @@ export function deliveryContract (name: string, make: MakeStore): void {
         id, webhookId: target.id, url: target.url, secrets: [target.secret], event: 'email.sent', payload: e.payload, attempts: 0, pushbacks: 0, rateLimit: null, eventAt: T,
       } satisfies Omit<DeliveryWork, 'lease'>])
       assert.deepEqual(await allDeliveries(bystander), [])
+    })
+
+    // Webhook filters and replay (src/domain/webhook-filter.ts, src/domain/replay.ts)
+
+    /** A sent email and its event of `type` at `at`, stored in one write as a send stores them. */
+    async function sentEmail (account: AccountRecord, at: number, from: string, tags: Array<{ name: string; value: string }>): Promise<EventRecord> {
+      const to = `to-${unique()}@example.test`
+      const email: EmailRecord = {
+        id: newId('em', at), accountId: account.id, from, to: [to], cc: [], bcc: [], replyTo: [], subject: 'Hi', html: null, text: 'Hi',
+        headers: {}, tags, suppressed: [], recipients: [{ address: to, state: 'pending' }], status: 'queued', attempts: 0,
+        nextAttemptAt: iso(at), leaseOwner: null, leaseExpiresAt: null, leaseToken: 0, lastError: null, createdAt: iso(at), updatedAt: iso(at),
+      }
+      const base = { id: newId('evt', at), emailId: email.id, type: 'email.sent' as const, recipient: to, occurredAt: iso(at) }
+      const event: EventRecord = { ...base, accountId: account.id, payload: eventPayload(base) }
+      assert.equal((await store.acceptEmails({ emails: [email], events: [event] })).outcome, 'accepted')
+      return event
+    }
+
+    /** Received mail at `recipients` and its email.received event. */
+    async function receivedMail (account: AccountRecord, at: number, recipients: string[]): Promise<EventRecord> {
+      const id = newId('rcv', at)
+      const message: ReceivedRecord = {
+        id, accountId: account.id, domainId: newId('dom', at), recipients, mailFrom: 'a@sender.example', from: 'a@sender.example', to: recipients, cc: [],
+        subject: 'hello', text: 'hi', textTruncated: false, html: null, htmlTruncated: false, headers: [], messageId: null, inReplyTo: null, attachments: [],
+        authentication: { spf: 'none', dkim: 'none', dmarc: 'none', arc: null }, size: 10, createdAt: iso(at),
+      }
+      const base = { id: newId('evt', at), emailId: id, type: 'email.received' as const, recipient: recipients[0]!, occurredAt: iso(at) }
+      const event: EventRecord = { ...base, accountId: account.id, payload: eventPayload(base, { id }) }
+      assert.equal(await store.insertReceived({ message, raw: Buffer.from('raw message'), contents: [], event, limitBytes: 1_000_000 }), 'recorded')
+      return event
+    }
+
+    test('routing applies each webhook\'s filter to the event\'s email: its From domain and tags, received mail by its recipients', async () => {
+      const a = await newAccount()
+      const events: EventType[] = ['email.sent', 'email.received']
+      const all = await newHook(a, { events })
+      const shop = await newHook(a, { events, filter: { domains: ['shop.example'], tags: [] } })
+      const receipts = await newHook(a, { events, filter: { domains: [], tags: [{ name: 'kind', value: 'receipt' }, { name: 'tenant' }] } })
+      const both = await newHook(a, { events, filter: { domains: ['shop.example'], tags: [{ name: 'kind', value: 'receipt' }] } })
+      const broken = await newHook(a, { events })
+      assert.deepEqual((await store.findWebhook(a.id, receipts.id))?.filter, receipts.filter, 'the filter is stored as given')
+      // A filter changed by a patch; null removes one.
+      assert.deepEqual((await store.updateWebhook(a.id, broken.id, { filter: { domains: ['nowhere.example'], tags: [] } }, iso(T)))?.filter,
+        { domains: ['nowhere.example'], tags: [] })
+      assert.equal((await store.updateWebhook(a.id, all.id, { filter: null }, iso(T)))?.filter, null)
+
+      const receipt = await sentEmail(a, T, 'Shop <orders@SHOP.example>', [{ name: 'kind', value: 'receipt' }])
+      const news = await sentEmail(a, T + 1, 'news@shop.example', [{ name: 'kind', value: 'news' }])
+      const tenant = await sentEmail(a, T + 2, 'a@other.example', [{ name: 'tenant', value: 't1' }])
+      const mail = await receivedMail(a, T + 3, ['support@help.example', 'sales@shop.example'])
+      const [orphan] = await addEvents(a, [T + 4]) // its email is not in the store
+      const expected = new Map([
+        [all.id, [receipt, news, tenant, mail, orphan!]],
+        [shop.id, [receipt, news, mail]],
+        [receipts.id, [receipt, tenant]],
+        [both.id, [receipt]],
+        [broken.id, []],
+      ])
+      const want = [...expected].flatMap(([hook, es]) => es.map((e) => deliveryId(e.id, hook))).sort()
+      if (store.readEvents !== undefined) {
+        // Written once: the first attempts read are the filtered ones.
+        const got = await store.readEvents(lease(T + 10, { owner: 'reader' }))
+        assert.deepEqual(sortedIds(got.work), want)
+        await store.releaseLeases('reader', T + 10)
+      }
+      const routed = await store.routeEvents(lease(T + 10))
+      assert.equal(routed.events, 5)
+      assert.deepEqual(sortedIds(routed.work), want)
+    })
+
+    test('replay: a window of event times is a range of the webhook\'s deliveries, paged in id order; final ones become due, leased ones are left', async () => {
+      const a = await newAccount()
+      const b = await newAccount()
+      const hook = await newHook(a)
+      const other = await newHook(a)
+      // Events at T, T+1 … T+5: each makes a delivery for both webhooks.
+      const events = await addEvents(a, [T, T + 1, T + 2, T + 3, T + 4, T + 5])
+      await store.routeEvents(lease(T + 10, { leaseUntil: T + 10 * DAY }))
+      const d = (i: number) => workFor(hook, events[i]!)
+      await store.recordOutcomes([succeeded(d(0), T + 11), succeeded(d(1), T + 11), failed(d(2), T + 11), retry(d(3), T + 11, T + DAY)], { now: T + 11, ...HEALTHY })
+      // d(4) is still leased (in flight); d(5) succeeded too, but its event is past the window's end.
+      await store.recordOutcomes([succeeded(d(5), T + 11)], { now: T + 11, ...HEALTHY })
+
+      const window = { since: T, until: T + 5, types: null }
+      assert.equal(await store.countInRange(a.id, hook.id, window), 5)
+      assert.equal(await store.countInRange(b.id, hook.id, window), 0, 'another account counts nothing')
+      assert.equal(await store.countInRange(a.id, hook.id, { ...window, types: ['email.delivered'] }), 0)
+      assert.equal(await store.anyLiveInRange(hook.id, { since: T, until: T + 2, types: null }), false)
+      assert.equal(await store.anyLiveInRange(hook.id, window), true, 'd(3) waits for a retry, d(4) is in flight')
+
+      const first = await store.replayPage(a.id, hook.id, window, null, T + 100, 2)
+      assert.deepEqual(first, { read: 2, last: d(1).id })
+      const second = await store.replayPage(a.id, hook.id, window, first.last, T + 100, 2)
+      assert.deepEqual(second, { read: 2, last: d(3).id })
+      const third = await store.replayPage(a.id, hook.id, window, second.last, T + 100, 2)
+      assert.deepEqual(third, { read: 1, last: d(4).id })
+      assert.deepEqual(await store.replayPage(a.id, hook.id, window, third.last, T + 100, 2), { read: 0, last: null })
+
+      for (const i of [0, 1, 2]) {
+        const r = await find(hook, events[i]!)
+        assert.equal(r.status, 'pending', `d(${i}) is pending again`)
+        assert.equal(r.nextAttemptAt, iso(T + 100))
+        assert.equal(r.attempts, 1, 'its attempts are kept: the next one is appended')
+      }
+      assert.equal((await find(hook, events[3]!)).nextAttemptAt, iso(T + 100), 'a retry waiting for later is due now')
+      assert.equal((await find(hook, events[3]!)).status, 'retrying')
+      assert.equal(await statusOf(hook, events[5]!), 'succeeded', 'past the window: untouched')
+      assert.equal(await statusOf(other, events[0]!), 'pending', 'another webhook\'s deliveries: untouched (still leased from routing)')
+      assert.equal(await store.anyLiveInRange(hook.id, { since: T, until: T + 2, types: null }), true)
+      // Claimed again as themselves, with the attempts they had; d(4) stays with its attempt under way.
+      const claimed = await store.claimDeliveries({ ...lease(T + 100), webhookId: hook.id })
+      assert.deepEqual(sortedIds(claimed), [d(0).id, d(1).id, d(2).id, d(3).id].sort())
+      assert.equal(claimed.find((w) => w.id === d(0).id)?.attempts, 1)
+      await store.recordOutcomes(claimed.map((w) => succeeded({ id: w.id, webhookId: w.webhookId, lease: w.lease }, T + 101)), { now: T + 101, ...HEALTHY })
+      assert.equal((await find(hook, events[0]!)).attempts, 2)
+      assert.equal(await store.anyLiveInRange(hook.id, { since: T, until: T + 4, types: null }), false)
+
+      // The replay of the webhook is kept on it (for the one-at-a-time rule).
+      const state = { since: iso(T), until: iso(T + 5), types: null, startedAt: iso(T + 100) }
+      assert.equal(await store.setWebhookReplay(a.id, hook.id, state), true)
+      assert.equal(await store.setWebhookReplay(b.id, hook.id, state), false)
+      const read = await store.findWebhook(a.id, hook.id)
+      assert.deepEqual(read?.replay, state)
+      assert.equal(read?.updatedAt, hook.updatedAt, 'a replay is not a change of the webhook\'s settings')
     })
 
     // Operations
