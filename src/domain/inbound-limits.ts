@@ -13,6 +13,11 @@
 // transaction, so MAIL/RSET or RCPT loops cannot pass for work either. A connection is closed between
 // transactions once it is `maxAgeMs` old (and refused a new MAIL then); a transaction begun before that may
 // finish, within `transactionMs` from its MAIL FROM to the answer after its DATA.
+//
+// DATA is work, but only at a rate: once `dataGraceMs` have passed since DATA, a connection whose bytes have
+// come in at less than `dataBytesPerSecond` on average is overdue (and may be put out for a newcomer), so a
+// few connections each trickling a message cannot hold the slots for the whole of `transactionMs`. The
+// clock stops at the end of the message: waiting for svc's answer is not the sender's slowness.
 import { isIP } from 'node:net'
 import ipaddr from 'ipaddr.js'
 
@@ -53,9 +58,13 @@ export interface ConnectionLimits {
   usefulMails: number
   /** RCPT commands of one transaction that count as activity. */
   usefulRcpts: number
+  /** From DATA, how long before the rate of its bytes is judged. */
+  dataGraceMs: number
+  /** The slowest average rate of a message's bytes, from DATA on, once dataGraceMs have passed. */
+  dataBytesPerSecond: number
 }
 
-export type CloseReason = 'idle' | 'age' | 'transaction_age'
+export type CloseReason = 'idle' | 'age' | 'transaction_age' | 'slow_data'
 
 /** One connection's clock: what it did when, and whether it is over a limit. Times in ms, from the caller's clock. */
 export class ConnectionLife {
@@ -64,6 +73,10 @@ export class ConnectionLife {
   /** MAIL FROM of the transaction in progress; undefined between transactions. */
   private transactionAt: number | undefined
   private inData = false
+  /** When DATA began, the bytes of the message since, and whether they have all come (the end of data). */
+  private dataAt = 0
+  private dataBytes = 0
+  private dataDone = false
   private mailsSinceData = 0
   private rcpts = 0
 
@@ -88,11 +101,31 @@ export class ConnectionLife {
     this.rcpts += 1
   }
 
-  /** DATA began: from here the byte timeout of the server and `transactionMs` bound it. */
+  /** DATA began: from here its rate (after dataGraceMs), the byte timeout of the server and `transactionMs` bound it. */
   data (now: number): void {
     this.lastUseful = now
     this.inData = true
+    this.dataAt = now
+    this.dataBytes = 0
+    this.dataDone = false
     this.mailsSinceData = 0
+  }
+
+  /** `bytes` of the message came in (during DATA). */
+  received (_now: number, bytes: number): void {
+    this.dataBytes += bytes
+  }
+
+  /** The whole message is in; what remains is svc's answer. */
+  dataEnd (_now: number): void {
+    this.dataDone = true
+  }
+
+  /** In DATA past its grace, with the message's bytes slower than the floor on average. */
+  private slowData (now: number): boolean {
+    if (!this.inData || this.dataDone) return false
+    const elapsed = now - this.dataAt
+    return elapsed >= this.limits.dataGraceMs && this.dataBytes * 1000 < this.limits.dataBytesPerSecond * elapsed
   }
 
   /** The TLS handshake after STARTTLS completed. */
@@ -116,6 +149,7 @@ export class ConnectionLife {
   overdue (now: number): CloseReason | null {
     if (this.transactionAt !== undefined) {
       if (now - this.transactionAt >= this.limits.transactionMs) return 'transaction_age'
+      if (this.slowData(now)) return 'slow_data'
       if (this.inData) return null
     } else if (now - this.openedAt >= this.limits.maxAgeMs) {
       return 'age'
@@ -123,8 +157,9 @@ export class ConnectionLife {
     return now - this.lastUseful >= this.limits.idleMs ? 'idle' : null
   }
 
-  /** How long since the last useful command; 0 during DATA (never worth evicting). */
+  /** How long since the last useful command; during DATA 0 (never worth evicting), or its time in DATA when it is too slow. */
   idleFor (now: number): number {
+    if (this.slowData(now)) return now - this.dataAt
     return this.inData ? 0 : now - this.lastUseful
   }
 }

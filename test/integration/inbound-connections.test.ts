@@ -157,6 +157,25 @@ describe('inbound connections (issue 38)', () => {
     assert.equal(await metric(server, 'transaction_age'), 1)
   })
 
+  test('a DATA that trickles below the rate floor is closed once its grace is over, long before the transaction\'s age', async (t) => {
+    const { port, server, inbound } = await listener(t, { dataGraceMs: 300 })
+    const c = new Raw(port, '127.0.0.2')
+    t.after(() => c.destroy())
+    assert.match(await c.greeting(), /^220 /)
+    await c.command('EHLO client.example')
+    assert.match(await c.command('MAIL FROM:<a@example.net>'), /^250/)
+    assert.match(await c.command(`RCPT TO:<${COMPLAINTS}>`), /^250/)
+    assert.match(await c.command('DATA'), /^354/)
+    // A byte every 30 ms: about 33 bytes a second, against a floor of 1 KiB a second.
+    const trickle = setInterval(() => { if (!c.socket.destroyed) c.socket.write('x') }, 30)
+    t.after(() => clearInterval(trickle))
+    await c.untilClosed()
+    assert.match(c.lines.at(-1)!, /^421 4\.4\.2 /)
+    assert.equal(await metric(server, 'slow_data'), 1)
+    assert.equal(await metric(server, 'transaction_age'), 0)
+    assert.equal(inbound.openCount, 0, 'its slot is free')
+  })
+
   test('when every slot is taken, a newcomer takes the slot of a connection that moves no mail', async (t) => {
     const { port, server, inbound } = await listener(t, { maxClients: 4, connectionsPerAddress: 2, evictIdleMs: 300 })
     const holders = ['127.0.0.2', '127.0.0.2', '127.0.0.3', '127.0.0.3'].map((a) => new Raw(port, a))

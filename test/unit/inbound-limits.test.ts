@@ -38,7 +38,7 @@ describe('addressKey: the sender a connecting address counts as', () => {
   })
 })
 
-const LIMITS: ConnectionLimits = { idleMs: 30_000, maxAgeMs: 300_000, transactionMs: 600_000, usefulMails: 3, usefulRcpts: 20 }
+const LIMITS: ConnectionLimits = { idleMs: 30_000, maxAgeMs: 300_000, transactionMs: 600_000, usefulMails: 3, usefulRcpts: 20, dataGraceMs: 10_000, dataBytesPerSecond: 1024 }
 
 describe('ConnectionLife: how long a connection may stay', () => {
   test('a connection that only says NOOP (or RSET, HELP…: no hook sees them) is idle after idleMs', () => {
@@ -63,9 +63,58 @@ describe('ConnectionLife: how long a connection may stay', () => {
     life.mail(1000)
     life.rcpt(1000)
     life.data(2000)
+    // A slow message, at 2 KiB a second (above the floor).
+    for (let t = 3000; t <= 500_000; t += 1000) life.received(t, 2048)
     assert.equal(life.overdue(500_000), null, 'a slow message, still within its transaction')
     assert.equal(life.idleFor(500_000), 0, 'never evicted in DATA')
     assert.equal(life.overdue(601_000), 'transaction_age')
+  })
+
+  test('a DATA slower than the floor after its grace is overdue and may be evicted; one at the floor is neither', () => {
+    // About 500 bytes a second, from DATA at 1 s.
+    const slow = new ConnectionLife(0, LIMITS)
+    slow.mail(0)
+    slow.rcpt(0)
+    slow.data(1000)
+    let slowAt = 1000
+    const until = (end: number) => { for (let t = slowAt + 100; t <= end; t += 100) slow.received(t, 51); slowAt = end }
+    until(10_900)
+    assert.equal(slow.overdue(10_999), null, 'within the grace')
+    assert.equal(slow.idleFor(10_999), 0)
+    until(11_000)
+    assert.equal(slow.overdue(11_000), 'slow_data')
+    assert.equal(slow.idleFor(11_000), 10_000, 'evictable: as idle as its time in DATA')
+    until(41_000)
+    assert.equal(slow.overdue(41_000), 'slow_data')
+
+    // 1 KiB a second: however long, within transactionMs.
+    const steady = new ConnectionLife(0, LIMITS)
+    steady.mail(0)
+    steady.rcpt(0)
+    steady.data(0)
+    for (let t = 1000; t <= 500_000; t += 1000) steady.received(t, 1024)
+    assert.equal(steady.overdue(500_000), null)
+    assert.equal(steady.idleFor(500_000), 0)
+
+    // A burst, then silence: the average is what counts.
+    const burst = new ConnectionLife(0, LIMITS)
+    burst.mail(0)
+    burst.rcpt(0)
+    burst.data(0)
+    burst.received(10, 20 * 1024)
+    assert.equal(burst.overdue(19_999), null)
+    assert.equal(burst.overdue(20_001), 'slow_data')
+
+    // Every byte in, waiting for svc's answer (the judgement): not the sender's slowness.
+    const answered = new ConnectionLife(0, LIMITS)
+    answered.mail(0)
+    answered.rcpt(0)
+    answered.data(0)
+    answered.received(100, 2000)
+    answered.dataEnd(200)
+    assert.equal(answered.overdue(60_000), null)
+    assert.equal(answered.idleFor(60_000), 0)
+    assert.equal(answered.overdue(600_000), 'transaction_age')
   })
 
   test('after DATA the idle clock starts when the transaction ends', () => {
@@ -113,6 +162,7 @@ describe('ConnectionLife: how long a connection may stay', () => {
     busy.mail(290_000)
     busy.rcpt(290_000)
     busy.data(291_000)
+    busy.received(300_000, 1024 * 1024)
     assert.equal(busy.overdue(400_000), null, 'in DATA past the age')
     busy.ended(400_000)
     assert.equal(busy.overdue(400_000), 'age')

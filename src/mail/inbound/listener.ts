@@ -9,8 +9,8 @@
 //
 // Its slots go to senders that move mail (README "Inbound connections and STARTTLS"): counts per sender
 // network (addressKey), and each admitted connection's clock (ConnectionLife, src/domain/inbound-limits.ts)
-// read by a sweep that closes with 421 4.4.2 the idle, the too old and the too long transactions; a
-// newcomer finding every slot taken puts out the connection idle longest. STARTTLS only with the
+// read by a sweep that closes with 421 4.4.2 the idle, the too old, the too long transactions and the DATA
+// too slow; a newcomer finding every slot taken puts out the connection idle longest. STARTTLS only with the
 // operator's certificate.
 import type { FastifyBaseLogger } from 'fastify'
 import { simpleParser, type Attachment } from 'mailparser'
@@ -54,6 +54,13 @@ export const INBOUND_LIMITS = {
   usefulRcpts: 20,
   /** When every slot is taken, a newcomer takes the slot of a connection with no useful command for this long. */
   evictIdleMs: 5_000,
+  /**
+   * From DATA, the time before a message's rate is judged, and the slowest average it may come at then:
+   * 1 KiB/s (8 kbit/s) is far below any path that carries mail, and a few slow DATA cannot hold the slots
+   * for the whole transaction age.
+   */
+  dataGraceMs: 10_000,
+  dataBytesPerSecond: 1024,
   recipientsPerMessage: 10,
 } as const
 
@@ -82,6 +89,7 @@ export interface InboundOptions {
   maxAgeMs?: number
   transactionMs?: number
   evictIdleMs?: number
+  dataGraceMs?: number
 }
 
 type Kind = 'dsn' | 'arf' | 'other' | 'rcpt' | 'connection' | 'received'
@@ -121,6 +129,7 @@ const CLOSING: Record<CloseReason | 'evicted', string> = {
   idle: '4.4.2 No mail moved for too long, closing connection',
   age: '4.4.2 Connection open too long, closing; reconnect to send more',
   transaction_age: '4.4.2 This transaction took too long, closing connection',
+  slow_data: '4.4.2 The message is arriving too slowly, closing connection',
   evicted: '4.4.2 Every slot is taken and this connection was idle, closing it; try again later',
 }
 
@@ -164,6 +173,8 @@ export class InboundMail {
       transactionMs: o.transactionMs ?? INBOUND_LIMITS.transactionBaseMs + Math.ceil(largest / INBOUND_LIMITS.slowestBytesPerSecond) * 1000,
       usefulMails: INBOUND_LIMITS.usefulMails,
       usefulRcpts: INBOUND_LIMITS.usefulRcpts,
+      dataGraceMs: o.dataGraceMs ?? INBOUND_LIMITS.dataGraceMs,
+      dataBytesPerSecond: INBOUND_LIMITS.dataBytesPerSecond,
     }
     this.counter = o.registry
       ? new Counter({
@@ -352,13 +363,15 @@ export class InboundMail {
         cb(smtpError('5.1.1 No such recipient here', 550))
       },
       onData: (stream, session, cb) => {
-        this.open.get(session)?.life.data(Date.now())
+        const life = this.open.get(session)?.life
+        life?.data(Date.now())
         const chunks: Buffer[] = []
         let size = 0
         let tooLarge = false
         const receiving = envelopeOf(session).receiving.length > 0
         const limit = receiving ? this.o.receiving!.maxBytes : this.maxBytes
         stream.on('data', (chunk: Buffer) => {
+          life?.received(Date.now(), chunk.length)
           if (tooLarge) return
           size += chunk.length
           if (size > limit) {
@@ -370,6 +383,7 @@ export class InboundMail {
         })
         stream.on('error', () => {})
         stream.on('end', () => {
+          life?.dataEnd(Date.now())
           if (tooLarge || stream.sizeExceeded) {
             this.count(receiving ? 'received' : 'other', 'too_large')
             return cb(smtpError(`5.3.4 Message too big (at most ${limit} bytes)`, 552))
@@ -398,8 +412,8 @@ export class InboundMail {
       })
     })
     // A fifth of the shortest limit, between 20 ms (tests) and 1 s: a limit is kept to within a second.
-    const { idleMs, maxAgeMs, transactionMs } = this.limits
-    this.sweeper = setInterval(() => this.sweep(), Math.min(1000, Math.max(20, Math.floor(Math.min(idleMs, maxAgeMs, transactionMs) / 5))))
+    const { idleMs, maxAgeMs, transactionMs, dataGraceMs } = this.limits
+    this.sweeper = setInterval(() => this.sweep(), Math.min(1000, Math.max(20, Math.floor(Math.min(idleMs, maxAgeMs, transactionMs, dataGraceMs) / 5))))
     this.sweeper.unref()
     this.o.logger.info({ port: this.listening, starttls: tls !== undefined }, 'inbound: listening for returning mail')
   }
