@@ -9,6 +9,7 @@ import { readFileSync } from 'node:fs'
 import { createSecureContext } from 'node:tls'
 import ipaddr from 'ipaddr.js'
 import type { Quotas } from '../src/domain/quotas.js'
+import { DEFAULT_ATTACHMENTS_MAX_BYTES, MAX_ATTACHMENTS } from '../src/domain/attachments.js'
 
 export type { Quotas }
 
@@ -92,6 +93,10 @@ export const EnvSchema = Type.Object({
     default: 'info', description: 'one of fatal, error, warn, info, debug, trace, silent',
   }),
   BODY_LIMIT_BYTES: positive(1024 * 1024, 'a size in bytes, at least 1'), // 1 MiB
+  // The send routes only; unset: room for ATTACHMENTS_MAX_BYTES in base64 and a full html and text (15 MiB by default).
+  SEND_BODY_LIMIT_BYTES: Type.Optional(Type.Integer({ minimum: 1024, description: 'a size in bytes, at least 1024' })),
+  ATTACHMENTS_MAX_BYTES: positive(DEFAULT_ATTACHMENTS_MAX_BYTES, 'a size in bytes, at least 1', 1024 * 1024 * 1024),
+  ATTACHMENT_RETENTION_HOURS: positive(24, 'a whole number of hours from 1 to 8760', 8760),
   SESSION_TTL_HOURS: positive(7 * 24, 'a whole number of hours, at least 1'), // 7 days, sliding
   SESSION_MAX_HOURS: positive(30 * 24, 'a whole number of hours, at least 1'), // 30 days, absolute
   // Who may sign up (README "Security"): unset means closed in production (the first account only), open elsewhere.
@@ -229,6 +234,10 @@ export interface Config {
   }
   logLevel: string
   bodyLimit: number
+  /** POST /api/send and /api/send/batch: SEND_BODY_LIMIT_BYTES, or room for the attachments' allowance in base64. */
+  sendBodyLimit: number
+  /** An email's attachments: their decoded bytes and count at most, and how long their bytes stay after its last attempt. */
+  attachments: { maxBytes: number; maxCount: number; retentionMs: number }
   /** Sliding: a session unused this long ends. */
   sessionTtlMs: number
   /** Absolute: a session ends this long after login however much it is used. */
@@ -282,6 +291,15 @@ export interface Config {
   }
 }
 
+
+/**
+ * The send routes' body limit when SEND_BODY_LIMIT_BYTES is unset: the attachments' allowance in base64
+ * (4 characters for 3 bytes) and 4 MiB more for an html and a text of up to 1 MiB each, JSON-escaped, and
+ * the rest of a send; at least 15 MiB.
+ */
+export function defaultSendBodyLimit (attachmentsMaxBytes: number): number {
+  return Math.max(15 * 1024 * 1024, Math.ceil(attachmentsMaxBytes / 3) * 4 + 4 * 1024 * 1024)
+}
 
 export class ConfigError extends Error {
   constructor (readonly problems: string[]) {
@@ -428,6 +446,8 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
     },
     logLevel: e.LOG_LEVEL,
     bodyLimit: e.BODY_LIMIT_BYTES,
+    sendBodyLimit: e.SEND_BODY_LIMIT_BYTES ?? defaultSendBodyLimit(e.ATTACHMENTS_MAX_BYTES),
+    attachments: { maxBytes: e.ATTACHMENTS_MAX_BYTES, maxCount: MAX_ATTACHMENTS, retentionMs: e.ATTACHMENT_RETENTION_HOURS * 3_600_000 },
     sessionTtlMs: e.SESSION_TTL_HOURS * 3_600_000,
     sessionMaxMs: Math.max(e.SESSION_MAX_HOURS, e.SESSION_TTL_HOURS) * 3_600_000,
     signupOpen: e.SIGNUP === undefined ? !production : e.SIGNUP === 'open',

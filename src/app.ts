@@ -115,7 +115,7 @@ export function createServices (config: Config, deps: AppDeps): Services {
     apiKeys: createApiKeyService({ store, secret: config.secret, clock }),
     webhooks,
     emails: createEmailService({
-      store, clock, mailFrom: config.mailFrom, senders: domains, quotas: config.quotas,
+      store, clock, mailFrom: config.mailFrom, senders: domains, quotas: config.quotas, attachmentLimits: config.attachments,
       scheduleHorizonDays: config.mail.scheduleHorizonDays, trackingDefaults: (accountId, from) => domains.trackingDefaults(accountId, from),
       templates,
     }),

@@ -66,6 +66,7 @@ export const TemplateExists = defineError('template_exists', 409, 'This account 
 export const TemplateNotFound = defineError('template_not_found', 422, 'The template (or its version) named does not exist; nothing was sent')
 export const TemplateInvalid = defineError('template_invalid', 422, 'The template cannot be saved or rendered as asked; nothing was sent')
 export const RecipientSuppressed = defineError('recipient_suppressed', 422, 'Every recipient is on the suppression list')
+export const AttachmentNotAllowed = defineError('attachment_not_allowed', 422, 'An attachment is a program or script, which mailbox providers refuse; nothing was sent')
 export const InvalidSchedule = defineError('invalid_schedule', 422, 'scheduledAt is not a time this email can be scheduled for; nothing was sent')
 export const EmailNotScheduled = defineError('email_not_scheduled', 409, 'The email is no longer scheduled: it went out, its time came, or it was canceled')
 export const RateLimited = defineError('rate_limited', 429, 'Too many requests')

@@ -207,6 +207,7 @@ export async function createService (config: Config, given: ServiceDeps): Promis
       secret: config.secret!,
       owner: leaseOwner(config.nodeId),
       leaseMs: config.mail.leaseMs,
+      attachmentRetentionMs: config.attachments.retentionMs,
       // Enough emails in flight that every relay connection has the next message waiting while others are
       // claimed, built and recorded (each email spends most of its attempt outside the SMTP transaction).
       // The sandbox answers at once: more in flight would only take the main thread from the API and the

@@ -6,7 +6,7 @@
 // Wiring only; the behaviour is src/mail/smtp-transport.ts (tested in one thread) and smtp-wire.ts.
 import type { MessagePort } from 'node:worker_threads'
 import { workerData } from 'node:worker_threads'
-import { MessageBuildError, personalize } from '../src/mail/compose.js'
+import { MessageBuildError, MessageRefusedError, personalize } from '../src/mail/compose.js'
 import { createSmtpTransport, type SmtpTransportOptions } from '../src/mail/smtp-transport.js'
 import type { MailStage } from '../src/mail/stages.js'
 import { fromWire, type AnswerBatch, type RelayAnswer, type RelayJob } from '../src/mail/smtp-wire.js'
@@ -93,7 +93,11 @@ export default async function attach ({ port }: SmtpAttachJob): Promise<number> 
         (results) => answer({ id: job.id, results }),
         (err: unknown) => answer({
           id: job.id,
-          failed: { build: err instanceof MessageBuildError, reason: err instanceof Error ? err.message : String(err) },
+          failed: {
+            build: err instanceof MessageBuildError,
+            ...(err instanceof MessageRefusedError ? { refused: true } : {}),
+            reason: err instanceof Error ? err.message : String(err),
+          },
         }),
       )
     }

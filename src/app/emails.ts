@@ -13,6 +13,9 @@ import { hasControlCharacter } from '../domain/text.js'
 import { iso, type Clock } from '../domain/clock.js'
 import { eventPayload, type EventBodyData, type EventData, type EventLabels, type EventRecord, type EventType, type StoredEventType } from '../domain/events.js'
 import { newId } from '../domain/ids.js'
+import type { AttachmentLimits, AttachmentMeta } from '../domain/attachments.js'
+import type { AttachmentContent } from '../store/emails.js'
+import { DEFAULT_ATTACHMENT_LIMITS, attachmentRecords, checkSendAttachments } from './attachments.js'
 import type { TemplateUse } from '../domain/templates.js'
 import type { TemplateService } from './templates.js'
 import type { EmailMetadata } from '../domain/metadata.js'
@@ -112,6 +115,8 @@ export interface EmailView {
   unsubscribe: boolean
   /** The template and version it was rendered from; null when it named none. */
   template: TemplateUse | null
+  /** The attachments' facts (filename, contentType, size, sha256, contentId): kept after their bytes are dropped. */
+  attachments: AttachmentMeta[]
   /** The content as it was sent (before each recipient's tracking and unsubscribe link). */
   html: string | null
   text: string | null
@@ -151,6 +156,8 @@ export interface EmailServiceOptions {
   mailFrom: string
   /** Refuses senders that are not on the account's verified domains (REQUIRE_VERIFIED_DOMAIN; domains.ts). */
   senders?: { assertSenders(accountId: string, senders: Array<{ address: string; path: string }>): Promise<void> }
+  /** An email's attachments at most (ATTACHMENTS_MAX_BYTES, src/domain/attachments.ts); default DEFAULT_ATTACHMENT_LIMITS. */
+  attachmentLimits?: AttachmentLimits
   /** Recipients per UTC day and month by plan (src/domain/quotas.ts); null or absent: not counted, no limit. */
   quotas?: Quotas | null
   /** Renders the sends that name a template (src/app/templates.ts); absent: a send naming one is refused as unknown. */
@@ -166,6 +173,7 @@ export interface EmailServiceOptions {
 
 export function createEmailService ({
   store, clock, mailFrom, senders, quotas = null, scheduleHorizonDays = DEFAULT_SCHEDULE_HORIZON_DAYS, trackingDefaults, templates,
+  attachmentLimits = DEFAULT_ATTACHMENT_LIMITS,
 }: EmailServiceOptions) {
   const defaultFrom = parseAddress(mailFrom)
   if ('error' in defaultFrom) throw new Error(`MAIL_FROM ${defaultFrom.error}`)
@@ -225,7 +233,12 @@ export function createEmailService ({
         if ('errors' in n) details.push(...n.errors.map((e) => ({ path: `${prefix(i)}.${e.path}`, message: e.message })))
         else sends.push(n)
       })
+      // Attachments are decoded here, once: their field problems join the others in one answer.
+      const checked = checkSendAttachments(items, attachmentLimits, prefix)
+      details.push(...checked.invalid)
       if (details.length > 0) throw ValidationError('The request is not valid; nothing was sent', details)
+      checked.refuse()
+      const decodedOf = new Map(sends.map((s, i) => [s, checked.byItem[i]]))
 
       const now = clock.now()
       if (opts.idempotency !== undefined) {
@@ -276,11 +289,15 @@ export function createEmailService ({
 
       const at = iso(now)
       const emails: EmailRecord[] = []
+      // The bytes of the attachments, once per email: every recipient's copy is made from them.
+      const contents: AttachmentContent[] = []
       const events: EventRecord[] = []
       const answers: Array<{ id: string; suppressed?: string[]; scheduledAt?: string }> = []
       let earliest: number | undefined
       for (const [i, s] of sends.entries()) {
         const id = newId('em', now)
+        const attached = attachmentRecords(id, decodedOf.get(s))
+        contents.push(...attached.contents)
         const due = dueAt[i] ?? null
         if (due !== null && (earliest === undefined || due < earliest)) earliest = due
         const labels = { tags: s.tags, metadata: s.metadata }
@@ -299,6 +316,7 @@ export function createEmailService ({
           html: s.html,
           text: s.text,
           headers: s.headers,
+          ...(attached.facts.length > 0 ? { attachments: attached.facts } : {}),
           ...(templateUses[i] ? { template: templateUses[i] } : {}),
           tags: s.tags,
           metadata: s.metadata,
@@ -363,7 +381,9 @@ export function createEmailService ({
       }
       let result: Awaited<ReturnType<Store['acceptEmails']>>
       try {
-        result = await store.acceptEmails({ emails, events, ...(idempotency ? { idempotency } : {}), ...(quota ? { quota } : {}) })
+        result = await store.acceptEmails({
+          emails, events, ...(idempotency ? { idempotency } : {}), ...(quota ? { quota } : {}), ...(contents.length > 0 ? { attachments: contents } : {}),
+        })
       } catch (err) {
         // Perhaps stored (a failed disk flush): leased, they are taken over once the lease runs out.
         local?.take(leased.length, [])
@@ -450,6 +470,7 @@ export function createEmailService ({
         tracking: email.tracking ?? { opens: true, clicks: true },
         unsubscribe: email.unsubscribe !== false,
         template: email.template ?? null,
+        attachments: email.attachments ?? [],
         html: email.html,
         text: email.text,
         events: events.map((e) => ({ id: e.id, type: e.type, recipient: e.recipient, occurredAt: e.occurredAt, ...eventFacts(e.payload) })),
@@ -597,8 +618,8 @@ export const MAX_BUILD_BODY_CHARS = 10 * 1024 * 1024
  * subscribers hear of it, and no suppression: the fault is the message's, not the address's. `reason`
  * says what failed and must not quote the content.
  */
-export function planBuildFailure (email: EmailRecord, reason: string, now: number): Omit<EmailAttempt, 'owner' | 'leaseToken'> {
-  const full = `could not be built: ${reason}`
+export function planBuildFailure (email: EmailRecord, reason: string, now: number, what = 'could not be built'): Omit<EmailAttempt, 'owner' | 'leaseToken'> {
+  const full = `${what}: ${reason}`
   const text = full.length > MAX_REASON ? full.slice(0, MAX_REASON) + '…' : full
   const events: EventRecord[] = []
   const recipients = email.recipients.map((r): EmailRecipient => {

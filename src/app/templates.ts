@@ -141,7 +141,8 @@ export function createTemplateService (opts: TemplateServiceOptions) {
   function assertAllowance (accountId: string): void {
     const left = available(accountId, clock.now())
     if (left > 0) return
-    const wait = Math.max(1, Math.ceil(-left / allowance.perSecondMs) || 1)
+    // Whole seconds until some time is back (more than none).
+    const wait = Math.floor(-left / allowance.perSecondMs) + 1
     throw RateLimited(`This account used its template render time; retry in ${wait} s`, undefined, { 'retry-after': String(wait) })
   }
 

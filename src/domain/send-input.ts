@@ -4,6 +4,7 @@ import type { ErrorDetail } from '../errors.js'
 import { bareOf, formatAddress, parseAddress } from './addresses.js'
 import { hasControlCharacter } from './text.js'
 import type { TemplateRef } from './templates.js'
+import type { AttachmentInput } from './attachments.js'
 import { metadataProblems, normaliseMetadata, type EmailMetadata } from './metadata.js'
 
 /** A tag of a send, as given and as stored. */
@@ -30,6 +31,8 @@ export interface SendInput {
   text?: string
   /** A stored template in place of subject, html and text: src/app/templates.ts renders it before these rules. */
   template?: TemplateRef
+  /** Checked and decoded by src/domain/attachments.ts (src/app/attachments.ts), apart from the rules here. */
+  attachments?: AttachmentInput[]
   headers?: Record<string, string>
   tags?: EmailTag[]
   /** When to send it (src/domain/schedule.ts checks it against the clock, in src/app/emails.ts). */

@@ -6,6 +6,7 @@
 import { bareOf } from '../domain/addresses.js'
 import { MAX_BUILD_BODY_CHARS, TRACKING_TTL_MS, trackingRecipient } from '../app/emails.js'
 import type { EmailRecord } from '../store/emails.js'
+import { htmlToText } from './html-text.js'
 import { fillHtml, htmlTemplate, unsubscribeHeaders, type HtmlTemplate, type TrackingLinkOptions } from './tracking.js'
 import type { MessageDraft, OutgoingMessage, RecipientCopy } from './transport.js'
 
@@ -13,6 +14,12 @@ import type { MessageDraft, OutgoingMessage, RecipientCopy } from './transport.j
 export class MessageBuildError extends Error {
   override readonly name = 'MessageBuildError'
 }
+
+/**
+ * The relay cannot take the message as it is (it is larger than the relay's SIZE): nothing was sent, and
+ * sending it again would be refused again. Failed like a message that cannot be built, in its own words.
+ */
+export class MessageRefusedError extends MessageBuildError {}
 
 /** Only the error's class: its message may quote what it choked on. */
 export function errorKind (err: unknown): string {
@@ -64,6 +71,8 @@ export function draftMessage (email: EmailRecord, opts: { publicUrl: string }): 
   const track = { trackOpens: email.tracking?.opens !== false, trackClicks: email.tracking?.clicks !== false }
   const template = html === null ? null : buildStep('the tracking rewrite of the html', () => htmlTemplate(html, { ...opts, ...track }))
   if (email.text !== null) msg.text = email.text
+  // html only: a text part written from it (multipart/alternative, as mailbox providers expect).
+  else if (html !== null) msg.text = buildStep('writing the text part from the html', () => htmlToText(html))
   // The links live TRACKING_TTL_MS from when the email goes out: a scheduled one's from its time.
   const sentAt = Math.max(Date.parse(email.createdAt), email.scheduledAt ? Date.parse(email.scheduledAt) : 0)
   return {

@@ -12,13 +12,14 @@ import { DEFAULT_RETRY_DELAYS_MS, planAttempt, planBuildFailure, type EmailServi
 import type { Component } from '../component.js'
 import type { EmailAttempt, EmailLease, EmailRecord } from '../store/emails.js'
 import type { Store } from '../store/types.js'
-import { MessageBuildError, buildFailureReason, composeMessage, type MessageDraft } from './compose.js'
+import { MessageBuildError, MessageRefusedError, buildFailureReason, composeMessage, type MessageDraft } from './compose.js'
 import type { Composer } from './compose-pool.js'
 import { HandOffGate } from './hand-off.js'
 import { RecordBatch } from './record-batch.js'
 import { stageTimer, type StageTimer } from './stages.js'
 import { instrumentHtml } from './tracking.js'
 import type { MailTransport, OutgoingMessage } from './transport.js'
+import { DEFAULT_ATTACHMENT_RETENTION_MS, withAttachments } from './attachments.js'
 
 export { MessageBuildError, composeMessage }
 
@@ -42,6 +43,11 @@ export interface MailerTuning {
    * Scheduled emails and retries do not wait for it: the mailer sleeps until the earliest one is due.
    */
   pollMs?: number
+  /**
+   * How long an email's attachment bytes stay in the store after its last attempt (once it is final);
+   * default 24 h (ATTACHMENT_RETENTION_HOURS). Its attachments' facts stay with it.
+   */
+  attachmentRetentionMs?: number
   /** For tests of the jitter; default Math.random. */
   random?: () => number
 }
@@ -363,6 +369,10 @@ export class Mailer implements Component, LocalIntake {
   /** Building it again would fail again: a poison email is failed now, not retried at every start. */
   private buildFailed (email: EmailRecord, err: unknown): Omit<EmailAttempt, 'owner' | 'leaseToken'> {
     const reason = buildFailureReason(err)
+    if (err instanceof MessageRefusedError) {
+      this.o.logger.warn({ emailId: email.id, reason }, 'mailer: the relay cannot take the email; it is failed, not retried')
+      return planBuildFailure(email, reason, this.o.clock.now(), 'not sent')
+    }
     this.o.logger.warn({ emailId: email.id, reason }, 'mailer: the email could not be built; it is failed, not retried')
     return planBuildFailure(email, reason, this.o.clock.now())
   }
@@ -390,6 +400,20 @@ export class Mailer implements Component, LocalIntake {
         plan = this.buildFailed(email, err)
       }
       this.stages.since('compose', t0)
+    }
+    if (msg !== undefined && email.attachments !== undefined && email.attachments.length > 0) {
+      // The bytes, once per attempt, whatever the recipients (./attachments.ts).
+      try {
+        msg = await withAttachments(this.o.store, email, msg)
+      } catch (err) {
+        msg = undefined
+        if (err instanceof MessageBuildError) plan = this.buildFailed(email, err)
+        else {
+          const reason = `the attachments could not be read (${err instanceof Error ? err.message : String(err)})`
+          this.o.logger.warn({ emailId: email.id, reason }, 'mailer: the email will be retried')
+          results = pending.map((recipient) => ({ recipient, outcome: 'deferred' as const, response: reason }))
+        }
+      }
     }
     if (msg !== undefined) {
       try {
@@ -463,12 +487,27 @@ export class Mailer implements Component, LocalIntake {
     }
   }
 
+  /**
+   * Drops the attachment bytes of emails final for longer than attachmentRetentionMs, a hundred emails
+   * per store call; returns how many emails lost theirs.
+   */
+  async pruneAttachments (): Promise<number> {
+    const before = iso(this.o.clock.now() - (this.o.attachmentRetentionMs ?? DEFAULT_ATTACHMENT_RETENTION_MS))
+    let total = 0
+    for (;;) {
+      const n = await this.o.store.pruneAttachmentContents(before, 100)
+      total += n
+      if (n < 100) return total
+    }
+  }
+
   /** Drops expired idempotency keys and finishes writes a crash interrupted (MongoDB). */
   private async housekeep (): Promise<void> {
     const now = this.o.clock.now()
     try {
       await this.o.store.repairInterruptedWrites(iso(now - REPAIR_GRACE_MS))
       await this.o.store.pruneIdempotencyKeys(iso(now))
+      await this.pruneAttachments()
     } catch (err) {
       this.o.logger.warn({ err }, 'mailer: housekeeping failed; it runs again later')
     }

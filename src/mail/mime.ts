@@ -11,25 +11,32 @@ import MailComposer from 'nodemailer/lib/mail-composer/index.js'
 import MimeNode from 'nodemailer/lib/mime-node/index.js'
 import type { SendMailOptions } from 'nodemailer'
 import { MessageBuildError, errorKind } from './compose.js'
+import { attachedTemplate } from './mime-attachments.js'
 import { customHeaders, DKIM_SIGNED_HEADERS, formatMessageId, type OutgoingMessage, type RecipientCopy } from './transport.js'
 
 /** One message, ready to be made for any of its recipients. */
 export interface MimeTemplate {
   /** The bytes for one recipient (their copy, or the message as it is), DKIM-signed when the message has a key. */
   render(copy: RecipientCopy | undefined): Promise<Buffer>
+  /**
+   * The same bytes in pieces, where a message carries large parts that every copy shares (attachments,
+   * ./mime-attachments.ts): each copy's own bytes are a few small buffers around the shared ones, which
+   * the relay connection writes one after another. Absent: render() is the whole message.
+   */
+  parts?(copy: RecipientCopy | undefined): Promise<Buffer[]>
 }
 
-const UNSUBSCRIBE = 'List-Unsubscribe'
+export const UNSUBSCRIBE = 'List-Unsubscribe'
 
 // A marker's randomness comes from the ids' pool: a call into the CSPRNG per marker was a measurable share
 // of the mailer's thread.
 // A marker of 57 bytes is one line of 76 characters in base64, which is how MailComposer writes it.
-function marker (what: string): string {
+export function marker (what: string): string {
   return `svc-${what}-${randomHex(24)}`.slice(0, 57)
 }
 
 /** base64 in lines of 76 characters (RFC 2045), CRLF between them, none after the last. */
-function base64Lines (text: string): string {
+export function base64Lines (text: string): string {
   const b64 = Buffer.from(text, 'utf8').toString('base64')
   if (b64.length <= 76) return b64
   const lines: string[] = []
@@ -38,7 +45,7 @@ function base64Lines (text: string): string {
 }
 
 /** RFC 6376 §3.4.4 relaxed body canonicalization, in one pass over the lines. */
-function relaxedBody (body: string): string {
+export function relaxedBody (body: string): string {
   const lines = body.split('\r\n')
   let end = lines.length
   // Trailing empty lines go (a body that ends in CRLF splits into a last empty "line").
@@ -82,7 +89,11 @@ const SIGNED = DKIM_SIGNED_HEADERS.toLowerCase().split(':')
 
 /** The DKIM-Signature header field for a message (head: its header block, body: as sent). */
 async function dkimSignature (head: string, body: string, dkim: NonNullable<OutgoingMessage['dkim']>, key: KeyObject): Promise<string> {
-  const bh = createHash('sha256').update(relaxedBody(body), 'latin1').digest('base64')
+  return await dkimHeader(head, createHash('sha256').update(relaxedBody(body), 'latin1').digest('base64'), dkim, key)
+}
+
+/** The DKIM-Signature header field for a message whose canonical body's hash (base64) is `bh`. */
+export async function dkimHeader (head: string, bh: string, dkim: NonNullable<OutgoingMessage['dkim']>, key: KeyObject): Promise<string> {
   // The last instance of each field is the one signed (RFC 6376 §5.4.2); ours appear once each.
   const fields = headerFields(head)
   const names: string[] = []
@@ -242,6 +253,8 @@ export async function mimeTemplate (msg: OutgoingMessage): Promise<MimeTemplate>
       }
       key = keyOf(msg.dkim.privateKey)
     }
+    // Attachments: their bytes encoded once for every copy (./mime-attachments.ts).
+    if (msg.attachments !== undefined && msg.attachments.length > 0) return await attachedTemplate(msg, headers, key)
     built = await build(msg, headers)
   } catch (err) {
     if (err instanceof MessageBuildError) throw err

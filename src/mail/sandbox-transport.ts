@@ -59,7 +59,8 @@ interface Pending {
   message: () => OutgoingMessage
 }
 
-const bodyChars = (m: { html?: string | undefined; text?: string | undefined }) => (m.html?.length ?? 0) + (m.text?.length ?? 0)
+const bodyChars = (m: Pick<OutgoingMessage, 'html' | 'text' | 'attachments'>) =>
+  (m.html?.length ?? 0) + (m.text?.length ?? 0) + (m.attachments?.reduce((n, a) => n + a.content.length, 0) ?? 0)
 /** Messages waiting to be written are held up to this many characters; the oldest beyond it are not written. */
 const MAX_PENDING_CHARS = 32 * 1024 * 1024
 
@@ -103,6 +104,12 @@ function fileWriter (dir: string, keepFiles: number, delayMs: number, logger: Sa
     if (msg.replyTo !== undefined && msg.replyTo.length > 0) mail.replyTo = msg.replyTo
     if (msg.html !== undefined) mail.html = msg.html
     if (msg.text !== undefined) mail.text = msg.text
+    if (msg.attachments !== undefined && msg.attachments.length > 0) {
+      mail.attachments = msg.attachments.map((a) => ({
+        filename: a.filename, contentType: a.contentType, content: Buffer.from(a.content.buffer, a.content.byteOffset, a.content.byteLength),
+        contentDisposition: a.contentId !== undefined ? 'inline' : 'attachment', ...(a.contentId !== undefined ? { cid: a.contentId } : {}),
+      }))
+    }
     const eml = await new MailComposer(mail).compile().build()
     await writeFile(path.join(dir, `${name}.eml`), eml, { mode: 0o600 })
     if (msg.html !== undefined) {
@@ -181,10 +188,13 @@ export function createSandboxTransport(opts: SandboxOptions = {}): SandboxTransp
   const kept: OutgoingMessage[] = []
   let closed = false
 
+  let keptChars = 0
   const keepInMemory = (copy: OutgoingMessage) => {
     // A copy, so later changes by the caller do not rewrite what was "sent".
     kept.push(structuredClone(copy))
-    if (kept.length > keep) kept.splice(0, kept.length - keep)
+    keptChars += bodyChars(copy)
+    // At most `keep` messages, and no more than MAX_PENDING_CHARS of bodies and attachments (the newest stays).
+    while (kept.length > keep || (keptChars > MAX_PENDING_CHARS && kept.length > 1)) keptChars -= bodyChars(kept.shift()!)
   }
   const results = (msg: OutgoingMessage): RecipientResult[] => envelopeRecipients(msg).map(
     (recipient): RecipientResult =>
@@ -209,6 +219,7 @@ export function createSandboxTransport(opts: SandboxOptions = {}): SandboxTransp
     async close() {
       closed = true
       kept.length = 0
+      keptChars = 0
       await files?.flush()
     },
   }

@@ -8,7 +8,7 @@
 import net from 'node:net'
 import os from 'node:os'
 import tls from 'node:tls'
-import { dataBlock, ReplyReader, replyLines, SmtpProtocolError, type SmtpReply } from './smtp-reply.js'
+import { dataBlock, dataChunks, ReplyReader, replyLines, SmtpProtocolError, type SmtpReply } from './smtp-reply.js'
 
 export interface SmtpEndpoint {
   host: string
@@ -57,6 +57,17 @@ export class SmtpSetupError extends Error {
 
 export interface Envelope { from: string; to: string[] }
 
+/** A message's bytes: whole, or in pieces written one after another (a message with attachments). */
+export type MessageBytes = Buffer | readonly Buffer[]
+
+/** The size in bytes of a message given whole or in pieces. */
+export function bytesOf (raw: MessageBytes): number {
+  if (Buffer.isBuffer(raw)) return raw.length
+  let n = 0
+  for (const b of raw as readonly Buffer[]) n += b.length
+  return n
+}
+
 /** The relay's answers to one transaction. Any reply can be a refusal; `final` is there when the message was sent. */
 export interface TransactionReplies {
   mail: SmtpReply
@@ -66,13 +77,20 @@ export interface TransactionReplies {
   data?: SmtpReply
   /** The answer to the end of the message. */
   final?: SmtpReply
+  /**
+   * The relay's SIZE (RFC 1870) is smaller than the message: nothing of it was sent, no command either;
+   * `mail` holds a 552 that says so in words.
+   */
+  tooLarge?: { size: number; limit: number }
 }
 
 interface Waiter { resolve: (r: SmtpReply) => void }
 
 interface Job {
   envelope: Envelope
-  raw: Buffer
+  raw: MessageBytes
+  /** Its size in bytes, declared in MAIL FROM when the relay takes SIZE. */
+  size: number
   resolve: (r: TransactionReplies) => void
   reject: (err: unknown) => void
   /** The end of its message was written: the relay may have taken it. */
@@ -114,6 +132,10 @@ export class SmtpConnection {
   private commandsMayGo = true
   private pipelining = false
   private smtputf8 = false
+  /** The relay offers SIZE (RFC 1870): MAIL FROM declares each message's size. */
+  private sizeOffered = false
+  /** The largest message the relay takes, from its SIZE; 0: it names no limit. */
+  private sizeLimit = 0
   private closedListeners: Array<() => void> = []
   /** Messages whose end was written and whose reply has not come: while there are any, silence may last dataEndTimeoutMs. */
   private endsOwed = 0
@@ -159,11 +181,14 @@ export class SmtpConnection {
    * (refusals included); rejects with SmtpConnectionError when the connection fails before the last
    * reply, with `bodySent` telling whether the message's end reached the relay (it may have been taken).
    */
-  send (envelope: Envelope, raw: Buffer): Promise<TransactionReplies> {
+  send (envelope: Envelope, raw: MessageBytes): Promise<TransactionReplies> {
     if (this.failure !== undefined) return Promise.reject(this.failure)
     if (this.jobs.length >= this.depth) return Promise.reject(new Error(`at most ${this.depth} transactions at once on a connection`))
+    const size = bytesOf(raw)
+    // Larger than the relay said it takes: it would refuse it after the whole message went over the wire.
+    if (this.sizeLimit > 0 && size > this.sizeLimit) return Promise.resolve(tooLargeReplies(size, this.sizeLimit))
     return new Promise<TransactionReplies>((resolve, reject) => {
-      this.jobs.push({ envelope, raw, resolve, reject, bodySent: false })
+      this.jobs.push({ envelope, raw, size, resolve, reject, bodySent: false })
       if (this.pipelining) this.next()
       else if (this.jobs.length === 1) void this.sequential(this.jobs[0]!)
     })
@@ -185,7 +210,8 @@ export class SmtpConnection {
   private commandsOf (job: Job): string[] {
     const { envelope } = job
     const utf8 = this.smtputf8 && [envelope.from, ...envelope.to].some((a) => /[^\x00-\x7f]/.test(a))
-    return [`MAIL FROM:<${envelope.from}>${utf8 ? ' SMTPUTF8' : ''}\r\n`, ...envelope.to.map((r) => `RCPT TO:<${r}>\r\n`), 'DATA\r\n']
+    const size = this.sizeOffered ? ` SIZE=${job.size}` : ''
+    return [`MAIL FROM:<${envelope.from}>${size}${utf8 ? ' SMTPUTF8' : ''}\r\n`, ...envelope.to.map((r) => `RCPT TO:<${r}>\r\n`), 'DATA\r\n']
   }
 
   /**
@@ -240,10 +266,10 @@ export class SmtpConnection {
         job.bodySent = true
         if (following !== undefined) {
           following.commands = this.expect(2 + following.envelope.to.length)
-          this.write(Buffer.concat([dataBlock(job.raw), Buffer.from(this.commandsOf(following).join(''), 'utf8')]))
+          this.writeAll([...this.dataOf(job.raw), Buffer.from(this.commandsOf(following).join(''), 'utf8')])
           void this.answered(following)
         } else {
-          this.write(dataBlock(job.raw))
+          this.writeAll(this.dataOf(job.raw))
           this.commandsMayGo = true
         }
         replies = { mail, rcpt, data, final: await final }
@@ -276,7 +302,7 @@ export class SmtpConnection {
       } else {
         const final = this.awaitEnd()
         job.bodySent = true
-        this.write(dataBlock(job.raw))
+        this.writeAll(this.dataOf(job.raw))
         replies = { mail, rcpt, data, final: await final }
       }
     } catch (err) {
@@ -324,6 +350,9 @@ export class SmtpConnection {
     }
     this.pipelining = caps?.has('PIPELINING') ?? false
     this.smtputf8 = caps?.has('SMTPUTF8') ?? false
+    this.sizeOffered = caps?.has('SIZE') ?? false
+    const limit = caps?.get('SIZE') ?? ''
+    this.sizeLimit = /^[0-9]{1,15}$/.test(limit) ? Number(limit) : 0
     if (this.ep.user !== undefined) await this.login(caps?.get('AUTH') ?? '')
   }
 
@@ -419,6 +448,28 @@ export class SmtpConnection {
     if (this.failure === undefined) this.socket.write(data)
   }
 
+  /** Buffers written as one (corked: one writev), in order. */
+  private writeAll (list: Buffer[]): void {
+    if (this.failure !== undefined) return
+    if (list.length === 1) {
+      this.socket.write(list[0]!)
+      return
+    }
+    this.socket.cork()
+    for (const b of list) this.socket.write(b)
+    this.socket.uncork()
+  }
+
+  /** A message as DATA carries it, as buffers to write. */
+  private dataOf (raw: MessageBytes): Buffer[] {
+    return Buffer.isBuffer(raw) ? [dataBlock(raw)] : dataChunks(raw)
+  }
+
+  /** The largest message the relay takes (its SIZE); 0 when it names none. */
+  get maxSize (): number {
+    return this.sizeLimit
+  }
+
   /** The next n replies, in order. */
   private expect (n: number): Promise<SmtpReply[]> {
     if (this.failure !== undefined) return Promise.reject(this.failure)
@@ -506,6 +557,12 @@ export class SmtpConnection {
     socket.off('timeout', this.onTimeout)
     socket.setTimeout(0)
   }
+}
+
+/** A transaction that never started: the message is larger than the relay's SIZE. */
+function tooLargeReplies (size: number, limit: number): TransactionReplies {
+  const text = `552 5.3.4 the relay takes at most ${limit} bytes (SIZE) and this message is ${size} bytes; nothing was sent`
+  return { mail: { code: 552, text }, rcpt: [], tooLarge: { size, limit } }
 }
 
 /** A TCP (or, for smtps, TLS) connection within the connection timeout; Nagle off (each write is a whole command group). */

@@ -14,17 +14,19 @@
 // refuse one, and a relay behind a name with many addresses sees the load spread again as connections
 // turn over.
 
-import type { Envelope, TransactionReplies } from './smtp-connection.js'
+import type { Envelope, MessageBytes, TransactionReplies } from './smtp-connection.js'
 
 /** What the pool needs of a connection (src/mail/smtp-connection.ts; fakes in the unit tests). */
 export interface PoolConnection {
-  send (envelope: Envelope, raw: Buffer): Promise<TransactionReplies>
+  send (envelope: Envelope, raw: MessageBytes): Promise<TransactionReplies>
   quit (): void
   onClose (listener: () => void): void
   /** Transactions completed on it. */
   readonly sent: number
   /** Transactions it takes at once (2 when the relay pipelines). */
   readonly depth: number
+  /** The largest message the relay takes (its SIZE in EHLO); 0 or absent: it names none. */
+  readonly maxSize?: number
 }
 
 /** A connection fault as the pool reads it: did the message's end go out, and did the relay say anything. */
@@ -46,7 +48,7 @@ export interface SmtpPoolOptions {
 
 interface Job {
   envelope: Envelope
-  raw: Buffer
+  raw: MessageBytes
   resolve: (r: TransactionReplies) => void
   reject: (err: unknown) => void
   /** Tried again after a reused connection closed under it: once only, and on a new connection if it can. */
@@ -65,6 +67,7 @@ export class SmtpPool {
   private retiring = new Map<PoolConnection, Held>()
   private opening = 0
   private growPausedUntil = 0
+  private relayMaxSize = 0
   private closed = false
   private sweeper: NodeJS.Timeout | undefined
   private readonly now: () => number
@@ -82,7 +85,15 @@ export class SmtpPool {
     return this.live.size + this.retiring.size + this.opening
   }
 
-  send (envelope: Envelope, raw: Buffer): Promise<TransactionReplies> {
+  /**
+   * The largest message the relay takes, as the last connection opened heard it (SIZE in EHLO); 0 before
+   * any connection, or when the relay names no limit.
+   */
+  get maxSize (): number {
+    return this.relayMaxSize
+  }
+
+  send (envelope: Envelope, raw: MessageBytes): Promise<TransactionReplies> {
     if (this.closed) return Promise.reject(new Error('SMTP transport is closed'))
     return new Promise((resolve, reject) => {
       this.queue.push({ envelope, raw, resolve, reject, retried: false })
@@ -134,6 +145,7 @@ export class SmtpPool {
         conn.quit()
         return
       }
+      this.relayMaxSize = conn.maxSize ?? 0
       const now = this.now()
       const held: Held = { inFlight: 0, idleSince: now, openedAt: now, started: 0 }
       this.live.set(conn, held)

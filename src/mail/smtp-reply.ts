@@ -102,6 +102,44 @@ export function dataBlock (raw: Buffer): Buffer {
   return Buffer.concat(parts)
 }
 
+/**
+ * dataBlock for a message given in pieces (./mime-attachments.ts): the same bytes on the wire, as a list
+ * of buffers, the pieces' own buffers among them (nothing is copied but the few bytes around a dot). A
+ * line that starts in one piece and goes on in the next is read across them.
+ */
+export function dataChunks (raw: Buffer | readonly Buffer[]): Buffer[] {
+  if (Buffer.isBuffer(raw)) return [dataBlock(raw)]
+  const out: Buffer[] = []
+  // How much of CRLF the bytes so far end with (2: a line starts here; the data's start counts as one).
+  let state = 2
+  let any = false
+  for (const chunk of raw as readonly Buffer[]) {
+    const n = chunk.length
+    if (n === 0) continue
+    any = true
+    let from = 0
+    if (state === 2 && chunk[0] === 0x2e) {
+      out.push(DOT)
+    } else if (state === 1 && chunk[0] === 0x0a && n > 1 && chunk[1] === 0x2e) {
+      out.push(chunk.subarray(0, 2), DOT)
+      from = 2
+    }
+    for (;;) {
+      const at = chunk.indexOf(CRLF_DOT, from)
+      if (at < 0) break
+      out.push(chunk.subarray(from, at + 3), DOT)
+      from = at + 3
+    }
+    if (from < n) out.push(from === 0 ? chunk : chunk.subarray(from))
+    const lastByte = chunk[n - 1]
+    if (lastByte === 0x0d) state = 1
+    else if (lastByte === 0x0a && (n >= 2 ? chunk[n - 2] === 0x0d : state === 1)) state = 2
+    else state = 0
+  }
+  out.push(any && state === 2 ? END : CRLF_END)
+  return out
+}
+
 const DOT = Buffer.from('.')
 const CRLF_DOT = Buffer.from('\r\n.')
 const END = Buffer.from('.\r\n')

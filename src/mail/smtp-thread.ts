@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url'
 import { MessageChannel, type MessagePort } from 'node:worker_threads'
 import { Piscina } from 'piscina'
 import type { Registry } from 'prom-client'
-import { MessageBuildError } from './compose.js'
+import { MessageBuildError, MessageRefusedError } from './compose.js'
 import { DEFAULT_SMTP_POOL_SIZE, parseSmtpUrl, renderedCounter, type SmtpTransportOptions } from './smtp-transport.js'
 import { stageTimer } from './stages.js'
 import { draftToWire, toWire, type AnswerBatch, type RelayJob } from './smtp-wire.js'
@@ -51,7 +51,10 @@ export function createSmtpThreadTransport (url: string, opts: SmtpThreadOptions 
       if (w === undefined) continue
       waiting.delete(a.id)
       if ('results' in a) w.resolve(a.results)
-      else w.reject(a.failed.build ? new MessageBuildError(a.failed.reason) : new Error(a.failed.reason))
+      else {
+        const { build, refused, reason } = a.failed
+        w.reject(refused === true ? new MessageRefusedError(reason) : build ? new MessageBuildError(reason) : new Error(reason))
+      }
     }
   }
 

@@ -2,9 +2,9 @@ import type tls from 'node:tls'
 import { domainToASCII } from 'node:url'
 import { Counter, type Registry } from 'prom-client'
 import { DEFAULT_SMTP_POOL_SIZE, isLoopbackHost } from '../../config/index.js'
-import { MessageBuildError } from './compose.js'
+import { MessageBuildError, MessageRefusedError } from './compose.js'
 import { mimeTemplate } from './mime.js'
-import { SmtpConnection, SmtpConnectionError, SmtpSetupError, type Envelope, type SmtpEndpoint, type TransactionReplies } from './smtp-connection.js'
+import { SmtpConnection, SmtpConnectionError, SmtpSetupError, bytesOf, type Envelope, type MessageBytes, type SmtpEndpoint, type TransactionReplies } from './smtp-connection.js'
 import { SmtpPool } from './smtp-pool.js'
 import type { SmtpReply } from './smtp-reply.js'
 import { stageTimer, type StageTimer } from './stages.js'
@@ -169,26 +169,47 @@ export function createSmtpTransport(url: string, opts: SmtpTransportOptions = {}
     const t0 = performance.now()
     const template = await mimeTemplate(msg)
     count('template', 1)
+    // A message with attachments comes in pieces that every copy shares (./mime-attachments.ts).
+    const render = (c: Parameters<typeof template.render>[0]): Promise<MessageBytes> => (template.parts !== undefined ? template.parts(c) : template.render(c))
     const returnPath = msg.returnPath
     const copy = msg.copy
+    const tooLarge: Array<{ size: number; limit: number }> = []
     if (returnPath === undefined && copy === undefined) {
-      const raw = await template.render(undefined)
+      const raw = await render(undefined)
       count('copy', 1)
       stages.since('render', t0)
-      return relayOnce(wireEnvelope(bareAddress(msg.from), recipients), recipients, raw)
+      refuseOverSize([raw])
+      const results = await relayOnce(wireEnvelope(bareAddress(msg.from), recipients), recipients, raw, tooLarge)
+      if (tooLarge.length > 0) throw refusal(tooLarge[0]!)
+      return results
     }
     // Every copy is made (and signed) before any is sent: a message that cannot be built sends nothing.
-    const shared = copy === undefined ? await template.render(undefined) : undefined
-    const raws = shared !== undefined ? recipients.map(() => shared) : await Promise.all(recipients.map((r) => template.render(copy!(r))))
+    const shared = copy === undefined ? await render(undefined) : undefined
+    const raws = shared !== undefined ? recipients.map(() => shared) : await Promise.all(recipients.map((r) => render(copy!(r))))
     count('copy', shared !== undefined ? 1 : recipients.length)
     stages.since('render', t0)
+    refuseOverSize(raws)
     const envelopes = recipients.map((r) => wireEnvelope(returnPath !== undefined ? returnPath(r) : bareAddress(msg.from), [r]))
-    const each = await Promise.all(recipients.map((r, i) => relayOnce(envelopes[i]!, [r], raws[i]!)))
+    const each = await Promise.all(recipients.map((r, i) => relayOnce(envelopes[i]!, [r], raws[i]!, tooLarge)))
+    // Refused by its size everywhere: nothing went out, and nothing will as it is.
+    if (tooLarge.length === recipients.length) throw refusal(tooLarge[0]!)
     return each.flat()
   }
 
+  /**
+   * Where the relay said how large a message it takes (SIZE in EHLO, heard by a connection opened
+   * earlier), a larger one is refused before any of its transactions starts.
+   */
+  function refuseOverSize (raws: MessageBytes[]): void {
+    const limit = pool.maxSize
+    if (limit <= 0) return
+    let size = 0
+    for (const raw of raws) size = Math.max(size, bytesOf(raw))
+    if (size > limit) throw refusal({ size, limit })
+  }
+
   /** One transaction for these recipients (the envelope's), each with the relay's word on them. */
-  async function relayOnce (envelope: Envelope, recipients: string[], raw: Buffer): Promise<RecipientResult[]> {
+  async function relayOnce (envelope: Envelope, recipients: string[], raw: MessageBytes, tooLarge: Array<{ size: number; limit: number }>): Promise<RecipientResult[]> {
     const t0 = performance.now()
     let replies: TransactionReplies
     try {
@@ -198,6 +219,7 @@ export function createSmtpTransport(url: string, opts: SmtpTransportOptions = {}
     } finally {
       stages.since('smtp', t0)
     }
+    if (replies.tooLarge !== undefined) tooLarge.push(replies.tooLarge)
     return recipients.map((recipient, i) => outcomeOf(recipient, replies, replies.rcpt[i], scrub))
   }
 
@@ -226,6 +248,11 @@ export function createSmtpTransport(url: string, opts: SmtpTransportOptions = {}
       pool.close()
     },
   }
+}
+
+/** The relay's SIZE is smaller than the message: a permanent failure of the message, said in words. */
+function refusal ({ size, limit }: { size: number; limit: number }): MessageRefusedError {
+  return new MessageRefusedError(`the relay takes at most ${limit} bytes (its SIZE) and this message is ${size} bytes; nothing was sent`)
 }
 
 /** A recipient's outcome from the replies of their transaction. */

@@ -18,8 +18,11 @@ export interface RelayJob { id: number; msg: WireMessage; draft?: WireDraft }
 
 export type RelayAnswer =
   | { id: number; results: RecipientResult[] }
-  /** `build`: the message could not be built (a MessageBuildError); otherwise the transport failed. */
-  | { id: number; failed: { build: boolean; reason: string } }
+  /**
+   * `build`: the message could not be built (a MessageBuildError); `refused` with it: the relay cannot take
+   * it (a MessageRefusedError, larger than its SIZE); otherwise the transport failed.
+   */
+  | { id: number; failed: { build: boolean; refused?: boolean; reason: string } }
 
 /** What the thread sends back: answers, and the stage times and render counts measured meanwhile. */
 export interface AnswerBatch {

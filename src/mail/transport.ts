@@ -15,6 +15,12 @@ export interface OutgoingMessage {
   text?: string
   /** Already validated custom headers, plus List-Unsubscribe and friends. */
   headers: Record<string, string>
+  /**
+   * The email's attachments, with their bytes (read from the store for this attempt): the same in every
+   * recipient's copy, so encoded once per message (./mime.ts). After crossing to a thread, `content` is a
+   * Uint8Array.
+   */
+  attachments?: MessageAttachment[]
   /** The From domain's DKIM key (a verified domain of the account): the relay transport signs with it. */
   dkim?: { domainName: string; keySelector: string; privateKey: string }
   /** The envelope sender (Return-Path) for each recipient, a VERP address; the From address when absent. */
@@ -25,6 +31,15 @@ export interface OutgoingMessage {
    * the message as it is. Throws MessageBuildError when the copy cannot be made.
    */
   copy?: (recipient: string) => RecipientCopy
+}
+
+/** An attachment as the message carries it (src/domain/attachments.ts decided its name and type). */
+export interface MessageAttachment {
+  filename: string
+  contentType: string
+  /** Inline: in the html's multipart/related part, named `cid:<contentId>` there. */
+  contentId?: string
+  content: Uint8Array
 }
 
 /** What differs in one recipient's copy of a message (see OutgoingMessage.copy). */

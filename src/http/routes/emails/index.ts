@@ -4,13 +4,12 @@ import { requestHash, sendProblems, type SendAnswer } from '../../../app/emails.
 import { RateLimited, ValidationError, type ErrorDetail } from '../../../errors.js'
 import { apiKeyAuth, requireApiKey } from '../../auth.js'
 import { toAppError } from '../../errors.js'
-import { BODY_LIMITS } from '../../schemas.js'
 import type { RouteContext } from '../context.js'
 import { SendBatchRoute, SendRoute } from './schema.js'
 
 // `body.to[2]` → item 0, field `to`; `body[3].subject` → item 3, field `subject`; `body` → the whole body.
 const DETAIL_PATH = /^body(?:\[(\d+)\])?(?:\.([A-Za-z]+))?/
-const FIELD_ORDER = ['to', 'subject', 'html', 'text', 'from', 'cc', 'bcc', 'replyTo', 'headers', 'tags', 'metadata', 'scheduledAt', 'tracking', 'unsubscribe']
+const FIELD_ORDER = ['to', 'subject', 'html', 'text', 'attachments', 'from', 'cc', 'bcc', 'replyTo', 'headers', 'tags', 'metadata', 'scheduledAt', 'tracking', 'unsubscribe']
 
 /**
  * A send the schema refused is answered with the schema's problems and, for the fields the schema
@@ -91,7 +90,7 @@ const emailRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { servi
     return reply.code(a.status).type('application/json; charset=utf-8').send(a.body)
   }
 
-  app.post('/api/send', { schema: SendRoute, bodyLimit: config.bodyLimit, attachValidation: true }, async (request, reply) => {
+  app.post('/api/send', { schema: SendRoute, bodyLimit: config.sendBodyLimit, attachValidation: true }, async (request, reply) => {
     refuseInvalidSend(request, false)
     const a = await services.emails.send(requireApiKey(request), [request.body], {
       batch: false, ...idempotency(request, 'POST /api/send'),
@@ -99,7 +98,7 @@ const emailRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { servi
     return answer(reply, a)
   })
 
-  app.post('/api/send/batch', { schema: SendBatchRoute, bodyLimit: config.bodyLimit * BODY_LIMITS.batchFactor, attachValidation: true }, async (request, reply) => {
+  app.post('/api/send/batch', { schema: SendBatchRoute, bodyLimit: config.sendBodyLimit, attachValidation: true }, async (request, reply) => {
     refuseInvalidSend(request, true)
     const a = await services.emails.send(requireApiKey(request), request.body, {
       batch: true, ...idempotency(request, 'POST /api/send/batch'),
