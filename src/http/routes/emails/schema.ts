@@ -2,9 +2,10 @@ import { Type, type Static } from 'typebox'
 import { MAX_BATCH, MAX_HEADERS, MAX_RECIPIENTS, MAX_REPLY_TO } from '../../../app/emails.js'
 import { EMAIL_STATUSES } from '../../../app/email-list.js'
 import { EventType, HEADERS, Success, Timestamp, component, errors, Literals } from '../../schemas.js'
+import { TemplateSendSchema } from '../templates/schema.js'
+import { MAX_ATTACHMENTS, MAX_CONTENT_ID_LENGTH } from '../../../domain/attachments.js'
 import { METADATA_KEY_PATTERN, METADATA_LIMITS } from '../../../domain/metadata.js'
 import { MAX_SCHEDULED_AT_LENGTH } from '../../../domain/schedule.js'
-import { TemplateSendSchema } from '../templates/schema.js'
 
 // The schema checks shapes and sizes; what an address or a header may hold (no CR/LF, a real address,
 // no reserved header) is checked by src/domain/send-input.ts, which names the exact field in its answer.
@@ -18,6 +19,22 @@ const Addresses = (max: number, min = 0) => Type.Union([Address, Type.Array(Addr
 export const MAX_CONTENT_LENGTH = 1024 * 1024
 const Content = Type.String({ minLength: 1, maxLength: MAX_CONTENT_LENGTH })
 const Tag = Type.String({ minLength: 1, maxLength: 256, pattern: '^[A-Za-z0-9_-]+$', description: 'letters, digits, _ and -' })
+// An attachment's content has no maxLength: Ajv counts a string's characters one by one, about 30 ms of
+// the main thread for the 9.3 MB of base64 an allowance takes. The body limit (SEND_BODY_LIMIT_BYTES)
+// bounds it, and src/domain/attachments.ts measures the allowance by the strings' lengths before it
+// decodes anything.
+const Attachment = Type.Object({
+  filename: Type.String({
+    minLength: 1, maxLength: 1000,
+    description: 'the name the recipient sees; any path, control characters and trailing dots are removed, and .exe, .bat, .js, .msi and other programs are refused (422 attachment_not_allowed)',
+  }),
+  content: Type.String({ description: 'the bytes in base64 (standard alphabet, padded, no line breaks)' }),
+  contentType: Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: 'like application/pdf; default: from the filename\'s extension, else application/octet-stream' })),
+  contentId: Type.Optional(Type.String({
+    minLength: 1, maxLength: MAX_CONTENT_ID_LENGTH,
+    description: 'makes it inline: the html shows it with <img src="cid:THIS">; letters, digits and !#$%&\'*+/=?^_`{|}~.@-',
+  })),
+}, { additionalProperties: false })
 /** A date-time with its offset; its shape and time are checked by src/domain/schedule.ts (422 invalid_schedule, naming it). */
 export const ScheduledAt = Type.String({
   minLength: 1, maxLength: MAX_SCHEDULED_AT_LENGTH,
@@ -43,6 +60,10 @@ export const SendSchema = Type.Object({
   html: Type.Optional(Content),
   text: Type.Optional(Content),
   template: Type.Optional(TemplateSendSchema),
+  attachments: Type.Optional(Type.Array(Attachment, {
+    maxItems: MAX_ATTACHMENTS,
+    description: `at most ${MAX_ATTACHMENTS} files, together at most ATTACHMENTS_MAX_BYTES decoded (7,000,000 bytes by default; 413 past it)`,
+  })),
   headers: Type.Optional(Type.Record(Type.String(), Type.String({ maxLength: 998 }), {
     maxProperties: MAX_HEADERS, description: 'custom headers; From, To, Message-ID, List-Unsubscribe and the like are set by svc',
   })),
@@ -126,6 +147,15 @@ export const EmailViewSchema = component('Email', Type.Object({
   scheduledAt: Type.Union([Timestamp, Type.Null()], { description: 'when a scheduled email is (or was) due; null for one sent at once' }),
   tracking: Type.Object({ opens: Type.Boolean(), clicks: Type.Boolean() }, { description: 'whether its copies carry an open pixel and tracked links, as decided at acceptance' }),
   unsubscribe: Type.Boolean({ description: 'whether its copies carry the List-Unsubscribe headers' }),
+  attachments: Type.Array(component('EmailAttachment', Type.Object({
+    filename: Type.String({ description: 'as sent (cleaned)' }),
+    contentType: Type.String(),
+    size: Type.Integer({ description: 'bytes, decoded' }),
+    sha256: Type.String({ description: 'SHA-256 of the bytes, lower-case hex' }),
+    contentId: Type.Optional(Type.String({ description: 'an inline attachment\'s content id (the html\'s cid:…)' })),
+  }, { description: 'An attachment of a sent email; svc drops its bytes ATTACHMENT_RETENTION_HOURS after the email\'s last attempt and keeps this' })), {
+    description: 'the attachments, in the order given ([] when none)',
+  }),
   template: Type.Union([Type.Object({ id: Type.String(), version: Type.Integer() }), Type.Null()], { description: 'the template and version it was rendered from; null when the send named none' }),
   html: Type.Union([Type.String(), Type.Null()], { description: 'the html as it was sent, before each recipient\'s tracking' }),
   text: Type.Union([Type.String(), Type.Null()], { description: 'the text as it was sent' }),
