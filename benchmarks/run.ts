@@ -9,7 +9,9 @@
 // cap4 ratelimit outage unreliable; writes a
 // "-partial" record); --sink-workers=N (a cluster sink; one process is enough, see benchmarks/README.md);
 // --cpu-prof (svc runs under Node's --cpu-prof; each thread's busiest functions are printed); --sql-cost (svc's
-// main thread times each SQL statement; the costliest are printed after each svc run, see lib/sql-cost.ts).
+// main thread times each SQL statement; the costliest are printed after each svc run, see lib/sql-cost.ts);
+// --filters (every webhook of the engine and scale scenarios filtered by a domain and a tag, every event's
+// email stored: the routing of filtered webhooks, to compare with a run without).
 import { execFileSync } from 'node:child_process'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import os from 'node:os'

@@ -19,6 +19,14 @@ export const wanted = (name: string) => ONLY.size === 0 || ONLY.has(name)
 export const CPU_PROF = argv.includes('--cpu-prof')
 /** Time svc's SQL statements on its main thread (see sql-cost.ts) and print the costliest after each svc run. */
 export const SQL_COST = argv.includes('--sql-cost')
+/**
+ * Every webhook of the engine and scale scenarios has a filter (a domain and a tag), and every event an
+ * email that it takes: routing looks each email up and checks it (issue 37). Compare with a run without.
+ */
+export const FILTERS = argv.includes('--filters')
+/** The filter --filters puts on those webhooks, and the email every event then has (both conditions match). */
+export const BENCH_FILTER = { domains: ['bench.example'], tags: [{ name: 'kind', value: 'receipt' }] }
+export const BENCH_EMAIL = { from: 'Bench <orders@bench.example>', tags: [{ name: 'tenant', value: 't-1' }, { name: 'kind', value: 'receipt' }] }
 
 export const SIZES = QUICK
   ? {

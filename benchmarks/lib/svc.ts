@@ -13,6 +13,8 @@ import { newId } from '../../src/domain/ids.js'
 import { limitsOf } from '../../src/domain/plans.js'
 import { hashToken, newApiKey, newWebhookSecret } from '../../src/domain/secrets.js'
 import { openSqliteStore, type SqliteStore } from '../../src/store/sqlite/index.js'
+import type { EmailRecord } from '../../src/store/emails.js'
+import type { WebhookFilter } from '../../src/domain/webhook-filter.js'
 import { freePort, memoryOf, SERVER_FILE, sleep, spawnTracked, stopChild } from './procs.js'
 
 export const SVC_SECRET = `bench-${newWebhookSecret()}`
@@ -51,7 +53,7 @@ export class Seeder {
   }
 
   /** Adds a webhook within the Pro plan's limit (10 per account); returns its sink index. */
-  async webhook (accountId: string, opts: { slow?: boolean; events?: EventType[] } = {}): Promise<number> {
+  async webhook (accountId: string, opts: { slow?: boolean; events?: EventType[]; filter?: WebhookFilter | null } = {}): Promise<number> {
     const index = this.secrets.length
     const secret = newWebhookSecret()
     this.secrets.push(secret)
@@ -59,7 +61,7 @@ export class Seeder {
     const r = await this.store.insertWebhook({
       id: newId('wh'), accountId, url: new URL(`${this.sinkOrigin}/${opts.slow ? 's' : 'h'}/${index}`).href,
       events: opts.events ?? ['email.sent', 'email.delivered'], secret, previousSecret: null, previousSecretExpiresAt: null,
-      status: 'enabled', createdAt: now, updatedAt: now,
+      status: 'enabled', filter: opts.filter ?? null, createdAt: now, updatedAt: now,
     }, limitsOf('pro').webhooks)
     if (r !== 'created') throw new Error('seeding: webhook refused (plan limit)')
     return index
@@ -76,18 +78,35 @@ export class Seeder {
     return key
   }
 
-  /** `perAccount` stored events for each of `accounts`, interleaved (event i belongs to account i mod n). */
-  async events (accounts: string[], perAccount: number, type: EventType = 'email.delivered'): Promise<number> {
+  /**
+   * `perAccount` stored events for each of `accounts`, interleaved (event i belongs to account i mod n).
+   * With `email`, each event's email is stored too (delivered already, so svc's mailer leaves it alone),
+   * from `email.from` with `email.tags`: what a filtered webhook's routing looks up.
+   */
+  async events (accounts: string[], perAccount: number, type: EventType = 'email.delivered',
+    email?: { from: string; tags: Array<{ name: string; value: string }> }): Promise<number> {
     const total = accounts.length * perAccount
     const chunk: EventRecord[] = []
+    const emails: EmailRecord[] = []
+    const flush = async () => {
+      if (emails.length > 0) await this.store.acceptEmails({ emails: emails.splice(0), events: chunk.splice(0) })
+      else await this.store.insertEvents(chunk.splice(0))
+    }
     for (let i = 0; i < total; i++) {
       const accountId = accounts[i % accounts.length]!
       const at = iso(Date.now())
       const e = { id: newId('evt'), accountId, emailId: newId('em'), type, recipient: `someone${i}@example.com`, occurredAt: at }
       chunk.push({ ...e, payload: eventPayload(e) })
-      if (chunk.length === 5000) await this.store.insertEvents(chunk.splice(0))
+      if (email) {
+        emails.push({
+          id: e.emailId, accountId, from: email.from, to: [e.recipient], cc: [], bcc: [], replyTo: [], subject: 'Bench', html: null, text: 'Bench',
+          headers: {}, tags: email.tags, suppressed: [], recipients: [{ address: e.recipient, state: 'delivered' }], status: 'delivered', attempts: 1,
+          nextAttemptAt: null, leaseOwner: null, leaseExpiresAt: null, leaseToken: 0, lastError: null, createdAt: at, updatedAt: at,
+        })
+      }
+      if (chunk.length === 5000) await flush()
     }
-    await this.store.insertEvents(chunk)
+    await flush()
     return total
   }
 

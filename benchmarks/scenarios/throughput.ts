@@ -12,7 +12,7 @@ import net from 'node:net'
 import os from 'node:os'
 import { join } from 'node:path'
 import {
-  costOf, CpuWatch, describeRun, keep, log, notes, pick, rateOf, recordCost, recordCpu, results, runSvcOn, sinkConfig, sinkOrigin, sinkProcs, sinkStats, SIZES,
+  BENCH_EMAIL, BENCH_FILTER, costOf, CpuWatch, describeRun, FILTERS, keep, log, notes, pick, rateOf, recordCost, recordCpu, results, runSvcOn, sinkConfig, sinkOrigin, sinkProcs, sinkStats, SIZES,
   type Sample, type SvcRun,
 } from '../lib/context.js'
 import { ask, commandExists, freePort, sleep, spawnTracked, startProc, stopChild, type Msg } from '../lib/procs.js'
@@ -44,10 +44,13 @@ async function engineRun (rep: number): Promise<SvcRun> {
   try {
     const seeder = new Seeder(dir, sinkOrigin)
     const account = await seeder.account()
-    await seeder.webhook(account, { events: ['email.delivered'] })
-    await seeder.events([account], SIZES.engineEvents)
+    // --filters: the webhook takes one domain's mail with one tag, and every event's email is looked up.
+    await seeder.webhook(account, { events: ['email.delivered'], ...(FILTERS ? { filter: BENCH_FILTER } : {}) })
+    await seeder.events([account], SIZES.engineEvents, 'email.delivered', FILTERS ? BENCH_EMAIL : undefined)
     await seeder.close()
-    const run = await runSvcOn(dir, seeder.secrets, SIZES.engineEvents, 'engine', { costLabel: `engine: 1 webhook, ${fmt(SIZES.engineEvents)} stored events` })
+    const run = await runSvcOn(dir, seeder.secrets, SIZES.engineEvents, 'engine', {
+      costLabel: `engine: 1 webhook${FILTERS ? ' (filtered)' : ''}, ${fmt(SIZES.engineEvents)} stored events`,
+    })
     log(`    engine ${rep + 1}: ${describeRun(run)}`)
     return run
   } finally {
