@@ -128,6 +128,27 @@ describe('scheduled sends', () => {
     }
   })
 
+  test('the mailer sleeps until the earliest scheduled email, not until its next poll: one scheduled here, and one found in the store at start', async (t) => {
+    const transport = createSandboxTransport()
+    const dataDir = tempDir(t)
+    // A poll so slow that only the wake-up at the due time can send these within the test.
+    const slow = { mailer: { pollMs: 600_000 } }
+    const first = await startServer(t, { dataDir, deps: { transport, ...slow } })
+    const s = await sender(first)
+    const here = await s.send({ to: 'here@example.net', subject: 'here', text: 'x', scheduledAt: inMs(1500) })
+    assert.equal(here.status, 202, here.text)
+    const delivered = await s.settled(here.body.data.id)
+    assert.equal(delivered.status, 'delivered')
+    const stored = await s.send({ to: 'stored@example.net', subject: 'stored', text: 'x', scheduledAt: inMs(3000) })
+    await first.service.stop()
+    const second = await startServer(t, { dataDir, deps: { transport, ...slow } })
+    const api = second.client()
+    await waitFor('the stored email delivered', async () =>
+      (await api.get(`/api/emails/${stored.body.data.id}`, { 'x-api-key': s.key })).body.data.status === 'delivered')
+    const sentAt = transport.sent().filter((m) => m.messageId === stored.body.data.id)
+    assert.equal(sentAt.length, 1)
+  })
+
   test('moving and canceling: the rules, the list filters, the quota given back', async (t) => {
     const server = await startServer(t, { env: { QUOTAS: 'on', QUOTA_FREE_PER_DAY: '10' }, deps: { transport: createSandboxTransport() } })
     const s = await sender(server)
