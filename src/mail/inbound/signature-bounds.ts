@@ -25,11 +25,16 @@ export const SIGNATURE_BOUNDS = {
 export type SignatureBounds = { [K in keyof typeof SIGNATURE_BOUNDS]: number }
 
 export interface BoundedMessage {
-  /** What the verifier is given: the message itself, or a copy without the DKIM-Signature fields past the bound (the body unchanged). */
+  /**
+   * What the verifier is given: the message itself, or a copy of the same length in which each
+   * DKIM-Signature field past the bound has the first letter of its name made an X (XKIM-Signature), so
+   * that no verifier takes it for a signature. Nothing is removed: a removal would move bytes, and how
+   * mailauth reads a bare LF or CR depends on the bytes around it.
+   */
   message: Buffer
   /** DKIM-Signature fields in the header block. */
   dkim: number
-  /** Of those, how many were left out of `message`. */
+  /** Of those, how many were renamed in `message` (not verified). */
   dkimDropped: number
   /** The most fields of any one ARC name (ARC-Seal, ARC-Message-Signature, ARC-Authentication-Results): the sets claimed. */
   arcSets: number
@@ -42,6 +47,8 @@ export interface BoundedMessage {
 const LF = 0x0a
 const CR = 0x0d
 const COLON = 0x3a
+/** What the first letter of a field's name becomes when it is left out: a letter, so nothing else moves. */
+const X = 0x58
 
 /** JavaScript's white space among the bytes 0-255 (what `\s` and trim() match in a latin1 string). */
 function isSpace (b: number): boolean {
@@ -52,14 +59,20 @@ const NAMES = ['dkim-signature', 'arc-seal', 'arc-message-signature', 'arc-authe
 const DKIM = 0
 const NAME_BYTES = NAMES.map((n) => Buffer.from(n, 'latin1'))
 
+/** Where the name of the field that starts at `start` begins: past any white space (only the first field may have some). */
+function nameStart (raw: Buffer, start: number, end: number): number {
+  let at = start
+  while (at < end && isSpace(raw[at]!)) at++
+  return at
+}
+
 /**
  * Which of NAMES the field in raw[start, end) has (its index), or -1. Reads at most the name's length
  * plus the white space around it: the field's name is trimmed and must be followed by a colon or the
  * field's end.
  */
 function fieldName (raw: Buffer, start: number, end: number): number {
-  let at = start
-  while (at < end && isSpace(raw[at]!)) at++
+  const at = nameStart(raw, start, end)
   // Every name starts "dkim-" or "arc-": the fifth byte (or the fourth) tells them apart from the rest.
   for (let n = 0; n < NAME_BYTES.length; n++) {
     const name = NAME_BYTES[n]!
@@ -80,17 +93,15 @@ function fieldName (raw: Buffer, start: number, end: number): number {
 
 /**
  * Counts the DKIM-Signature and ARC fields of `raw`'s header block and, past `bounds.dkim` signatures,
- * gives back a copy without the ones after the first `bounds.dkim` (the rest of the message byte for byte).
- * Linear in the header block, which is read up to bounds.headerBytes at most.
+ * gives back a copy in which the ones after the first `bounds.dkim` are renamed (every other byte as it
+ * was). Linear in the header block, which is read up to bounds.headerBytes at most.
  */
 export function boundSignatures (raw: Buffer, bounds: SignatureBounds = SIGNATURE_BOUNDS): BoundedMessage {
-  // At least one signature is kept: the copy then never starts with the empty line, which mailauth would
-  // not take for the end of the header block.
-  const keep = Math.max(1, bounds.dkim)
+  const keep = Math.max(0, bounds.dkim)
   const limit = Math.min(raw.length, bounds.headerBytes + 1)
   const counts = [0, 0, 0, 0]
-  // Byte ranges [from, to) of the fields to leave out.
-  const drop: number[] = []
+  // Where the names of the fields to leave out begin.
+  const rename: number[] = []
   let fieldStart = 0
   let lines = 0
   let headerEnd = -1
@@ -100,11 +111,7 @@ export function boundSignatures (raw: Buffer, bounds: SignatureBounds = SIGNATUR
     const n = fieldName(raw, fieldStart, end)
     if (n >= 0) {
       counts[n]!++
-      if (n === DKIM && counts[DKIM]! > keep) {
-        // Adjacent ranges are merged: thousands of fields in a row are one range.
-        if (drop.length > 0 && drop[drop.length - 1] === fieldStart) drop[drop.length - 1] = end
-        else drop.push(fieldStart, end)
-      }
+      if (n === DKIM && counts[DKIM]! > keep) rename.push(nameStart(raw, fieldStart, end))
     }
   }
   for (let i = 0; i < limit; i++) {
@@ -132,18 +139,11 @@ export function boundSignatures (raw: Buffer, bounds: SignatureBounds = SIGNATUR
   }
   const arcSets = Math.max(counts[1]!, counts[2]!, counts[3]!)
   let message = raw
-  let dkimDropped = 0
-  if (!headerOver && drop.length > 0) {
-    const parts: Buffer[] = []
-    let at = 0
-    for (let k = 0; k < drop.length; k += 2) {
-      parts.push(raw.subarray(at, drop[k]))
-      at = drop[k + 1]!
-    }
-    parts.push(raw.subarray(at))
-    message = Buffer.concat(parts)
-    dkimDropped = counts[DKIM]! - keep
+  if (!headerOver && rename.length > 0) {
+    message = Buffer.from(raw)
+    for (const at of rename) message[at] = X
   }
+  const dkimDropped = headerOver ? 0 : rename.length
   return { message, dkim: counts[DKIM]!, dkimDropped, arcSets, arcOver: arcSets > bounds.arcSets, headerOver }
 }
 
