@@ -11,6 +11,7 @@ import * as keys from './pages/keys.js'
 import * as overview from './pages/overview.js'
 import * as received from './pages/received.js'
 import * as suppressions from './pages/suppressions.js'
+import * as templates from './pages/templates.js'
 import * as webhooks from './pages/webhooks.js'
 
 const routes = [
@@ -26,6 +27,8 @@ const routes = [
   { path: '/domains/:id', title: 'Domain', page: domains.detail, nav: 'domains' },
   { path: '/received', title: 'Received', page: received.list, nav: 'received' },
   { path: '/received/:id', title: 'Received message', page: received.detail, nav: 'received' },
+  { path: '/templates', title: 'Templates', page: templates.list, nav: 'templates' },
+  { path: '/templates/:id', title: 'Template', page: templates.detail, nav: 'templates' },
   { path: '/suppressions', title: 'Suppressions', page: suppressions.render, nav: 'suppressions' },
   { path: '/account', title: 'Account', page: account.render, nav: 'account' },
 ]
