@@ -105,6 +105,7 @@ export async function detail (view, ctx) {
           e.replyTo.length ? row('Reply-To', list(e.replyTo)) : null,
           row('Created', time(e.createdAt)),
           e.tags.length ? row('Tags', h('span', {}, e.tags.map((t) => h('span', { class: 'tag' }, `${t.name}: ${t.value}`)))) : null,
+          e.template ? row('Template', h('a', { href: `#/templates/${encodeURIComponent(e.template.id)}?version=${e.template.version}`, class: 'mono' }, `version ${e.template.version}`)) : null,
           e.suppressed.length ? row('Suppressed', list(e.suppressed)) : null,
         ),
       ),
