@@ -86,9 +86,9 @@ describe('a typed client generated from the document', () => {
     }
     assert.deepEqual(missing, [], 'operations the flow does not go through')
     assert.deepEqual(undeclared, [], 'answers the document does not declare')
-    // A cursor it never gave out, a send with neither html nor text, a domain added twice (on a plan
-    // with room for one), three unknown received messages, a wrong current password, the account after
-    // logging out.
-    assert.deepEqual(report.codes, ['validation_error', 'validation_error', 'domain_exists', 'not_found', 'not_found', 'not_found', 'not_found', 'invalid_credentials', 'invalid_session'])
+    // A cursor it never gave out, a send with neither html nor text, a scheduled email moved into the past
+    // and moved after it was canceled, a domain added twice (on a plan with room for one), three unknown
+    // received messages, a wrong current password, the account after logging out.
+    assert.deepEqual(report.codes, ['validation_error', 'validation_error', 'invalid_schedule', 'email_not_scheduled', 'domain_exists', 'not_found', 'not_found', 'not_found', 'not_found', 'invalid_credentials', 'invalid_session'])
   })
 })

@@ -134,6 +134,26 @@ export async function flow (baseUrl: string, email: string, password: string): P
   if (stats.totals['email.sent'] === undefined) throw new Error('counted')
   await api.HEAD('/api/stats')
 
+  // Scheduling: a send for later with its own data and choices, moved, found by status and tag, refused a
+  // time in the past (422), canceled, and then not moved again (409).
+  const later = new Date(Date.now() + 3_600_000).toISOString()
+  const scheduled: Schemas['SendResult'] = ok(await api.POST('/api/send', {
+    body: {
+      to: 'delivered@simulator.test', subject: 'Later', text: 'Hello later', scheduledAt: later,
+      tags: [{ name: 'kind', value: 'reminder' }], metadata: { orderId: 'ord_typed' }, tracking: { opens: false, clicks: false }, unsubscribe: false,
+    },
+  })).data
+  if (scheduled.scheduledAt !== later) throw new Error('the answer says when it goes out')
+  const byEmail = { path: { id: scheduled.id } }
+  const moved: Schemas['Email'] = ok(await api.PATCH('/api/emails/{id}', { params: byEmail, body: { scheduledAt: new Date(Date.now() + 7_200_000).toISOString() } })).data
+  if (moved.status !== 'scheduled' || moved.metadata.orderId !== 'ord_typed' || moved.tracking.opens || moved.unsubscribe) throw new Error('moved, with its data and choices')
+  const waiting: Schemas['EmailSummary'][] = ok(await api.GET('/api/emails', { params: { query: { status: 'scheduled', tag: 'kind:reminder' } } })).data
+  if (waiting.length !== 1 || waiting[0]?.scheduledAt !== moved.scheduledAt) throw new Error('listed as scheduled, by its tag')
+  report.codes.push(failed(await api.PATCH('/api/emails/{id}', { params: byEmail, body: { scheduledAt: '2000-01-01T00:00:00Z' } })).error.code)
+  const canceled: Schemas['Email'] = ok(await api.POST('/api/emails/{id}/cancel', { params: byEmail })).data
+  if (canceled.status !== 'canceled') throw new Error('canceled')
+  report.codes.push(failed(await api.PATCH('/api/emails/{id}', { params: byEmail, body: { scheduledAt: later } })).error.code)
+
   // Templates: saved, changed into a new version, read at an old one, previewed, sent from (in place of
   // subject, html and text), deleted with its versions.
   const template: Schemas['Template'] = ok(await api.POST('/api/templates', {
@@ -177,8 +197,9 @@ export async function flow (baseUrl: string, email: string, password: string): P
   ok(await api.GET('/api/domains/{id}', { params: { path: { id: domain.id } } }))
   await api.HEAD('/api/domains/{id}', { params: { path: { id: domain.id } } })
   ok(await api.POST('/api/domains/{id}/verify', { params: { path: { id: domain.id } } }))
-  const receiving: Schemas['Domain'] = ok(await api.PATCH('/api/domains/{id}', { params: { path: { id: domain.id } }, body: { receiving: true } })).data
+  const receiving: Schemas['Domain'] = ok(await api.PATCH('/api/domains/{id}', { params: { path: { id: domain.id } }, body: { receiving: true, tracking: { clicks: false } } })).data
   if (!receiving.receiving || !receiving.records.some((r) => r.purpose === 'receiving')) throw new Error('receiving on, with its MX record')
+  if (!receiving.tracking.opens || receiving.tracking.clicks) throw new Error('clicks off by default for this domain, opens as the account\'s')
   const again = failed(await api.POST('/api/domains', { body: { name: 'typed.example.test' } }))
   report.codes.push(again.error.code)
   ok(await api.DELETE('/api/domains/{id}', { params: { path: { id: domain.id } } }))
