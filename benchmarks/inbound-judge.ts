@@ -57,7 +57,10 @@ async function message (attachment: number, signatures = 0): Promise<Buffer> {
 }
 
 const envelope = { ip: '127.0.0.1', helo: 'mail.customer.example', sender: 'customer@customer.example' }
-const UNBOUNDED = { dkim: Number.MAX_SAFE_INTEGER, arcSets: Number.MAX_SAFE_INTEGER, headerBytes: Number.MAX_SAFE_INTEGER, headerLines: Number.MAX_SAFE_INTEGER }
+const UNBOUNDED = {
+  dkim: Number.MAX_SAFE_INTEGER, arcSets: Number.MAX_SAFE_INTEGER, headerBytes: Number.MAX_SAFE_INTEGER, headerLines: Number.MAX_SAFE_INTEGER,
+  fieldBytes: Number.MAX_SAFE_INTEGER, signatureBytes: Number.MAX_SAFE_INTEGER,
+}
 
 // As it was: the main thread's resolver (3 s × 2 tries), mailparser, then mailauth on every signature.
 const resolver = new Resolver({ timeout: 3000, tries: 2 })

@@ -72,6 +72,20 @@ describe('judging within bounds', () => {
     assert.ok(keys.includes('TXT s1._domainkey.customer.example'))
   })
 
+  test('a signature field over the size bound is neither verified nor looked up; the real one still passes', async () => {
+    // The reviewer's shape within the line bound: thousands of header lines and an h= list of 150,000 names.
+    const lines = 'X: y\r\n'.repeat(SIGNATURE_BOUNDS.headerLines - 100)
+    const raw = await signed()
+    // The message's own body hash: verified, it would be looked up.
+    const bh = /bh=([^;]+);/.exec(raw.toString('latin1'))![1]!
+    const hostile = `DKIM-Signature: v=1; a=rsa-sha256; c=relaxed/relaxed; d=junk.example; s=huge; h=${'q:'.repeat(150_000)}from; bh=${bh}; b=AAAA\r\n`
+    const dns = fakeDns()
+    const verdicts = await judge(withFields(raw, lines + hostile), { ...envelope, resolver: dns })
+    assert.equal(verdicts.dkim, 'pass')
+    assert.equal(verdicts.dmarc, 'pass')
+    assert.deepEqual(dns.asked.filter((q) => q.includes('._domainkey.')), ['TXT s1._domainkey.customer.example'])
+  })
+
   test('eleven ARC sets: arc fails, and no seal is looked up', async () => {
     const sets = Array.from({ length: 11 }, (_, i) => [
       `ARC-Seal: i=${i + 1}; a=rsa-sha256; cv=${i === 0 ? 'none' : 'pass'}; d=arc${i}.example; s=a; b=AAAA\r\n`,

@@ -119,9 +119,10 @@ describe('counting signatures', () => {
 
 describe('a hostile megabyte of header', () => {
   test('nearly a megabyte of DKIM-Signature fields: counted in one pass, ten kept, the body as it was; a megabyte is over the bound', async () => {
-    const line = 'DKIM-Signature: v=1; d=x.example; s=s; bh=AAAA; b=AAAA\r\n'
+    const line = `DKIM-Signature: v=1; d=x.example; s=s; bh=AAAA; b=${'A'.repeat(190)}\r\n`
     assert.equal(boundSignatures(latin1(`${line.repeat(MEGABYTE / line.length)}\r\nbody`)).headerOver, true)
     const n = SIGNATURE_BOUNDS.headerLines - 2
+    assert.ok(n * line.length > 0.9 * MEGABYTE)
     const raw = latin1(`${line.repeat(n)}From: a@b.example\r\n\r\n${'body\r\n'.repeat(1000)}`)
     const b = boundSignatures(raw)
     assert.equal(b.headerOver, false)
@@ -141,6 +142,54 @@ describe('a hostile megabyte of header', () => {
     assert.equal(boundSignatures(latin1('a'.repeat(MEGABYTE + 10))).headerOver, true)
     const lines = boundSignatures(latin1(`${'X: y\r\n'.repeat(SIGNATURE_BOUNDS.headerLines - 1)}\r\nbody`))
     assert.equal(lines.headerOver, false, 'just under the line bound')
+  })
+
+  test('a signature field over fieldBytes is not verified: the reviewer\'s 300 KB h= list; the ones kept stay under signatureBytes together', async () => {
+    // mailauth matches each name of h= against every header line: 150,000 names by 15,000 lines held a
+    // thread for seconds. Such a header is now over the line bound, and such a field over the field bound.
+    const hostile = (names: number) => `DKIM-Signature: v=1; a=rsa-sha256; c=relaxed/relaxed; d=example.com; s=s; h=${'q:'.repeat(names)}from; bh=AAAA; b=AAAA\r\n`
+    const reviewers = latin1(`From: a@example.com\r\n${'X: y\r\n'.repeat(15_000)}${hostile(150_000)}\r\nbody\r\n`)
+    assert.equal(boundSignatures(reviewers).headerOver, true)
+
+    const under = latin1(`From: a@example.com\r\n${'X: y\r\n'.repeat(SIGNATURE_BOUNDS.headerLines - 10)}${hostile(150_000)}\r\nbody\r\n`)
+    const b = boundSignatures(under)
+    assert.equal(b.headerOver, false)
+    assert.equal(b.dkim, 1)
+    assert.equal(b.dkimDropped, 1)
+    assert.equal(b.oversized, 1)
+    assert.equal(b.message.length, under.length)
+    const keys = (await mailauthReads(b.message)).fields.map((f) => f.key)
+    assert.ok(!keys.includes('dkim-signature'), 'no signature left to verify')
+    assert.ok(keys.includes('xkim-signature'))
+
+    // fieldBytes counts the field whole, its line end included: at the bound it is verified, past it not.
+    const sized = (bytes: number) => {
+      const head = 'DKIM-Signature: v=1; d=x.example; s=s; b='
+      return `${head}${'A'.repeat(bytes - head.length - 2)}\r\n`
+    }
+    const F = SIGNATURE_BOUNDS.fieldBytes
+    assert.equal(sized(F).length, F)
+    const edge = boundSignatures(latin1(`${sized(F)}${sized(F + 1)}From: a@b\r\n\r\nx`))
+    assert.deepEqual([edge.dkim, edge.dkimDropped, edge.oversized], [2, 1, 1])
+    assert.equal(edge.message.subarray(F, F + 4).toString('latin1'), 'XKIM')
+
+    // Together at most signatureBytes: five of 7 KiB and a small one; the fifth does not fit, the small one does.
+    const seven = sized(7 * 1024)
+    const small = sized(200)
+    const total = boundSignatures(latin1(`${seven.repeat(5)}${small}From: a@b\r\n\r\nx`))
+    assert.equal(total.dkim, 6)
+    assert.equal(total.dkimDropped, 1)
+    assert.equal(total.oversized, 0)
+    const read = (await mailauthReads(total.message)).fields.map((f) => f.key)
+    assert.deepEqual(read.slice(0, 6), ['dkim-signature', 'dkim-signature', 'dkim-signature', 'dkim-signature', 'xkim-signature', 'dkim-signature'])
+
+    // An ARC field over the bound: renamed too, and the chain is not verified (arc fails).
+    const ams = `ARC-Message-Signature: i=1; a=rsa-sha256; d=a.example; s=a; h=${'q:'.repeat(F)}from; bh=AAAA; b=AAAA\r\n`
+    const arc = boundSignatures(latin1(`ARC-Seal: i=1; cv=none; d=a.example; s=a; b=AAAA\r\n${ams}ARC-Authentication-Results: i=1; mx.a.example\r\nFrom: a@b\r\n\r\nx`))
+    assert.equal(arc.arcSets, 1)
+    assert.equal(arc.arcOver, true)
+    assert.equal(arc.oversized, 1)
+    assert.ok((await mailauthReads(arc.message)).fields.some((f) => f.key === 'xrc-message-signature'))
   })
 
   test('megabytes of the bytes that matter: no field, no end, bounded answers', () => {

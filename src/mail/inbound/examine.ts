@@ -149,8 +149,9 @@ export interface JudgeInput {
 
 /**
  * SPF, DKIM, DMARC (and ARC when the message carries a chain) as mailauth judges them, within
- * SIGNATURE_BOUNDS: the first `dkim` signatures are verified and the rest are not (the verdict is `pass`
- * when one of those passes); a chain of more ARC sets than `arcSets` is `fail` and not verified; a header
+ * SIGNATURE_BOUNDS: the first `dkim` signatures of at most `fieldBytes` each and `signatureBytes`
+ * together are verified and the rest are not (the verdict is `pass` when one of those passes); a chain of
+ * more ARC sets than `arcSets`, or with a field over `fieldBytes`, is `fail` and not verified; a header
  * block past `headerBytes`/`headerLines` is not read at all (DKIM and DMARC `permerror`; SPF, which reads
  * only the envelope, is still judged).
  */

@@ -2,7 +2,9 @@
 // sets, in a header block of bounded size. A verifier may limit the signatures it checks (RFC 6376 §6.1,
 // §8.4), and a chain of more ARC sets than a verifier takes fails (RFC 8617 §5.2). Without a bound, one
 // message of 10 MiB carries thousands of DKIM-Signature fields, each a body hash over the whole message and
-// a DNS lookup of a selector its sender picks.
+// a DNS lookup of a selector its sender picks. The fields are bounded in size too: mailauth matches each
+// name of a signature's h= list against every header line, so one field of 300 KB (150,000 names) over
+// 15,000 lines cost seconds of CPU; a real signature is well under 2 KiB.
 //
 // The header block is read the way mailauth reads it (lib/dkim/message-parser.js and tools.parseHeaders),
 // so that what is counted here is what mailauth would check: it ends at the first empty line (a LF, then
@@ -18,8 +20,15 @@ export const SIGNATURE_BOUNDS = {
   arcSets: 10,
   /** A header block longer than this (as the verifier reads it) is not judged: DKIM and DMARC are `permerror`. */
   headerBytes: 1024 * 1024,
-  /** Lines in the header block: mailauth joins folded lines at a cost that grows with their square. */
-  headerLines: 16 * 1024,
+  /**
+   * Lines in the header block: mailauth joins folded lines at a cost that grows with their square, and
+   * matches each name of a signature's h= against every line. Real mail has a few hundred at most.
+   */
+  headerLines: 4 * 1024,
+  /** A DKIM-Signature or ARC field longer than this (its line ends included) is not verified; a real one is under 2 KiB. */
+  fieldBytes: 8 * 1024,
+  /** The DKIM-Signature fields verified, together: one that would pass it is not verified. */
+  signatureBytes: 32 * 1024,
 } as const
 
 export type SignatureBounds = { [K in keyof typeof SIGNATURE_BOUNDS]: number }
@@ -34,11 +43,13 @@ export interface BoundedMessage {
   message: Buffer
   /** DKIM-Signature fields in the header block. */
   dkim: number
-  /** Of those, how many were renamed in `message` (not verified). */
+  /** Of those, how many were renamed in `message` (not verified): past the count, over fieldBytes, or past signatureBytes. */
   dkimDropped: number
+  /** DKIM-Signature and ARC fields over fieldBytes (renamed in `message`). */
+  oversized: number
   /** The most fields of any one ARC name (ARC-Seal, ARC-Message-Signature, ARC-Authentication-Results): the sets claimed. */
   arcSets: number
-  /** arcSets is over the bound: the chain is not verified and fails. */
+  /** arcSets is over the bound, or an ARC field over fieldBytes: the chain is not verified and fails. */
   arcOver: boolean
   /** The header block is over headerBytes or headerLines: not judged at all. */
   headerOver: boolean
@@ -92,9 +103,11 @@ function fieldName (raw: Buffer, start: number, end: number): number {
 }
 
 /**
- * Counts the DKIM-Signature and ARC fields of `raw`'s header block and, past `bounds.dkim` signatures,
- * gives back a copy in which the ones after the first `bounds.dkim` are renamed (every other byte as it
- * was). Linear in the header block, which is read up to bounds.headerBytes at most.
+ * Counts the DKIM-Signature and ARC fields of `raw`'s header block and gives back a copy in which those
+ * not to be verified are renamed (every other byte as it was): a signature is verified when fewer than
+ * `bounds.dkim` are, it is no longer than `bounds.fieldBytes`, and the ones verified stay within
+ * `bounds.signatureBytes` together; an ARC field over fieldBytes is renamed, and its chain fails.
+ * Linear in the header block, which is read up to bounds.headerBytes at most.
  */
 export function boundSignatures (raw: Buffer, bounds: SignatureBounds = SIGNATURE_BOUNDS): BoundedMessage {
   const keep = Math.max(0, bounds.dkim)
@@ -102,6 +115,11 @@ export function boundSignatures (raw: Buffer, bounds: SignatureBounds = SIGNATUR
   const counts = [0, 0, 0, 0]
   // Where the names of the fields to leave out begin.
   const rename: number[] = []
+  let kept = 0
+  let keptBytes = 0
+  let oversized = 0
+  let dkimDropped = 0
+  let arcOversized = false
   let fieldStart = 0
   let lines = 0
   let headerEnd = -1
@@ -109,10 +127,24 @@ export function boundSignatures (raw: Buffer, bounds: SignatureBounds = SIGNATUR
   const closeField = (end: number) => {
     if (end <= fieldStart) return
     const n = fieldName(raw, fieldStart, end)
-    if (n >= 0) {
-      counts[n]!++
-      if (n === DKIM && counts[DKIM]! > keep) rename.push(nameStart(raw, fieldStart, end))
+    if (n < 0) return
+    counts[n]!++
+    const size = end - fieldStart
+    const over = size > bounds.fieldBytes
+    if (over) oversized++
+    if (n === DKIM) {
+      if (!over && kept < keep && keptBytes + size <= bounds.signatureBytes) {
+        kept++
+        keptBytes += size
+        return
+      }
+      dkimDropped++
+    } else if (over) {
+      arcOversized = true
+    } else {
+      return
     }
+    rename.push(nameStart(raw, fieldStart, end))
   }
   for (let i = 0; i < limit; i++) {
     if (raw[i] !== LF) continue
@@ -143,8 +175,15 @@ export function boundSignatures (raw: Buffer, bounds: SignatureBounds = SIGNATUR
     message = Buffer.from(raw)
     for (const at of rename) message[at] = X
   }
-  const dkimDropped = headerOver ? 0 : rename.length
-  return { message, dkim: counts[DKIM]!, dkimDropped, arcSets, arcOver: arcSets > bounds.arcSets, headerOver }
+  return {
+    message,
+    dkim: counts[DKIM]!,
+    dkimDropped: headerOver ? 0 : dkimDropped,
+    oversized: headerOver ? 0 : oversized,
+    arcSets,
+    arcOver: arcSets > bounds.arcSets || arcOversized,
+    headerOver,
+  }
 }
 
 /** Where the empty line that ends the header block starts, given the index just past its LF. */
