@@ -225,6 +225,24 @@ test('the dashboard, end to end in chromium: sign up, keys, webhook, send, timel
   await page.getByRole('group', { name: 'Bounce rate' }).getByText('20.00 %').waitFor()
   await screenshot(page, 'overview.png', true)
 
+  // --- A scheduled email: its page says when, and a cancel (after a confirmation) makes it canceled.
+  const later = await server.client().post('/api/send', {
+    to: 'delivered@simulator.test', subject: 'See you tomorrow', text: 'Tomorrow', scheduledAt: new Date(Date.now() + 86_400_000).toISOString(),
+    metadata: { orderId: 'ord_7' },
+  }, { 'x-api-key': sendingKey })
+  assert.equal(later.status, 202, later.text)
+  await page.goto(`/#/emails/${later.body.data.id}`)
+  await heading(page, 'See you tomorrow')
+  await page.getByText('Scheduled for').waitFor()
+  await page.getByText('orderId: ord_7').waitFor()
+  await page.getByRole('button', { name: 'Cancel email' }).click()
+  await page.getByRole('dialog').getByRole('button', { name: 'Cancel email' }).click()
+  await page.locator('.page-header .badge', { hasText: 'canceled' }).waitFor()
+  assert.equal(await page.getByRole('button', { name: 'Cancel email' }).count(), 0, 'no cancel button once canceled')
+  assert.equal((await api.get(`/api/emails/${later.body.data.id}`)).body.data.status, 'canceled')
+  await page.getByRole('link', { name: 'Overview', exact: true }).click()
+  await heading(page, 'Overview')
+
   // --- A phone: the same page fits, the nav scrolls instead of overflowing.
   await page.setViewportSize({ width: 390, height: 844 })
   const overflow = await page.evaluate('document.documentElement.scrollWidth - window.innerWidth') as number

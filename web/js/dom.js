@@ -79,7 +79,7 @@ export function fmtRate (r, digits = 2) {
 // Each status maps to a tone; the text always says the status too (never colour alone).
 const TONES = {
   active: 'ok', enabled: 'ok', verified: 'ok', delivered: 'ok', succeeded: 'ok',
-  queued: 'info', pending: 'info', deferred: 'warn', retrying: 'warn', partially_delivered: 'warn', disabled: 'neutral',
+  queued: 'info', scheduled: 'info', canceled: 'neutral', pending: 'info', deferred: 'warn', retrying: 'warn', partially_delivered: 'warn', disabled: 'neutral',
   revoked: 'neutral', cancelled: 'neutral', auto_disabled: 'danger', bounced: 'danger', failed: 'danger',
   complained: 'danger', unsubscribed: 'warn', manual: 'neutral',
   'email.sent': 'info', 'email.delivered': 'ok', 'email.opened': 'info', 'email.clicked': 'info',

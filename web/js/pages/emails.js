@@ -1,11 +1,12 @@
 // @ts-check
-// Emails: the list (filtered by status, recipient and date, paged) and one email with its timeline.
+// Emails: the list (filtered by status, recipient and date, paged) and one email with its timeline; a
+// scheduled email can be canceled from its page.
 import { api, query } from '../api.js'
-import { badge, empty, h, label, pageHeader, td, time, table } from '../dom.js'
+import { announce, badge, clear, confirmDialog, empty, h, label, pageHeader, td, time, table } from '../dom.js'
 import { morePages } from '../pager.js'
 import { field, rules } from '../form.js'
 
-const STATUSES = ['queued', 'deferred', 'delivered', 'bounced', 'partially_delivered', 'failed']
+const STATUSES = ['scheduled', 'queued', 'deferred', 'delivered', 'bounced', 'partially_delivered', 'failed', 'canceled']
 // Every event an email can have: a complaint or an open happens on a delivered email, so the status alone never finds it.
 const EVENTS = ['email.sent', 'email.delivered', 'email.bounced', 'email.opened', 'email.clicked', 'email.complained', 'email.unsubscribed']
 const PAGE = 25
@@ -77,7 +78,7 @@ export async function list (view, ctx) {
         td('Created', time(e.createdAt)),
         td('To', h('span', { class: 'truncate' }, e.to.join(', '))),
         td('Subject', h('a', { href: `#/emails/${encodeURIComponent(e.id)}` }, e.subject)),
-        td('Status', statusBadge(e.status, ctx)),
+        td('Status', statusBadge(e.status, ctx), e.status === 'scheduled' && e.scheduledAt ? h('div', { class: 'muted small' }, 'for ', time(e.scheduledAt)) : null),
       ))
     }
   }
@@ -87,12 +88,31 @@ export async function list (view, ctx) {
 }
 
 export async function detail (view, ctx) {
-  const e = (await api.get(`/api/emails/${encodeURIComponent(ctx.params.id)}`)).data
+  const path = `/api/emails/${encodeURIComponent(ctx.params.id)}`
+  const e = (await api.get(path)).data
   const row = (k, v) => [h('dt', {}, k), h('dd', {}, v)]
   const list = (xs) => (xs.length ? xs.join(', ') : h('span', { class: 'muted' }, '—'))
+  const onOff = (on) => (on ? 'on' : 'off')
+  const metadata = Object.entries(e.metadata ?? {})
+  let cancel = null
+  if (e.status === 'scheduled') {
+    cancel = h('button', { type: 'button', class: 'button danger-outline' }, 'Cancel email')
+    cancel.addEventListener('click', async () => {
+      if (!await confirmDialog({
+        title: 'Cancel this email?', body: `It is not sent at ${new Date(e.scheduledAt).toLocaleString()}, nor ever. This cannot be undone.`,
+        confirmLabel: 'Cancel email', danger: true,
+      })) return
+      try {
+        await api.post(`${path}/cancel`)
+        announce('Email canceled')
+        clear(view)
+        await detail(view, ctx)
+      } catch (err) { announce(err.message, 'danger') }
+    })
+  }
   view.append(
     h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/emails' }, 'Emails'), ' / ', h('span', { class: 'mono' }, e.id)),
-    pageHeader(e.subject, statusBadge(e.status, ctx)),
+    pageHeader(e.subject, statusBadge(e.status, ctx), cancel),
     h('div', { class: 'grid-2' },
       h('section', { class: 'card', 'aria-labelledby': 'email-fields' },
         h('h2', { id: 'email-fields' }, 'Message'),
@@ -104,6 +124,9 @@ export async function detail (view, ctx) {
           e.bcc.length ? row('Bcc', list(e.bcc)) : null,
           e.replyTo.length ? row('Reply-To', list(e.replyTo)) : null,
           row('Created', time(e.createdAt)),
+          e.scheduledAt ? row(e.status === 'scheduled' ? 'Scheduled for' : 'Scheduled', time(e.scheduledAt)) : null,
+          e.tracking ? row('Tracking', `opens ${onOff(e.tracking.opens)}, clicks ${onOff(e.tracking.clicks)}, unsubscribe link ${onOff(e.unsubscribe)}`) : null,
+          metadata.length ? row('Metadata', h('span', {}, metadata.map(([k, v]) => h('span', { class: 'tag' }, `${k}: ${v}`)))) : null,
           e.tags.length ? row('Tags', h('span', {}, e.tags.map((t) => h('span', { class: 'tag' }, `${t.name}: ${t.value}`)))) : null,
           e.template ? row('Template', h('a', { href: `#/templates/${encodeURIComponent(e.template.id)}?version=${e.template.version}`, class: 'mono' }, `version ${e.template.version}`)) : null,
           e.suppressed.length ? row('Suppressed', list(e.suppressed)) : null,
