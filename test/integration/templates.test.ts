@@ -123,6 +123,22 @@ describe('templates', () => {
     assert.deepEqual(errorOf(missing).details?.map((d) => d.path), ['body.template.version'])
   })
 
+  test('an Idempotency-Key replays the first answer, even once the template is gone', async (t) => {
+    const { s } = await setup(t)
+    const tpl = (await s.client.post('/api/templates', { name: 'once', subject: 'Hi {{ who }}', text: 'x' })).body.data
+    const body = { to: 'a@example.com', template: { id: tpl.id, variables: { who: 'Ann' } } }
+    const first = await s.send(body, { 'idempotency-key': 'order-1' })
+    assert.equal(first.status, 202)
+    assert.equal((await s.client.delete(`/api/templates/${tpl.id}`)).status, 200)
+    const again = await s.send(body, { 'idempotency-key': 'order-1' })
+    assert.equal(again.status, 202)
+    assert.equal(again.headers['idempotent-replayed'], 'true')
+    assert.equal(again.body.data.id, first.body.data.id)
+    const other = await s.send({ ...body, template: { ...body.template, variables: { who: 'Bob' } } }, { 'idempotency-key': 'order-1' })
+    assert.equal(other.status, 409)
+    assert.equal(errorOf(other).code, 'idempotency_conflict')
+  })
+
   test('refusals name the field: a missing variable, CR/LF into the subject, fields beside a template', async (t) => {
     const { transport, s } = await setup(t)
     await s.client.post('/api/templates', { name: 'note', subject: 'For {{ who }}', html: '<p>{{ body }} {{ sign }}</p>' })
