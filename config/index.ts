@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs'
 import { createSecureContext } from 'node:tls'
 import ipaddr from 'ipaddr.js'
 import type { Quotas } from '../src/domain/quotas.js'
-import { DEFAULT_ATTACHMENTS_MAX_BYTES, MAX_ATTACHMENTS } from '../src/domain/attachments.js'
+import { DEFAULT_ATTACHMENTS_MAX_BYTES, MAX_ATTACHMENTS, MAX_ATTACHMENTS_MAX_BYTES } from '../src/domain/attachments.js'
 
 export type { Quotas }
 
@@ -95,7 +95,7 @@ export const EnvSchema = Type.Object({
   BODY_LIMIT_BYTES: positive(1024 * 1024, 'a size in bytes, at least 1'), // 1 MiB
   // The send routes only; unset: room for ATTACHMENTS_MAX_BYTES in base64 and a full html and text (15 MiB by default).
   SEND_BODY_LIMIT_BYTES: Type.Optional(Type.Integer({ minimum: 1024, description: 'a size in bytes, at least 1024' })),
-  ATTACHMENTS_MAX_BYTES: positive(DEFAULT_ATTACHMENTS_MAX_BYTES, 'a size in bytes, at least 1', 1024 * 1024 * 1024),
+  ATTACHMENTS_MAX_BYTES: positive(DEFAULT_ATTACHMENTS_MAX_BYTES, `a size in bytes from 1 to ${MAX_ATTACHMENTS_MAX_BYTES}`, MAX_ATTACHMENTS_MAX_BYTES),
   ATTACHMENT_RETENTION_HOURS: positive(24, 'a whole number of hours from 1 to 8760', 8760),
   SESSION_TTL_HOURS: positive(7 * 24, 'a whole number of hours, at least 1'), // 7 days, sliding
   SESSION_MAX_HOURS: positive(30 * 24, 'a whole number of hours, at least 1'), // 30 days, absolute

@@ -41,6 +41,10 @@ export const MAX_ATTACHMENTS = 20
  * the common relays (Gmail takes 25 MB, SES 40 MB: raise it for those).
  */
 export const DEFAULT_ATTACHMENTS_MAX_BYTES = 7_000_000
+/** The most ATTACHMENTS_MAX_BYTES may be set to: SES takes 40 MB messages, the largest of the common relays. */
+export const MAX_ATTACHMENTS_MAX_BYTES = 50_000_000
+/** One attachment's base64 at most, in characters: the largest allowance, encoded (the schema's bound). */
+export const MAX_CONTENT_CHARS = Math.ceil(MAX_ATTACHMENTS_MAX_BYTES / 3) * 4
 /** A file name at most this many characters, once cleaned (most file systems take 255). */
 export const MAX_FILENAME_LENGTH = 255
 /** A content id at most this many characters. */

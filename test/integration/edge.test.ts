@@ -104,7 +104,7 @@ describe('sizes are bounded before per-item work', () => {
     assert.equal(big.status, 413)
     assert.equal(errorOf(big).code, 'payload_too_large')
     assert.equal(await server.store.countActiveApiKeys(id), 0)
-    // A send takes BODY_LIMIT_BYTES (1 MiB): a 900 KB html goes through.
+    // A send takes SEND_BODY_LIMIT_BYTES (15 MiB): a 900 KB html goes through.
     const s = await sender(server, client)
     const html = `<p>${'x'.repeat(900_000)}</p>`
     assert.equal((await s.send(basic({ html }))).status, 202)
@@ -150,10 +150,10 @@ describe('validation: every field at once, in words that say what is allowed', (
     const s = await sender(server)
     const res = await s.send({
       to: 'not-an-address', subject: '', html: 'x', from: 'Me <me@example.com>',
-      cc: Array.from({ length: 51 }, () => 'a@example.com'), headers: { 'X-A': 'a\u0085b' }, tags: [{ name: 'a b', value: 'c' }], attachments: [],
+      cc: Array.from({ length: 51 }, () => 'a@example.com'), headers: { 'X-A': 'a\u0085b' }, tags: [{ name: 'a b', value: 'c' }], attachment: [],
     })
     assert.deepEqual(detailsOf(res), [
-      { path: 'body.attachments', message: 'is not a known field; the fields are: from, to, cc, bcc, replyTo, subject, html, text, headers, tags' },
+      { path: 'body.attachment', message: 'is not a known field; the fields are: from, to, cc, bcc, replyTo, subject, html, text, template, attachments, headers, tags, scheduledAt, tracking, unsubscribe, metadata' },
       { path: 'body.to', message: 'is not an email address' },
       { path: 'body.subject', message: 'must be 1–998 characters' },
       { path: 'body.cc', message: 'must be one address or an array of at most 50 addresses' },
@@ -170,7 +170,7 @@ describe('validation: every field at once, in words that say what is allowed', (
       { path: 'body[1].to', message: 'is not an email address' },
       { path: 'body[1].subject', message: 'must be 1–998 characters' },
       { path: 'body[1].html', message: 'html or text is required (or both)' },
-      { path: 'body[2]', message: 'must be a JSON object (fields: from, to, cc, bcc, replyTo, subject, html, text, headers, tags)' },
+      { path: 'body[2]', message: 'must be a JSON object (fields: from, to, cc, bcc, replyTo, subject, html, text, template, attachments, headers, tags, scheduledAt, tracking, unsubscribe, metadata)' },
     ])
     assert.deepEqual(detailsOf(await s.batch(Array.from({ length: 101 }, () => basic()))), [{ path: 'body', message: 'must be an array of 1 to 100 sends' }])
   })

@@ -112,7 +112,7 @@ describe('POST /api/send', () => {
     ['one header twice in two cases', { headers: { 'X-A': '1', 'x-a': '2' } }, 'body.headers.x-a'],
     ['a tag name with a space', { tags: [{ name: 'a b', value: 'c' }] }, 'body.tags[0].name'],
     ['a tag without a value', { tags: [{ name: 'a' }] }, 'body.tags[0].value'],
-    ['an unknown field', { attachments: [] }, 'body.attachments'],
+    ['an unknown field', { attachment: [] }, 'body.attachment'],
   ]
 
   test('bad input on every field is a 400 naming the field; nothing is sent', async (t) => {
