@@ -5,7 +5,7 @@
 // Wiring only; the work is src/mail/inbound/examine.ts, tested without threads.
 import { workerData } from 'node:worker_threads'
 import type { Authentication, ParsedMessage } from '../src/app/received.js'
-import { dnsLookup, judge, limitedResolver, readMessage } from '../src/mail/inbound/examine.js'
+import { dnsBudgetEnd, dnsLookup, judge, limitedResolver, readMessage } from '../src/mail/inbound/examine.js'
 import type { SignatureBounds } from '../src/mail/inbound/signature-bounds.js'
 
 /** Piscina `workerData`: how every message is judged. */
@@ -16,10 +16,13 @@ export interface InboundWorkerData {
   bounds: SignatureBounds
 }
 
-/** The message's bytes, shared with the main thread (a SharedArrayBuffer: not copied between threads). */
+/**
+ * The message's bytes, shared with the main thread (a SharedArrayBuffer: not copied between threads), and
+ * for a judgement its deadline (Date.now, the same clock in every thread), from which its DNS budget is set.
+ */
 export type InboundTask =
   | { kind: 'read'; raw: Uint8Array }
-  | { kind: 'judge'; raw: Uint8Array; ip: string; helo: string; sender: string; mta: string }
+  | { kind: 'judge'; raw: Uint8Array; ip: string; helo: string; sender: string; mta: string; deadlineAt: number }
 
 /** An Error's class does not survive the trip between threads: a message mailparser refused comes back as a reason. */
 export type InboundAnswer =
@@ -49,7 +52,7 @@ export default async function inbound (task: InboundTask): Promise<InboundAnswer
     helo: task.helo,
     sender: task.sender,
     mta: task.mta,
-    resolver: limitedResolver(lookup, { maxLookups: options.maxLookups }),
+    resolver: limitedResolver(lookup, { maxLookups: options.maxLookups, until: dnsBudgetEnd(task.deadlineAt) }),
     bounds: options.bounds,
   })
   return { kind: 'judged', authentication }

@@ -4,7 +4,9 @@
 //
 // - a job ended at its deadline strands nothing queued behind it: the next message is judged on a new
 //   thread, with its real verdicts;
-// - the thread stops after idleMs without a message and starts again with the next; none is left after close().
+// - the thread stops after idleMs without a message and starts again with the next; none is left after close();
+// - a sender cannot turn DMARC's fail into temperror with slow lookups: ten signatures whose selectors are
+//   in the silent zone spend the DNS budget (half the deadline), and DMARC is still judged before the deadline.
 import assert from 'node:assert/strict'
 import { generateKeyPairSync } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
@@ -105,5 +107,25 @@ describe('judging received mail', () => {
     await j.close()
     await refused
     assert.deepEqual(j.threadIds, [])
+  })
+
+  test('ten selectors in a zone that never answers: the DNS budget runs out, DMARC is still judged (fail), not temperror', async () => {
+    const DEADLINE_MS = 4000
+    // One try of 1 s per lookup, one after the other: ten would take 10 s, past the deadline.
+    const j = judging({ deadlineMs: DEADLINE_MS, lookupTimeoutMs: 1000 })
+    // A spoof of customer.example (p=reject) from an address its SPF does not list, signed by silent.example.
+    const raw = (await compose({ from: 'customer@customer.example', to: 'support@example.com', subject: 'spoof', text: 'Hello.' }, silent)).toString('latin1')
+    const bh = /bh=([^;]+);/.exec(raw)![1]!
+    let end = raw.indexOf('\r\n') + 2
+    while (raw[end] === ' ' || raw[end] === '\t') end = raw.indexOf('\r\n', end) + 2
+    const more = Array.from({ length: 9 }, (_, i) => `DKIM-Signature: v=1; a=rsa-sha256; c=relaxed/relaxed; d=silent.example; s=t${i}; h=from; bh=${bh}; b=AAAA\r\n`).join('')
+    const message = Buffer.from(raw.slice(0, end) + more + raw.slice(end), 'latin1')
+    const dropped = dns.dropped
+    const judged = await j.examine(message, { ip: '198.51.100.9', helo: 'spoofer.example', sender: 'customer@customer.example' })
+    assert.notEqual(judged, 'unreadable')
+    const verdicts = judged !== 'unreadable' ? judged.authentication : null
+    assert.equal(verdicts?.dmarc, 'fail', JSON.stringify(verdicts))
+    assert.equal(verdicts?.dkim, 'temperror')
+    assert.ok(dns.dropped - dropped < 10, `${dns.dropped - dropped} lookups in the silent zone: not all ten`)
   })
 })

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict'
 import { generateKeyPairSync } from 'node:crypto'
 import { describe, test } from 'node:test'
 import nodemailer from 'nodemailer'
-import { judge, limitedResolver, type Lookup } from '../../src/mail/inbound/examine.js'
+import { dnsBudgetEnd, judge, limitedResolver, type Lookup } from '../../src/mail/inbound/examine.js'
 import { SIGNATURE_BOUNDS } from '../../src/mail/inbound/signature-bounds.js'
 
 const { privateKey, publicKey } = generateKeyPairSync('rsa', {
@@ -118,5 +118,28 @@ describe('judging within bounds', () => {
     const capped = await judge(await signed(), { ...envelope, resolver: limitedResolver(fakeDns(), { maxLookups: 0 }) })
     assert.equal(capped.dkim, 'temperror')
     assert.equal(capped.spf, 'temperror')
+  })
+
+  test('a DNS time budget: past it, new lookups fail at once (a temporary failure) but DMARC\'s own; names asked before still answer', async () => {
+    const dns = fakeDns()
+    let now = 1000
+    const resolve = limitedResolver(dns, { maxLookups: 64, until: 6000, now: () => now })
+    assert.deepEqual(await resolve('customer.example', 'TXT'), [['v=spf1 ip4:192.0.2.1 -all']])
+    now = 5999
+    await assert.rejects(resolve('a.example', 'TXT'), { code: 'ENOTFOUND' })
+    now = 6000
+    await assert.rejects(resolve('s9._domainkey.b.example', 'TXT'), { code: 'EDNSBUDGET' })
+    assert.deepEqual(await resolve('customer.example', 'TXT'), [['v=spf1 ip4:192.0.2.1 -all']], 'asked before: the same answer')
+    assert.deepEqual(await resolve('_dmarc.customer.example', 'TXT'), [['v=DMARC1; p=reject']], 'DMARC is still looked up')
+    assert.deepEqual(dns.asked, ['TXT customer.example', 'TXT a.example', 'TXT _dmarc.customer.example'])
+
+    // Half of what is left when the judgement begins.
+    assert.equal(dnsBudgetEnd(11_000, 1000), 6000)
+    assert.equal(dnsBudgetEnd(11_000, 9000), 10_000)
+    assert.equal(dnsBudgetEnd(11_000, 12_000), 12_000, 'past the deadline: spent')
+
+    // Spent before the judgement begins: DKIM and SPF are temperror, DMARC is judged (no aligned pass: fail).
+    const late = await judge(await signed(), { ...envelope, resolver: limitedResolver(fakeDns(), { maxLookups: 64, until: 0 }) })
+    assert.deepEqual(late, { spf: 'temperror', dkim: 'temperror', dmarc: 'fail', arc: null })
   })
 })

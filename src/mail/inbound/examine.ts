@@ -97,21 +97,36 @@ export type Lookup = (name: string, type: string) => Promise<unknown>
 export interface LookupBounds {
   /** Distinct lookups one message may make (DNS_LOOKUPS in judging.ts). */
   maxLookups: number
+  /**
+   * The message's DNS time budget, as a time of `now()`: from then on a new lookup fails at once, but for
+   * DMARC's own (`_dmarc.` names). Undefined: no budget.
+   */
+  until?: number
+  /** The clock `until` is read on; default Date.now. */
+  now?: () => number
 }
 
 /**
  * A resolver for one message: the same name and type asked twice is one lookup (ten signatures naming one
- * selector cost one), and past `maxLookups` distinct ones every new lookup fails at once with a code
- * mailauth takes for a temporary DNS failure (the verdict it touches is `temperror`).
+ * selector cost one), and past `maxLookups` distinct ones, or once the time budget (`until`) is spent,
+ * every new lookup fails at once with a code mailauth takes for a temporary DNS failure (the verdict it
+ * touches is `temperror`). mailauth checks DKIM, then SPF, then DMARC, one lookup after another: without
+ * the budget, a sender whose signatures name selectors in a zone that never answers would hold the
+ * judgement past its deadline and turn its DMARC `fail` into `temperror`. DMARC's record is still looked
+ * up past the budget (a name or two, of the From domain), so DMARC is judged on what was verified.
  */
 export function limitedResolver (lookup: Lookup, bounds: LookupBounds): Lookup & { readonly count: number } {
   const seen = new Map<string, Promise<unknown>>()
+  const now = bounds.now ?? Date.now
   const resolve = (name: string, type: string): Promise<unknown> => {
     const key = `${type} ${name.toLowerCase()}`
     let answer = seen.get(key)
     if (answer === undefined) {
       if (seen.size >= bounds.maxLookups) {
         return Promise.reject(Object.assign(new Error(`more than ${bounds.maxLookups} DNS lookups for one message`), { code: 'ELOOKUPLIMIT' }))
+      }
+      if (bounds.until !== undefined && now() >= bounds.until && !key.startsWith(`${type} _dmarc.`)) {
+        return Promise.reject(Object.assign(new Error('the DNS time budget of this message is spent'), { code: 'EDNSBUDGET' }))
       }
       answer = lookup(name, type)
       // Every asker gets the same settled promise; none is left unhandled when nobody asks again.
@@ -121,6 +136,16 @@ export function limitedResolver (lookup: Lookup, bounds: LookupBounds): Lookup &
     return answer
   }
   return Object.defineProperty(resolve, 'count', { get: () => seen.size }) as Lookup & { readonly count: number }
+}
+
+/**
+ * When a judgement that begins `now` stops beginning lookups (LookupBounds.until): half way to its
+ * deadline. The lookups under way then end within their one try, and DMARC's (a name or two) has the rest.
+ * Counted from the judgement's start, not the end of DATA: a message that waited for the thread keeps
+ * half of what is left to it.
+ */
+export function dnsBudgetEnd (deadlineAt: number, now: number = Date.now()): number {
+  return now + Math.max(0, Math.floor((deadlineAt - now) / 2))
 }
 
 /** A node:dns Resolver through DNS_SERVERS ([]: the system's), one try of `timeoutMs` per server. */

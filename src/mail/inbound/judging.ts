@@ -9,7 +9,10 @@
 //   verdict `temperror`. A message that could not even be read by then is refused with `451` instead.
 // - The client gone before the answer (its AbortSignal): the work is ended the same way, and nothing is
 //   kept; with no 250, the sender sends it again.
-// - Each DNS lookup gets one try of `lookupTimeoutMs`, and one message at most `maxLookups` distinct ones.
+// - Each DNS lookup gets one try of `lookupTimeoutMs`, and one message at most `maxLookups` distinct ones,
+//   begun within the first half of the time left when the judgement begins (DMARC's own excepted): a
+//   sender whose lookups never answer cannot hold the judgement until the deadline, so DMARC is still
+//   judged on what was verified.
 import { fileURLToPath } from 'node:url'
 import type { FastifyBaseLogger } from 'fastify'
 import { Piscina } from 'piscina'
@@ -142,6 +145,8 @@ export class Judging {
     }
     this.running++
     clearTimeout(this.idle)
+    // The worker thread sets the DNS budget from it (examine.ts dnsBudgetEnd).
+    const deadlineAt = Date.now() + this.deadlineMs
     const job = new AbortController()
     const timer = setTimeout(() => job.abort(DEADLINE), this.deadlineMs)
     const gone = () => job.abort(GONE)
@@ -168,7 +173,7 @@ export class Judging {
       let authentication: Authentication
       let result: JudgementResult = 'ok'
       try {
-        const judged = await this.run({ kind: 'judge', raw: shared, mta: this.o.mta, ...envelope }, job.signal)
+        const judged = await this.run({ kind: 'judge', raw: shared, mta: this.o.mta, ...envelope, deadlineAt }, job.signal)
         if (judged.kind !== 'judged') throw new Error('inbound worker: unexpected answer')
         authentication = judged.authentication
       } catch (err) {
