@@ -360,4 +360,10 @@ export const migrations: string[] = [
   ALTER TABLE emails ADD COLUMN template_id TEXT;
   ALTER TABLE emails ADD COLUMN template_version INTEGER;
   `,
+  /* 24: what routing matches webhook filters on, made with each event of a sent email (its From domain and
+     tags as JSON: src/domain/webhook-filter.ts eventRoute), so that routing does not read the email's row
+     (its tags sit after its bodies). NULL on events from before, and on those of no sent email: routing
+     then looks the email, or the received message's recipients, up. */ `
+  ALTER TABLE events ADD COLUMN route TEXT;
+  `,
 ]
