@@ -57,7 +57,7 @@ export function emailListCases (store: () => Store): void {
     const first = all.find((e) => e.id === emails[2]!.id)!
     assert.deepEqual(first, {
       id: emails[2]!.id, from: emails[2]!.from, to: emails[2]!.to, subject: emails[2]!.subject, status: 'delivered',
-      createdAt: emails[2]!.createdAt, updatedAt: emails[2]!.updatedAt,
+      createdAt: emails[2]!.createdAt, updatedAt: emails[2]!.updatedAt, scheduledAt: null,
     })
 
     assert.deepEqual(ids(await store().listEmails(a.id, { limit: 100, status: 'delivered' })),

@@ -47,6 +47,10 @@ function email (accountId: string, overrides: Partial<EmailRecord> = {}): EmailR
     lastError: null,
     createdAt: at,
     updatedAt: at,
+    scheduledAt: null,
+    metadata: {},
+    tracking: { opens: true, clicks: true },
+    unsubscribe: true,
     ...overrides,
   }
 }

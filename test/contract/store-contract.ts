@@ -8,6 +8,7 @@ import { newId, type IdPrefix } from '../../src/domain/ids.js'
 import type { AccountRecord, ApiKeyRecord, SessionRecord, Store, WebhookRecord } from '../../src/store/types.js'
 import { emailStoreCases } from './email-store-cases.js'
 import { emailListCases } from './email-list-cases.js'
+import { scheduleCases } from './schedule-cases.js'
 import { receivedCases } from './received-cases.js'
 import { templateCases } from './template-cases.js'
 import { accountCreationCases } from './account-creation-cases.js'
@@ -603,6 +604,8 @@ export function storeContract (name: string, make: MakeStore): void {
     emailStoreCases(() => store, make)
     // The dashboard's reads: the email list and the event counts.
     emailListCases(() => store)
+    // Scheduled sends (moved, canceled, looked ahead to), the tag filter, a domain's tracking defaults.
+    scheduleCases(() => store)
     // Received mail: the receiving switch, messages with their bytes and event.
     receivedCases(() => store)
     // Templates: heads, versions, races between changes, deletion.

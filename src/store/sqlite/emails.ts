@@ -74,6 +74,17 @@ function toEmail (r: Row): EmailRecord {
   }
 }
 
+/** A record as toEmail reads it back: the fields added later filled in when a caller left them out. */
+function filled (e: EmailRecord): EmailRecord {
+  return {
+    ...e,
+    scheduledAt: e.scheduledAt ?? null,
+    metadata: e.metadata ?? {},
+    tracking: { opens: e.tracking?.opens !== false, clicks: e.tracking?.clicks !== false },
+    unsubscribe: e.unsubscribe !== false,
+  }
+}
+
 const byDue = (a: EmailRecord, b: EmailRecord): number => (a.nextAttemptAt! < b.nextAttemptAt! ? -1 : a.nextAttemptAt! > b.nextAttemptAt! ? 1 : 0)
 
 /** A stored email as a claim leaves it: what it says from `email`, its state from the claim's row. */
@@ -235,7 +246,7 @@ export class SqliteEmails implements EmailStore {
       // would only wait unclaimed until they age out. Emails leased in this very write went to this
       // node's mailer whole: no claim of them is coming. Scheduled ones are left out: their claim is
       // later than the cache keeps anything.
-      this.fresh.add(input.emails.filter((e) => e.leaseOwner === null && (e.scheduledAt ?? null) === null))
+      this.fresh.add(input.emails.filter((e) => e.leaseOwner === null && (e.scheduledAt ?? null) === null).map(filled))
       return { outcome: 'accepted' }
     })
   }
