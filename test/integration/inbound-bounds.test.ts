@@ -8,7 +8,9 @@
 // - a selector in a zone that never answers: at the deadline the verdicts are temperror, the message is
 //   kept and the worker thread is gone; meanwhile /healthz answers and an email is sent and delivered;
 // - a client that hangs up while its message is judged: the work stops (its thread ends) and nothing is kept;
-// - a second message while the one job is taken: 451 4.3.2, nothing kept.
+// - a second message while the one job is taken: 451 4.3.2, nothing kept;
+// - returning mail and received mail are not mixed in one transaction: the second kind's RCPT is 452 (the
+//   sender sends it in a transaction of its own), so no received message is read on the listener's thread.
 import assert from 'node:assert/strict'
 import { generateKeyPairSync } from 'node:crypto'
 import net from 'node:net'
@@ -24,6 +26,7 @@ import { startSmtpSink } from '../helpers/smtp-sink.js'
 import { waitFor } from '../helpers/wait.js'
 
 const DEADLINE_MS = 2000
+const COMPLAINTS = 'complaints@bounces.svc.test'
 
 interface SenderKey { domain: string; selector: string; privateKey: string }
 
@@ -90,6 +93,7 @@ describe('received mail within bounds', () => {
     const server = await startServer(t, {
       env: {
         DNS_SERVERS: dns.server, SMTP_URL: sink.url, PUBLIC_URL: 'https://mail.svc.test', INBOUND_SMTP_PORT: '0', INBOUND_SMTP_HOST: '127.0.0.1',
+        COMPLAINTS_ADDRESS: COMPLAINTS,
       },
       deps: {
         mailer: { retryDelaysMs: [50, 50], random: () => 0.5 },
@@ -207,6 +211,35 @@ describe('received mail within bounds', () => {
     // The job is free again: the same message is taken now.
     assert.match(await mail(next, 'customer@customer.example'), /^250 /)
     assert.equal((await receivedWith('one too many')).length, 1)
+  })
+
+  test('a complaints address after a receiving one is 452, and the other way round; each alone is taken', async () => {
+    const socket = net.connect(w.port, '127.0.0.1')
+    const replies = replyReader(socket)
+    try {
+      const say = async (command: string) => {
+        socket.write(`${command}\r\n`)
+        return replies.next()
+      }
+      assert.match(await replies.next(), /^220 /)
+      assert.match(await say('EHLO client.customer.example'), /^250 /)
+      assert.match(await say('MAIL FROM:<customer@customer.example>'), /^250 /)
+      assert.match(await say('RCPT TO:<support@example.com>'), /^250 /)
+      assert.match(await say(`RCPT TO:<${COMPLAINTS}>`), /^452 4\.5\.3 /)
+      assert.match(await say('RSET'), /^250 /)
+      assert.match(await say('MAIL FROM:<>'), /^250 /)
+      assert.match(await say(`RCPT TO:<${COMPLAINTS}>`), /^250 /)
+      assert.match(await say('RCPT TO:<sales@example.com>'), /^452 4\.5\.3 /)
+      assert.match(await say('RCPT TO:<support@example.com>'), /^452 4\.5\.3 /)
+      // The transaction goes on with what was taken: a report, within the reports' size.
+      assert.match(await say('DATA'), /^354 /)
+      assert.match(await say('From: a@example.net\r\nSubject: not a report\r\n\r\nHello.\r\n.'), /^250 /)
+      assert.match(await say('QUIT'), /^221 /)
+    } finally {
+      socket.destroy()
+    }
+    const text = (await w.server.client().get('/metrics')).text
+    assert.match(text, /svc_inbound_messages_total\{kind="rcpt",outcome="mixed"\} 3/)
   })
 })
 

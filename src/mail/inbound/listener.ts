@@ -5,7 +5,9 @@
 // address or a receiving domain's; a report is held in memory only while it is read (at most MAX_BYTES)
 // and is never stored; what it means is decided in src/app/returned-mail.ts. The answer to DATA comes
 // after the outcome is written, so a sender whose report could not be recorded (store down) gets a 451
-// and tries again later.
+// and tries again later. Returning mail and received mail never share a transaction: the RCPT of the
+// second kind is answered 452 and the sender sends it in a transaction of its own (a report is read here,
+// on this thread, and only within the reports' size; a received message only in the worker thread).
 //
 // Its slots go to senders that move mail (README "Inbound connections and STARTTLS"): counts per sender
 // network (addressKey), and each admitted connection's clock (ConnectionLife, src/domain/inbound-limits.ts)
@@ -93,7 +95,7 @@ export interface InboundOptions {
 }
 
 type Kind = 'dsn' | 'arf' | 'other' | 'rcpt' | 'connection' | 'received'
-type Outcome = ReturnedOutcome | 'refused' | 'forged' | 'too_large' | 'failed' | 'received' | 'over_limit' | 'unreadable' | CloseReason | 'evicted'
+type Outcome = ReturnedOutcome | 'refused' | 'forged' | 'mixed' | 'too_large' | 'failed' | 'received' | 'over_limit' | 'unreadable' | CloseReason | 'evicted'
 
 const DSN_TYPES = new Set(['message/delivery-status', 'message/global-delivery-status'])
 const ORIGINAL_TYPES = new Set(['message/rfc822', 'text/rfc822-headers', 'message/global', 'message/global-headers'])
@@ -101,6 +103,9 @@ const ORIGINAL_TYPES = new Set(['message/rfc822', 'text/rfc822-headers', 'messag
 function smtpError (message: string, responseCode: number): Error {
   return Object.assign(new Error(message), { responseCode })
 }
+
+/** RCPT of returning mail in a transaction of received mail, or the other way round (RFC 5321 §4.5.3.1.10: the sender sends it later). */
+const MIXED = '4.5.3 Returning mail and received mail go in separate transactions; send this recipient in another'
 
 /** `Alice <alice@example.net>` or `alice@example.net` → the address, lower case. */
 function mailboxOf (value: string | undefined): string | null {
@@ -349,16 +354,26 @@ export class InboundMail {
         const e = envelopeOf(session)
         if (e.verp.length + (e.complaints ? 1 : 0) + e.receiving.length >= INBOUND_LIMITS.recipientsPerMessage) return cb(smtpError('Too many recipients', 452))
         const a = address.address.toLowerCase()
+        const mixed = () => {
+          this.count('rcpt', 'mixed')
+          cb(smtpError(MIXED, 452))
+        }
         if (this.o.complaintsAddress !== undefined && a === this.o.complaintsAddress) {
+          if (e.receiving.length > 0) return mixed()
           e.complaints = true
           return cb()
         }
         const v = parseVerpAddress(this.o.verpKey, a)
         if (typeof v === 'object') {
+          if (e.receiving.length > 0) return mixed()
           e.verp.push(v)
           return cb()
         }
-        if (v === 'not_verp' && this.o.receiving !== undefined) return this.receivingRcpt(this.o.receiving, address.address, e, cb)
+        if (v === 'not_verp' && this.o.receiving !== undefined) {
+          // Before the lookup: a transaction of returning mail costs no store read for another kind.
+          if (e.complaints || e.verp.length > 0) return mixed()
+          return this.receivingRcpt(this.o.receiving, address.address, e, cb)
+        }
         this.count('rcpt', v === 'forged' ? 'forged' : 'refused')
         cb(smtpError('5.1.1 No such recipient here', 550))
       },
@@ -390,10 +405,12 @@ export class InboundMail {
           }
           const envelope = envelopeOf(session)
           const raw = Buffer.concat(chunks)
+          // One kind per transaction (onRcptTo): a received message goes to the worker thread, a report
+          // (at most maxBytes) is read here.
           const taken = receiving
             ? this.receive(raw, envelope, session)
-            : Promise.resolve()
-          taken.then(() => (envelope.verp.length > 0 || envelope.complaints ? this.handle(raw, envelope) : undefined)).then(() => cb(), (err: unknown) => {
+            : envelope.verp.length > 0 || envelope.complaints ? this.handle(raw, envelope) : Promise.resolve()
+          taken.then(() => cb(), (err: unknown) => {
             if (typeof (err as { responseCode?: unknown }).responseCode === 'number') return cb(err as Error)
             this.o.logger.error({ err }, 'inbound: could not record returning mail; the sender will retry')
             cb(smtpError('4.3.0 Could not record this report now, try again later', 451))
