@@ -45,7 +45,9 @@ export function createDeliveryService ({ store, clock, webhooks, onBackgroundErr
       await webhooks.get(accountId, webhookId)
       const now = clock.now()
       const base = { id: newId('evt', now), emailId: newId(type === 'email.received' ? 'rcv' : 'em', now), type, recipient: TEST_RECIPIENT, occurredAt: new Date(now).toISOString() }
-      const event: EventRecord = { ...base, accountId, payload: eventPayload(base, TEST_EVENT_DATA[type]) }
+      // The shape of a real event of that type: a sent email's events carry its tags and metadata.
+      const labels = type === 'email.received' ? undefined : { tags: [{ name: 'test', value: 'true' }], metadata: { source: 'svc-test-event' } }
+      const event: EventRecord = { ...base, accountId, payload: eventPayload(base, TEST_EVENT_DATA[type], labels) }
       return store.insertTestDelivery(event, webhookId, deliveryId(event.id, webhookId), now)
     },
 
