@@ -13,6 +13,7 @@ import { hasControlCharacter } from '../domain/text.js'
 import { iso, type Clock } from '../domain/clock.js'
 import { eventPayload, type EventBodyData, type EventData, type EventLabels, type EventRecord, type EventType, type StoredEventType } from '../domain/events.js'
 import { newId } from '../domain/ids.js'
+import { eventRoute } from '../domain/webhook-filter.js'
 import type { AttachmentLimits, AttachmentMeta } from '../domain/attachments.js'
 import type { AttachmentContent } from '../store/emails.js'
 import { DEFAULT_ATTACHMENT_LIMITS, attachmentRecords, checkSendAttachments } from './attachments.js'
@@ -61,17 +62,21 @@ export function makeEvent (
   e: { accountId: string; emailId: string; type: StoredEventType; recipient: string; at: number; labels?: EventLabels }, data?: EventBodyData,
 ): EventRecord {
   const base = { id: newId('evt', e.at), emailId: e.emailId, type: e.type, recipient: e.recipient, occurredAt: iso(e.at) }
-  return { ...base, accountId: e.accountId, payload: eventPayload(base, data, e.labels) }
+  return { ...base, accountId: e.accountId, payload: eventPayload(base, data, e.labels), ...(e.labels?.route !== undefined ? { route: e.labels.route } : {}) }
 }
 
-/** What every event of this email carries of the sender's own (empty lists for an email that has none). */
-export function labelsOf (email: Pick<EmailRecord, 'tags' | 'metadata'>): EventLabels {
-  return { tags: email.tags, metadata: email.metadata ?? {} }
+/**
+ * What every event of this email carries of the sender's own (empty lists for an email that has none), and
+ * what routing matches webhook filters on (its From domain and tags: src/domain/webhook-filter.ts).
+ */
+export function labelsOf (email: Pick<EmailRecord, 'from' | 'tags' | 'metadata'>): EventLabels {
+  return { tags: email.tags, metadata: email.metadata ?? {}, route: eventRoute(email.from, email.tags) }
 }
 
 function engagementEvent (type: EventType, email: EmailRecord, recipient: string, at: number, data?: EventData): EngagementEvent {
   const base = { id: newId('evt', at), emailId: email.id, type, recipient, occurredAt: iso(at) }
-  return { ...base, payload: eventPayload(base, data, labelsOf(email)) }
+  const labels = labelsOf(email)
+  return { ...base, payload: eventPayload(base, data, labels), route: labels.route ?? null }
 }
 
 /**
@@ -300,7 +305,7 @@ export function createEmailService ({
         contents.push(...attached.contents)
         const due = dueAt[i] ?? null
         if (due !== null && (earliest === undefined || due < earliest)) earliest = due
-        const labels = { tags: s.tags, metadata: s.metadata }
+        const labels = { tags: s.tags, metadata: s.metadata, route: eventRoute(s.from, s.tags) }
         const kept = s.recipients.filter((r) => !suppressions.has(r.address))
         const dropped = s.recipients.filter((r) => suppressions.has(r.address)).map((r) => r.address)
         const field = (f: RecipientField) => kept.filter((r) => r.field === f).map((r) => r.formatted)

@@ -39,6 +39,11 @@ export interface EventRecord {
   /** When it happened: ISO 8601 UTC with milliseconds. */
   occurredAt: string
   payload: string
+  /**
+   * What routing matches webhook filters on (src/domain/webhook-filter.ts eventRoute: the email's From domain
+   * and tags), made with the event; absent or null when not known here (routing then looks the email up).
+   */
+  route?: string | null
 }
 
 /** Extra facts some events carry in their body, beside the five fields every event has. */
@@ -74,6 +79,8 @@ export const TEST_EVENT_DATA: Partial<Record<EventType, EventBodyData>> = {
 export interface EventLabels {
   tags: Array<{ name: string; value: string }>
   metadata: Record<string, string>
+  /** The email's routing facts for webhook filters (EventRecord.route), made once per email; not in the payload. */
+  route?: string
 }
 
 /**

@@ -139,6 +139,34 @@ export function emailTagsOf (stored: unknown): Array<{ name: string; value: stri
   return tags
 }
 
+/**
+ * What a sent email's events carry for routing (EventRecord.route): its From domain and its tags, made once
+ * per email when its events are made, so that routing reads them with the event instead of the email's row
+ * (whose tags sit after its bodies: a read of pages the size of the email).
+ */
+export function eventRoute (from: string, tags: ReadonlyArray<{ name: string; value: string }>): string {
+  return JSON.stringify({ domain: domainOf(from), tags: tags.map((t) => [t.name, t.value]) })
+}
+
+/** A stored route read back (eventRoute's JSON); null when it is not one (routing then looks the email up). */
+export function routeFacts (route: string): EmailFacts | null {
+  let value: unknown
+  try {
+    value = JSON.parse(route)
+  } catch {
+    return null
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return null
+  const { domain, tags } = value as { domain?: unknown; tags?: unknown }
+  if (typeof domain !== 'string' || !Array.isArray(tags)) return null
+  const out: Array<{ name: string; value: string }> = []
+  for (const t of tags) {
+    if (!Array.isArray(t) || typeof t[0] !== 'string' || typeof t[1] !== 'string') return null
+    out.push({ name: t[0], value: t[1] })
+  }
+  return { domains: [domain], tags: out }
+}
+
 /** Received mail's facts: the domains of its recipients (bare addresses), no tags. */
 export function receivedFacts (recipients: readonly string[]): EmailFacts {
   return { domains: [...new Set(recipients.map(domainOf))], tags: [] }

@@ -12,6 +12,7 @@ import type { DeliveryOutcome, DeliveryRecord, DeliveryStatus, DeliveryWork, Lea
 import type { AccountRecord, Store, WebhookRecord } from '../../src/store/types.js'
 import type { EmailRecord } from '../../src/store/emails.js'
 import type { ReceivedRecord } from '../../src/store/received.js'
+import { eventRoute } from '../../src/domain/webhook-filter.js'
 import type { MadeStore, MakeStore } from './store-contract.js'
 
 /** A fixed origin: every time in these cases is T + something. */
@@ -1046,10 +1047,13 @@ export function deliveryContract (name: string, make: MakeStore): void {
       const tenant = await sentEmail(a, T + 2, 'a@other.example', [{ name: 'tenant', value: 't1' }])
       const mail = await receivedMail(a, T + 3, ['support@help.example', 'sales@shop.example'])
       const [orphan] = await addEvents(a, [T + 4]) // its email is not in the store
+      // An event that carries its route (as every event of a sent email is made) is matched on it, email or none.
+      const carried = { ...makeEvent(a, T + 5), route: eventRoute('orders@shop.example', [{ name: 'tenant', value: 't2' }]) }
+      await store.insertEvents([carried])
       const expected = new Map([
-        [all.id, [receipt, news, tenant, mail, orphan!]],
-        [shop.id, [receipt, news, mail]],
-        [receipts.id, [receipt, tenant]],
+        [all.id, [receipt, news, tenant, mail, orphan!, carried]],
+        [shop.id, [receipt, news, mail, carried]],
+        [receipts.id, [receipt, tenant, carried]],
         [both.id, [receipt]],
         [broken.id, []],
       ])
@@ -1061,7 +1065,7 @@ export function deliveryContract (name: string, make: MakeStore): void {
         await store.releaseLeases('reader', T + 10)
       }
       const routed = await store.routeEvents(lease(T + 10))
-      assert.equal(routed.events, 5)
+      assert.equal(routed.events, 6)
       assert.deepEqual(sortedIds(routed.work), want)
     })
 

@@ -4,8 +4,8 @@ import { describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { normaliseDomainName } from '../../src/app/domains.js'
 import {
-  FILTER_LIMITS, compileFilter, compileStoredFilter, domainOf, emailTagsOf, filterAccepts, normaliseWebhookFilter, readStoredFilter,
-  receivedFacts, sentEmailFacts, serialiseFilter, type WebhookFilter, type WebhookFilterInput,
+  FILTER_LIMITS, compileFilter, compileStoredFilter, domainOf, emailTagsOf, eventRoute, filterAccepts, normaliseWebhookFilter, readStoredFilter,
+  receivedFacts, routeFacts, sentEmailFacts, serialiseFilter, type WebhookFilter, type WebhookFilterInput,
 } from '../../src/domain/webhook-filter.js'
 
 const MEGABYTE = 1024 * 1024
@@ -70,6 +70,19 @@ describe('what a filter takes', () => {
     assert.equal(takes({ domains: ['other.example'] }, received), false)
     assert.equal(takes({ tags: [{ name: 'kind' }] }, received), false)
     assert.equal(takes({ domains: ['shop.example.com'] }, null), false)
+  })
+
+  test('an event\'s route carries its email\'s facts; one that cannot be read is none (routing looks the email up)', () => {
+    const route = eventRoute('Shop <orders@Shop.Example.com>', [{ name: 'kind', value: 'receipt' }])
+    assert.deepEqual(routeFacts(route), { domains: ['shop.example.com'], tags: [{ name: 'kind', value: 'receipt' }] })
+    assert.equal(takes({ domains: ['shop.example.com'], tags: [{ name: 'kind' }] }, routeFacts(route)), true)
+    for (const bad of ['', '{', 'null', '[]', '{"domain":1,"tags":[]}', '{"domain":"a","tags":[["x"]]}', '{"domain":"a","tags":{}}']) {
+      assert.equal(routeFacts(bad), null, bad)
+    }
+    const huge = eventRoute('a@b.example', Array.from({ length: 40_000 }, (_, i) => ({ name: `n${i}`, value: 'v'.repeat(20) })))
+    assert.ok(huge.length > MEGABYTE)
+    assert.equal(routeFacts(huge)?.tags.length, 40_000)
+    assert.equal(routeFacts(`{"domain":"a","tags":${'['.repeat(MEGABYTE)}`), null)
   })
 
   test('a stored filter round-trips; one that cannot be read matches nothing (fails closed)', () => {

@@ -61,7 +61,7 @@ import type {
   DeliveryOutcome, DeliveryPage, DeliveryRecord, DeliveryStats, DeliveryStatus, DeliveryStore, DeliveryWork, LeaseRequest,
 } from '../deliveries.js'
 import { eventDoc, type EventDoc } from './documents.js'
-import { compileStoredFilter, emailTagsOf, filterAccepts, receivedFacts, sentEmailFacts, type CompiledFilter, type EmailFacts } from '../../domain/webhook-filter.js'
+import { compileStoredFilter, emailTagsOf, filterAccepts, receivedFacts, routeFacts, sentEmailFacts, type CompiledFilter, type EmailFacts } from '../../domain/webhook-filter.js'
 import { deliveryIdAt, type ReplayRange } from '../../domain/replay.js'
 import { storeWebhookHealth } from './webhook-health.js'
 import {
@@ -209,8 +209,15 @@ export abstract class MongoDeliveries implements DeliveryStore {
   private async factsFor (events: EventDoc[]): Promise<Map<string, EmailFacts>> {
     const facts = new Map<string, EmailFacts>()
     if (events.length === 0) return facts
-    const sent = [...new Set(events.filter((e) => e.type !== 'email.received').map((e) => String(e.emailId)))]
-    const received = [...new Set(events.filter((e) => e.type === 'email.received').map((e) => String(e.emailId)))]
+    // The events that carry their route (made with them) need no read.
+    const unknown: EventDoc[] = []
+    for (const e of events) {
+      const carried = typeof e.route === 'string' ? routeFacts(e.route) : null
+      if (carried !== null) facts.set(e.emailId, carried)
+      else unknown.push(e)
+    }
+    const sent = [...new Set(unknown.filter((e) => e.type !== 'email.received' && !facts.has(e.emailId)).map((e) => String(e.emailId)))]
+    const received = [...new Set(unknown.filter((e) => e.type === 'email.received').map((e) => String(e.emailId)))]
     const [emails, messages] = await Promise.all([
       sent.length === 0 ? [] : this.db.collection<{ _id: string; from: string; tags?: unknown }>('emails')
         .find({ _id: { $in: sent } }, { projection: { _id: 1, from: 1, tags: 1 } }).toArray(),

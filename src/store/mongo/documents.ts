@@ -209,6 +209,8 @@ export interface EventDoc {
   occurredAt: string
   payload: string
   routed: boolean
+  /** What routing matches webhook filters on (EventRecord.route); absent or null when not known. */
+  route?: string | null
   /** A test event (POST /api/webhooks/:id/test): no email raised it, so the stats leave it out. */
   test?: boolean
   /** The router's claim while it routes the event (src/store/mongo/deliveries.ts). */
@@ -226,6 +228,7 @@ export function eventDoc (e: EventRecord): EventDoc {
     occurredAt: String(e.occurredAt),
     payload: String(e.payload),
     routed: false,
+    ...(typeof e.route === 'string' ? { route: String(e.route) } : {}),
   }
 }
 

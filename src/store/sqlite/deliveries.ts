@@ -12,7 +12,7 @@ import type {
 } from '../deliveries.js'
 import type { WriteQueue } from './write-queue.js'
 import { RecentEvents } from './recent-events.js'
-import { compileStoredFilter, emailTagsOf, filterAccepts, receivedFacts, sentEmailFacts, type EmailFacts } from '../../domain/webhook-filter.js'
+import { compileStoredFilter, emailTagsOf, filterAccepts, receivedFacts, routeFacts, sentEmailFacts, type EmailFacts } from '../../domain/webhook-filter.js'
 import { deliveryIdAt, type ReplayRange } from '../../domain/replay.js'
 
 type Row = Record<string, any>
@@ -145,7 +145,7 @@ export abstract class SqliteDeliveries implements DeliveryStore {
       releaseRouting: p('UPDATE routing SET router_owner = NULL, router_until = 0 WHERE id = 1 AND router_owner = ?'),
       advanceRouting: p('UPDATE routing SET routed_through = max(routed_through, ?) WHERE id = 1 AND router_owner = ? AND router_token = ?'),
       lastStoredSeq: p('SELECT coalesce(max(event_seq), 0) AS seq FROM deliveries'),
-      eventsAfter: p(`SELECT seq, id, account_id, email_id, type, occurred_at, payload FROM events
+      eventsAfter: p(`SELECT seq, id, account_id, email_id, type, occurred_at, payload, route FROM events
                       WHERE seq > ? AND routed = 0 ORDER BY seq LIMIT ?`),
       anyAfter: p('SELECT 1 FROM events WHERE seq > ? AND routed = 0 LIMIT 1'),
       stored: p('SELECT 1 FROM deliveries WHERE id = ?'),
@@ -154,7 +154,7 @@ export abstract class SqliteDeliveries implements DeliveryStore {
                           status, attempts, pushbacks, next_attempt_at, lease_owner, parked, lease, last_attempt_at, last_status_code, last_error,
                           last_duration_ms, created_at, updated_at)
                         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)`),
-      unrouted: p(`SELECT seq, id, account_id, email_id, type, occurred_at, payload FROM events
+      unrouted: p(`SELECT seq, id, account_id, email_id, type, occurred_at, payload, route FROM events
                    WHERE seq > ${CURSOR} AND routed = 0 ORDER BY seq LIMIT ?`),
       anyUnrouted: p(`SELECT 1 FROM events WHERE seq > ${CURSOR} AND routed = 0 LIMIT 1`),
       anyDue: p(`SELECT 1 FROM deliveries WHERE ${LIVE} AND next_attempt_at <= ? LIMIT 1`),
@@ -203,11 +203,14 @@ export abstract class SqliteDeliveries implements DeliveryStore {
                                AND created_at >= ? AND created_at < ? LIMIT ?)`),
       countFailed: p(`SELECT count(*) AS n FROM deliveries WHERE webhook_id = ? AND account_id = ? AND status IN ('failed', 'cancelled')
                       AND created_at >= ? AND created_at < ?`),
-      // Replay: a range of event times is a range of delivery ids (src/domain/replay.ts), read on deliveries_webhook.
+      // Replay: a range of event times is a range of delivery ids (src/domain/replay.ts), read on deliveries_webhook
+      // alone when every type is asked for; the account is checked once, on the webhook (its ids are global).
       countInRange: p(`SELECT count(*) AS n FROM deliveries WHERE webhook_id = @webhook AND id >= @from AND id < @to
-                         AND account_id = @account AND (@types IS NULL OR event_type IN (SELECT value FROM json_each(@types)))`),
+                         AND (@types IS NULL OR event_type IN (SELECT value FROM json_each(@types)))
+                         AND EXISTS (SELECT 1 FROM webhooks WHERE id = @webhook AND account_id = @account)`),
       replayIds: p(`SELECT id FROM deliveries WHERE webhook_id = @webhook AND id > @after AND id < @to
-                      AND account_id = @account AND (@types IS NULL OR event_type IN (SELECT value FROM json_each(@types)))
+                      AND (@types IS NULL OR event_type IN (SELECT value FROM json_each(@types)))
+                      AND EXISTS (SELECT 1 FROM webhooks WHERE id = @webhook AND account_id = @account)
                     ORDER BY id LIMIT @limit`),
       replayFinal: p(`UPDATE deliveries SET status = 'pending', next_attempt_at = @now, lease_owner = NULL, parked = 0, updated_at = @now
                       WHERE id IN (SELECT value FROM json_each(@ids)) AND status IN ('succeeded', 'failed', 'cancelled')`),
@@ -319,13 +322,17 @@ export abstract class SqliteDeliveries implements DeliveryStore {
 
   /**
    * What a filtered webhook needs of an event's email: its From domain and tags (received mail: its
-   * recipients' domains), read once per email and routing call (`cache`); null when there is no such email.
-   * Only events that a filtered webhook subscribes to are looked up: no filter, no read.
+   * recipients' domains), once per email and routing call (`cache`); null when there is no such email.
+   * The event carries them (its route); one from before routes were stored, or of no sent email, is looked
+   * up. Only events that a filtered webhook subscribes to get here: no filter, no work.
    */
   private factsOf (cache: Map<string, EmailFacts | null>, e: Row): EmailFacts | null {
     let facts = cache.get(e.email_id)
     if (facts === undefined) {
-      if (e.type === 'email.received') {
+      const carried = typeof e.route === 'string' ? routeFacts(e.route) : null
+      if (carried !== null) {
+        facts = carried
+      } else if (e.type === 'email.received') {
         const rows = this.d.receivedRecipients.all(e.email_id) as Row[]
         facts = rows.length > 0 ? receivedFacts(rows.map((r) => String(r.recipient))) : null
       } else {

@@ -52,8 +52,8 @@ export class SqliteDomains {
       receivingByName: p(`SELECT * FROM domains WHERE name = ? AND receiving = 1 AND status = 'verified' ORDER BY created_at, id LIMIT ?`),
       due: p(`SELECT * FROM domains WHERE coalesce(last_checked_at, '') < ? ORDER BY coalesce(last_checked_at, ''), id LIMIT ?`),
       sameEvent: p('SELECT 1 FROM events WHERE email_id = ? AND type = ? AND recipient = ? LIMIT 1'),
-      insertEvent: p(`INSERT INTO events (id, account_id, email_id, type, recipient, occurred_at, payload, routed)
-                      VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+      insertEvent: p(`INSERT INTO events (id, account_id, email_id, type, recipient, occurred_at, payload, routed, route)
+                      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
       insertSuppression: p(`INSERT INTO suppressions (account_id, email, reason, created_at) VALUES (?, ?, ?, ?)
                             ON CONFLICT (account_id, email) DO NOTHING`),
     }
@@ -125,7 +125,7 @@ export class SqliteDomains {
     return this.writes.run(() => {
       // routed = 1: the routing cursor passes over it, so it reaches no webhook (timeline only).
       if (this.q.sameEvent.get(e.emailId, e.type, e.recipient) !== undefined) return 'duplicate'
-      this.q.insertEvent.run(e.id, e.accountId, e.emailId, e.type, e.recipient, e.occurredAt, e.payload, input.timelineOnly ? 1 : 0)
+      this.q.insertEvent.run(e.id, e.accountId, e.emailId, e.type, e.recipient, e.occurredAt, e.payload, input.timelineOnly ? 1 : 0, e.route ?? null)
       if (!input.timelineOnly) this.markWork()
       if (s !== null) this.q.insertSuppression.run(s.accountId, s.email, s.reason, s.createdAt)
       return 'recorded'

@@ -220,8 +220,8 @@ export class SqliteStore extends SqliteDeliveries implements Store {
       clearFailing: p('UPDATE webhooks SET failing_since = NULL WHERE id = ?'),
       deleteWebhook: p('UPDATE webhooks SET deleted_at = ?, updated_at = ? WHERE account_id = ? AND id = ? AND deleted_at IS NULL'),
 
-      insertEvent: p(`INSERT INTO events (id, account_id, email_id, type, recipient, occurred_at, payload)
-                      VALUES (?, ?, ?, ?, ?, ?, ?)`),
+      insertEvent: p(`INSERT INTO events (id, account_id, email_id, type, recipient, occurred_at, payload, route)
+                      VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
       emailEvents: p('SELECT * FROM events WHERE account_id = ? AND email_id = ? ORDER BY seq'),
     }
   }
@@ -424,8 +424,9 @@ export class SqliteStore extends SqliteDeliveries implements Store {
     this.workHint = true
     const keep = this.engineListening
     for (const e of events) {
-      const { lastInsertRowid } = this.q.insertEvent.run(e.id, e.accountId, e.emailId, e.type, e.recipient, e.occurredAt, e.payload)
-      if (keep) this.recentEvents.stage({ seq: Number(lastInsertRowid), id: e.id, account_id: e.accountId, email_id: e.emailId, type: e.type, occurred_at: e.occurredAt, payload: e.payload })
+      const route = e.route ?? null
+      const { lastInsertRowid } = this.q.insertEvent.run(e.id, e.accountId, e.emailId, e.type, e.recipient, e.occurredAt, e.payload, route)
+      if (keep) this.recentEvents.stage({ seq: Number(lastInsertRowid), id: e.id, account_id: e.accountId, email_id: e.emailId, type: e.type, occurred_at: e.occurredAt, payload: e.payload, route })
     }
   }
 

@@ -18,6 +18,8 @@ export interface EventRow {
   type: string
   occurred_at: string
   payload: string
+  /** What routing matches webhook filters on (EventRecord.route); null or absent when not known. */
+  route?: string | null
 }
 
 export interface RecentEventLimits {
