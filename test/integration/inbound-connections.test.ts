@@ -176,6 +176,26 @@ describe('inbound connections (issue 38)', () => {
     assert.equal(inbound.openCount, 0, 'its slot is free')
   })
 
+  test('20 refused recipients on one connection, across transactions: the next RCPT is answered 421 and the connection closed', async (t) => {
+    const { port, server } = await listener(t, {})
+    const c = new Raw(port, '127.0.0.2')
+    t.after(() => c.destroy())
+    assert.match(await c.greeting(), /^220 /)
+    await c.command('EHLO client.example')
+    for (const transaction of [0, 1]) {
+      assert.match(await c.command('MAIL FROM:<a@example.net>'), /^250/)
+      for (let i = 0; i < 10; i++) assert.match(await c.command(`RCPT TO:<nobody${transaction}-${i}@elsewhere.example>`), /^550 /)
+      assert.match(await c.command('RSET'), /^250/)
+    }
+    assert.match(await c.command('MAIL FROM:<a@example.net>'), /^250/)
+    // Even an address it would take: the connection has guessed enough.
+    assert.match(await c.command(`RCPT TO:<${COMPLAINTS}>`), /^421 4\.7\.0 /)
+    await c.untilClosed()
+    assert.equal(await metric(server, 'refused_rcpts'), 1)
+    // Another connection is not held to it.
+    assert.match(await deliver(port, '127.0.0.2'), /^250 /)
+  })
+
   test('when every slot is taken, a newcomer takes the slot of a connection that moves no mail', async (t) => {
     const { port, server, inbound } = await listener(t, { maxClients: 4, connectionsPerAddress: 2, evictIdleMs: 300 })
     const holders = ['127.0.0.2', '127.0.0.2', '127.0.0.3', '127.0.0.3'].map((a) => new Raw(port, a))

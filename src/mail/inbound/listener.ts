@@ -64,6 +64,12 @@ export const INBOUND_LIMITS = {
   dataGraceMs: 10_000,
   dataBytesPerSecond: 1024,
   recipientsPerMessage: 10,
+  /**
+   * Recipients refused (550) on one connection, whatever its transactions: past it, the next RCPT is
+   * answered 421 and the connection closed. Each refusal is a store lookup, and a sender with the right
+   * addresses does not guess; a real MTA with a few stale recipients stays well under it.
+   */
+  refusedRcpts: 20,
 } as const
 
 export interface InboundOptions {
@@ -95,7 +101,7 @@ export interface InboundOptions {
 }
 
 type Kind = 'dsn' | 'arf' | 'other' | 'rcpt' | 'connection' | 'received'
-type Outcome = ReturnedOutcome | 'refused' | 'forged' | 'mixed' | 'too_large' | 'failed' | 'received' | 'over_limit' | 'unreadable' | CloseReason | 'evicted'
+type Outcome = ReturnedOutcome | 'refused' | 'forged' | 'mixed' | 'too_large' | 'failed' | 'received' | 'over_limit' | 'unreadable' | CloseReason | 'evicted' | 'refused_rcpts'
 
 const DSN_TYPES = new Set(['message/delivery-status', 'message/global-delivery-status'])
 const ORIGINAL_TYPES = new Set(['message/rfc822', 'text/rfc822-headers', 'message/global', 'message/global-headers'])
@@ -123,11 +129,12 @@ interface Envelope {
   receiving: ReceivingTarget[]
 }
 
-/** An admitted connection: how to close it, the sender it counts for, and its clock. */
+/** An admitted connection: how to close it, the sender it counts for, its clock, and the recipients refused to it. */
 interface Admitted {
   connection: { send(code: number, data?: string): void }
   key: string
   life: ConnectionLife
+  refused: number
 }
 
 const CLOSING: Record<CloseReason | 'evicted', string> = {
@@ -328,7 +335,7 @@ export class InboundMail {
         }
         // Read again: the connection evicted may have been this sender's own, and its count has just gone down.
         this.openFrom.set(key, (this.openFrom.get(key) ?? 0) + 1)
-        this.open.set(session, { connection, key, life: new ConnectionLife(now, this.limits) })
+        this.open.set(session, { connection, key, life: new ConnectionLife(now, this.limits), refused: 0 })
         cb()
       },
       onSecure: (_socket, session, cb) => {
@@ -350,7 +357,14 @@ export class InboundMail {
         cb()
       },
       onRcptTo: (address, session, cb) => {
-        this.open.get(session)?.life.rcpt(Date.now())
+        const admitted = this.open.get(session)
+        admitted?.life.rcpt(Date.now())
+        if (admitted !== undefined && admitted.refused >= INBOUND_LIMITS.refusedRcpts) {
+          // Before any lookup: the connection has guessed enough (smtp-server closes after a 421).
+          this.letGo(session)
+          this.count('connection', 'refused_rcpts')
+          return cb(smtpError('4.7.0 Too many unknown recipients, closing connection', 421))
+        }
         const e = envelopeOf(session)
         if (e.verp.length + (e.complaints ? 1 : 0) + e.receiving.length >= INBOUND_LIMITS.recipientsPerMessage) return cb(smtpError('Too many recipients', 452))
         const a = address.address.toLowerCase()
@@ -372,8 +386,9 @@ export class InboundMail {
         if (v === 'not_verp' && this.o.receiving !== undefined) {
           // Before the lookup: a transaction of returning mail costs no store read for another kind.
           if (e.complaints || e.verp.length > 0) return mixed()
-          return this.receivingRcpt(this.o.receiving, address.address, e, cb)
+          return this.receivingRcpt(this.o.receiving, address.address, e, admitted, cb)
         }
+        if (admitted !== undefined) admitted.refused++
         this.count('rcpt', v === 'forged' ? 'forged' : 'refused')
         cb(smtpError('5.1.1 No such recipient here', 550))
       },
@@ -444,13 +459,14 @@ export class InboundMail {
   }
 
   /** RCPT TO an address that is not svc's own: taken when a domain with receiving on is its domain. */
-  private receivingRcpt (receiving: Receiving, address: string, e: Envelope, cb: (err?: Error | null) => void): void {
+  private receivingRcpt (receiving: Receiving, address: string, e: Envelope, admitted: Admitted | undefined, cb: (err?: Error | null) => void): void {
     receiving.recipient(address).then((targets) => {
       if (targets === 'full') {
         this.count('received', 'over_limit')
         return cb(smtpError('4.2.2 Mailbox full, try again later', 452))
       }
       if (targets.length === 0) {
+        if (admitted !== undefined) admitted.refused++
         this.count('rcpt', 'refused')
         return cb(smtpError('5.1.1 No such recipient here', 550))
       }
