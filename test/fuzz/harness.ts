@@ -251,6 +251,8 @@ export interface Account {
   domainId: string
   /** A received message with one attachment (att_1), stored directly: mail reaches it only over SMTP. */
   receivedId: string
+  /** A template at version 1, to read, change, preview, send from and delete. */
+  templateId: string
 }
 
 /** Columns that a refused request may legitimately touch: the last use of a key that authenticated, a session's sliding expiry. */
@@ -354,11 +356,17 @@ export class World {
     // No webhook subscribes to email.received: its event makes no delivery.
     const event = makeEvent({ accountId: message.accountId, emailId: receivedId, type: 'email.received', recipient: message.recipients[0]!, at: Date.now() }, { id: receivedId })
     await server.store.insertReceived({ message, raw: Buffer.from(`From: a@sender.example\r\nSubject: fixture ${label}\r\n\r\nhi\r\n`), contents: [{ id: 'att_1', content: Buffer.from('hi') }], event, limitBytes: Infinity })
+    const template = World.must(await World.call(server, 'POST', '/api/templates', { cookie, json: World.template(label) }), 201, 'save template').body.data
     return {
       label, email, id: signup.body.data.id, cookie, deadCookie: dead, key: key.key, keyId: key.id,
       revokedKey: revoked.key, revokedKeyId: revoked.id, webhookId: hook.id, webhookSecret: hook.secret,
-      deliveryId: delivery.id, emailId: sent.id, suppressed, domainId: domain.id, receivedId,
+      deliveryId: delivery.id, emailId: sent.id, suppressed, domainId: domain.id, receivedId, templateId: template.id,
     }
+  }
+
+  /** The fixture template of an account: no variable without a default, so any send or preview of it renders. */
+  private static template (label: string) {
+    return { name: `fuzz-${label.toLowerCase()}`, subject: 'Hello {{ who }}', html: '<p>Hello {{ who }}</p>', variables: [{ name: 'who', default: 'there' }] }
   }
 
   /** Every secret the server knows for these accounts: none may appear in an answer to the fuzz. */
@@ -385,6 +393,7 @@ export class World {
   idFor (route: string, param: string, owner: Account): string {
     if (param === 'deliveryId') return owner.deliveryId
     if (param === 'attachmentId') return 'att_1'
+    if (param === 'version') return '1'
     if (param === 'email') return owner.suppressed
     if (param === 'token' || param === '*') return 'eyJrIjoibyJ9.' + 'A'.repeat(43)
     if (route.startsWith('/api/keys')) return owner.keyId
@@ -392,6 +401,7 @@ export class World {
     if (route.startsWith('/api/emails')) return owner.emailId
     if (route.startsWith('/api/domains')) return owner.domainId
     if (route.startsWith('/api/received')) return owner.receivedId
+    if (route.startsWith('/api/templates')) return owner.templateId
     return owner.id
   }
 
@@ -484,7 +494,7 @@ export class World {
       out[`db.${name}`] = `${rows.length} rows: ${rows.join('\n')}`
     }
     for (const a of [this.accounts.A, this.accounts.B]) {
-      for (const url of ['/api/account', '/api/keys', '/api/webhooks', '/api/domains', '/api/suppressions?limit=100', `/api/webhooks/${a.webhookId}/deliveries?limit=100`]) {
+      for (const url of ['/api/account', '/api/keys', '/api/webhooks', '/api/domains', '/api/templates', '/api/suppressions?limit=100', `/api/webhooks/${a.webhookId}/deliveries?limit=100`]) {
         const res = await this.app.inject({ method: 'GET', url, headers: { cookie: a.cookie } })
         const body = res.json() as any
         if (Array.isArray(body?.data)) for (const item of body.data) delete item.lastUsedAt
@@ -570,6 +580,13 @@ export class World {
       if (!domains.some((d) => d.id === a.domainId)) {
         for (const d of domains) await World.call(s, 'DELETE', `/api/domains/${d.id}`, { cookie: a.cookie })
         a.domainId = World.must(await World.call(s, 'POST', '/api/domains', { cookie: a.cookie, json: { name: `fuzz-${a.label.toLowerCase()}.example.test` } }), 201, 'recreate domain').body.data.id
+      }
+      // The account's one template, at version 1 as made (a fuzzed DELETE or PATCH may have changed it;
+      // a fuzzed POST may have added others, which would fill the plan).
+      const templates = (await World.call(s, 'GET', '/api/templates', { cookie: a.cookie })).body.data as Array<{ id: string; version: number }>
+      for (const t of templates) if (t.id !== a.templateId || t.version !== 1) await World.call(s, 'DELETE', `/api/templates/${t.id}`, { cookie: a.cookie })
+      if (!templates.some((t) => t.id === a.templateId && t.version === 1)) {
+        a.templateId = World.must(await World.call(s, 'POST', '/api/templates', { cookie: a.cookie, json: World.template(a.label) }), 201, 'recreate template').body.data.id
       }
     }
     if (this.version() !== version) await this.settle()
