@@ -197,6 +197,9 @@ export function createTemplateService (opts: TemplateServiceOptions) {
       }
       return { details: [{ path, message: `${refusal.part}: ${refusal.message}` }], stop: refusal.kind === 'limit' }
     }
+    if ((r.html ?? '') === '' && (r.text ?? '') === '') {
+      return { details: [{ path, message: 'renders an empty html and text with these variables: there is nothing to send' }], stop: false }
+    }
     if (hasControlCharacter(r.subject, { allowTab: true })) {
       // Name the variables that carry one into the subject, when that can be seen.
       const culprits = Object.entries(given)
@@ -383,7 +386,8 @@ export function createTemplateService (opts: TemplateServiceOptions) {
           }
           uses[i] = { id: r.head.id, version: r.version }
           const { template: _template, ...rest } = item
-          return { ...rest, subject: rendered.subject, ...(rendered.html !== null ? { html: rendered.html } : {}), ...(rendered.text !== null ? { text: rendered.text } : {}) } as T
+          // A part that renders empty is left out (the other is not empty: renderOne refused that).
+          return { ...rest, subject: rendered.subject, ...(rendered.html ? { html: rendered.html } : {}), ...(rendered.text ? { text: rendered.text } : {}) } as T
         })
         if (details.length > 0) throw TemplateInvalid('A template cannot be rendered as asked; nothing was sent', details)
         return { items: out, uses }

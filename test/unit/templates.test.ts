@@ -173,6 +173,11 @@ describe('template sends', () => {
       { code: 'template_not_found', statusCode: 422, paths: ['body[0].template.id'] }, 'another account\'s template is unknown')
     assert.deepEqual(await refusal(templates.renderSends('acct_1', [{ template: { id: 'tpl_1', variables: { who: 'ok' } } }, { template: { id: 'tpl_1' } }, { template: { id: 'tpl_1', variables: { who: 'a\nb' } } }], prefix)),
       { code: 'template_invalid', statusCode: 422, paths: ['body[1].template.variables.who', 'body[2].template.variables.who'] })
+
+    const { store: emptyStore } = fakeStore({ subject: 's', html: '{% if on %}<p>on</p>{% endif %}', text: null, variables: [] })
+    const empties = createTemplateService({ store: emptyStore, clock: { now: () => 0 } })
+    assert.deepEqual(await refusal(empties.renderSends('acct_1', [{ template: { id: 'tpl_1', variables: { on: false } } }], prefix)),
+      { code: 'template_invalid', statusCode: 422, paths: ['body[0].template'] }, 'a send that renders to nothing')
   })
 
   test('each account has render time that refills: past it, 429 before any render', async () => {
