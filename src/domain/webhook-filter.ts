@@ -243,6 +243,14 @@ export function readStoredFilter (stored: unknown): WebhookFilter | null {
   }
 }
 
+/**
+ * A webhook record's `filter` and `replay` fields, present only when set, so that a webhook stored without
+ * them reads back as it was written (both are optional in the record).
+ */
+export function withFilterAndReplay<R> (filter: WebhookFilter | null, replay: R | null): { filter?: WebhookFilter; replay?: R } {
+  return { ...(filter !== null ? { filter } : {}), ...(replay !== null ? { replay } : {}) }
+}
+
 /** The stored form (SQLite's column): JSON, or null for no filter. */
 export function serialiseFilter (filter: WebhookFilter | null): string | null {
   return filter === null ? null : JSON.stringify({ domains: filter.domains, tags: filter.tags })

@@ -1040,7 +1040,9 @@ export function deliveryContract (name: string, make: MakeStore): void {
       // A filter changed by a patch; null removes one.
       assert.deepEqual((await store.updateWebhook(a.id, broken.id, { filter: { domains: ['nowhere.example'], tags: [] } }, iso(T)))?.filter,
         { domains: ['nowhere.example'], tags: [] })
-      assert.equal((await store.updateWebhook(a.id, all.id, { filter: null }, iso(T)))?.filter, null)
+      const cleared = await store.updateWebhook(a.id, all.id, { filter: null }, iso(T))
+      assert.equal(cleared?.filter ?? null, null)
+      assert.deepEqual(cleared, await store.findWebhook(a.id, all.id), 'what update returns is what find returns')
 
       const receipt = await sentEmail(a, T, 'Shop <orders@SHOP.example>', [{ name: 'kind', value: 'receipt' }])
       const news = await sentEmail(a, T + 1, 'news@shop.example', [{ name: 'kind', value: 'news' }])

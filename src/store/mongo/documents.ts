@@ -8,7 +8,7 @@ import { DEFAULT_API_KEY_PERMISSION } from '../../domain/api-key-permissions.js'
 import type { EventRecord, EventType } from '../../domain/events.js'
 import type { Plan } from '../../domain/plans.js'
 import type { AccountRecord, ApiKeyRecord, SessionRecord, WebhookRecord, WebhookStatus } from '../types.js'
-import { readStoredFilter, type WebhookFilter } from '../../domain/webhook-filter.js'
+import { readStoredFilter, withFilterAndReplay, type WebhookFilter } from '../../domain/webhook-filter.js'
 import { replayStateOf, type ReplayState } from '../../domain/replay.js'
 
 export interface AccountDoc {
@@ -192,10 +192,9 @@ export function toWebhook (d: WebhookDoc): WebhookRecord {
     previousSecretExpiresAt: d.previousSecretExpiresAt ?? null,
     status: d.status as WebhookStatus,
     rateLimit: typeof d.rateLimit === 'number' ? d.rateLimit : null,
-    filter: readStoredFilter(d.filter),
-    replay: replayStateOf(d.replay),
     createdAt: d.createdAt,
     updatedAt: d.updatedAt,
+    ...withFilterAndReplay(readStoredFilter(d.filter), replayStateOf(d.replay)),
   }
 }
 

@@ -11,7 +11,7 @@ import type {
 } from '../types.js'
 import { migrations } from './migrations.js'
 import { CANCEL_REASONS, cancelOnEdit } from '../../domain/webhook-health.js'
-import { readStoredFilter, serialiseFilter } from '../../domain/webhook-filter.js'
+import { readStoredFilter, serialiseFilter, withFilterAndReplay } from '../../domain/webhook-filter.js'
 import { replayStateOf, type ReplayState } from '../../domain/replay.js'
 import { SqliteAccounts } from './accounts.js'
 import { SqliteDeliveries } from './deliveries.js'
@@ -73,10 +73,9 @@ function toWebhook (r: Row): WebhookRecord {
     previousSecretExpiresAt: strOrNull(r.previous_secret_expires_at),
     status: r.status as WebhookStatus,
     rateLimit: typeof r.rate_limit === 'number' ? r.rate_limit : null,
-    filter: readStoredFilter(r.route_filter),
-    replay: replayStateOf(r.replay),
     createdAt: str(r.created_at),
     updatedAt: str(r.updated_at),
+    ...withFilterAndReplay(readStoredFilter(r.route_filter), replayStateOf(r.replay)),
   }
 }
 
@@ -380,7 +379,9 @@ export class SqliteStore extends SqliteDeliveries implements Store {
       if (patch.events !== undefined) w.events = patch.events
       if (patch.status !== undefined) w.status = patch.status
       if (patch.rateLimit !== undefined) w.rateLimit = patch.rateLimit
-      if (patch.filter !== undefined) w.filter = patch.filter
+      // As find reads it back: no filter field when there is none.
+      if (patch.filter === null) delete w.filter
+      else if (patch.filter !== undefined) w.filter = patch.filter
       if (patch.secret !== undefined) w.secret = patch.secret
       if (patch.previousSecret !== undefined) w.previousSecret = patch.previousSecret
       if (patch.previousSecretExpiresAt !== undefined) w.previousSecretExpiresAt = patch.previousSecretExpiresAt
