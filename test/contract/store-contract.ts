@@ -11,6 +11,7 @@ import { emailListCases } from './email-list-cases.js'
 import { scheduleCases } from './schedule-cases.js'
 import { receivedCases } from './received-cases.js'
 import { templateCases } from './template-cases.js'
+import { attachmentCases } from './attachment-cases.js'
 import { accountCreationCases } from './account-creation-cases.js'
 
 export interface MadeStore {
@@ -610,6 +611,8 @@ export function storeContract (name: string, make: MakeStore): void {
     receivedCases(() => store)
     // Templates: heads, versions, races between changes, deletion.
     templateCases(() => store)
+    // Attachments: the facts with the email, the bytes once per email, pruned once it is final.
+    attachmentCases(() => store)
 
     // Persistence: the suite's own store stays open, so this test makes (and closes) its own.
 
