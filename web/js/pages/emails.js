@@ -128,6 +128,7 @@ export async function detail (view, ctx) {
           e.tracking ? row('Tracking', `opens ${onOff(e.tracking.opens)}, clicks ${onOff(e.tracking.clicks)}, unsubscribe link ${onOff(e.unsubscribe)}`) : null,
           metadata.length ? row('Metadata', h('span', {}, metadata.map(([k, v]) => h('span', { class: 'tag' }, `${k}: ${v}`)))) : null,
           e.tags.length ? row('Tags', h('span', {}, e.tags.map((t) => h('span', { class: 'tag' }, `${t.name}: ${t.value}`)))) : null,
+          e.attachments?.length ? row('Attachments', attachments(e.attachments)) : null,
           e.template ? row('Template', h('a', { href: `#/templates/${encodeURIComponent(e.template.id)}?version=${e.template.version}`, class: 'mono' }, `version ${e.template.version}`)) : null,
           e.suppressed.length ? row('Suppressed', list(e.suppressed)) : null,
         ),
@@ -146,6 +147,25 @@ export async function detail (view, ctx) {
     ),
     content(e),
   )
+}
+
+/** A size in bytes, for people. */
+function bytes (n) {
+  if (n < 1024) return `${n} B`
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KB`
+  return `${(n / 1024 / 1024).toFixed(1)} MB`
+}
+
+/**
+ * The email's files as it keeps them (their bytes are dropped a while after it was sent): name, size,
+ * type, inline or not, and the SHA-256 to compare with a copy.
+ */
+function attachments (list) {
+  return h('ul', { class: 'plain-list' }, list.map((a) => h('li', {},
+    h('span', { class: 'mono' }, a.filename), ' ',
+    h('span', { class: 'muted small' }, `${bytes(a.size)}, ${a.contentType}${a.contentId ? `, inline (cid:${a.contentId})` : ''}`), ' ',
+    h('span', { class: 'mono muted small', title: `SHA-256 ${a.sha256}` }, `sha256 ${a.sha256.slice(0, 12)}…`),
+  )))
 }
 
 /**
