@@ -9,7 +9,7 @@
 // (benchmarks/scenarios/postfix.ts), so it needs no test context: `runPostfix` starts one and hands back
 // its `stop`; `startPostfix` ties that to a test's end.
 import { execFile } from 'node:child_process'
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
@@ -35,6 +35,11 @@ export interface PostfixOptions {
    * `encrypt` level, as relays that take logins have it).
    */
   tls?: { certFile: string; keyFile: string; required: boolean }
+  /**
+   * Domains Postfix delivers itself, to one Maildir (its `virtual` delivery agent) instead of relaying:
+   * every address at them lands in Postfix.maildir().
+   */
+  maildirDomains?: string[]
 }
 
 export interface Postfix {
@@ -42,6 +47,8 @@ export interface Postfix {
   url: string
   /** Postfix's log so far (its maillog_file). */
   log (): string
+  /** The messages delivered to the Maildir of `maildirDomains`, as written there (oldest first). */
+  maildir (): Buffer[]
   /**
    * Writes new options (access, transports) and restarts Postfix on them. A restart, not `postfix
    * reload`: a reload only reaches new connections, and a client that keeps its connections open (svc's
@@ -64,7 +71,7 @@ function inline (entries: Record<string, string>): string {
   return `inline:{ ${Object.entries(entries).map(([k, v]) => `{${k} = ${v}}`).join(', ')} }`
 }
 
-function mainCf (dir: string, opts: PostfixOptions): string {
+function mainCf (dir: string, opts: PostfixOptions & { mailOwner?: { uid: number; gid: number } }): string {
   const recipientChecks = [opts.access && Object.keys(opts.access).length > 0 ? `check_recipient_access ${inline(opts.access)}` : '', 'permit_mynetworks', 'reject']
   const transports = Object.fromEntries(Object.entries(opts.transports ?? {}).map(([domain, port]) => [domain, `smtp:[127.0.0.1]:${port}`]))
   return [
@@ -85,6 +92,12 @@ function mainCf (dir: string, opts: PostfixOptions): string {
     'alias_maps =',
     'alias_database =',
     `relayhost = [127.0.0.1]:${opts.relayPort}`,
+    ...(opts.maildirDomains !== undefined && opts.maildirDomains.length > 0
+      ? [`virtual_mailbox_domains = ${opts.maildirDomains.join(' ')}`, `virtual_mailbox_base = ${join(dir, 'mail')}`,
+          // One Maildir (the trailing slash) for every address, owned by the postfix user.
+          'virtual_mailbox_maps = static:maildir/', `virtual_uid_maps = static:${opts.mailOwner?.uid ?? 0}`,
+          `virtual_gid_maps = static:${opts.mailOwner?.gid ?? 0}`]
+      : []),
     Object.keys(transports).length > 0 ? `transport_maps = ${inline(transports)}` : '',
     // Loopback only: no DNS; TLS towards svc only when asked for.
     'smtp_dns_support_level = disabled',
@@ -118,6 +131,7 @@ function masterCf (port: number): string {
     // smtpd asks it for TLS session keys and entropy: without it, Postfix turns STARTTLS off.
     'tlsmgr unix - - n 1000? 1 tlsmgr',
     'rewrite unix - - n - - trivial-rewrite',
+    'virtual unix - n n - - virtual',
     'bounce unix - - n - 0 bounce',
     'defer unix - - n - 0 bounce',
     'trace unix - - n - 0 bounce',
@@ -163,8 +177,10 @@ export async function runPostfix (opts: PostfixOptions): Promise<Postfix> {
   // The master drops to `postfix` and keeps its lock and caches here.
   const { uid, gid } = await userIds('postfix')
   chownSync(join(dir, 'data'), uid, gid)
+  mkdirSync(join(dir, 'mail'))
+  chownSync(join(dir, 'mail'), uid, gid)
   const port = opts.port ?? await freePort()
-  let current: PostfixOptions = { ...opts, port }
+  let current: PostfixOptions & { mailOwner: { uid: number; gid: number } } = { ...opts, port, mailOwner: { uid, gid } }
   writeFileSync(join(dir, 'etc', 'main.cf'), mainCf(dir, current))
   writeFileSync(join(dir, 'etc', 'master.cf'), masterCf(port))
   const stop = async () => {
@@ -191,6 +207,12 @@ export async function runPostfix (opts: PostfixOptions): Promise<Postfix> {
     port,
     url: `smtp://127.0.0.1:${port}`,
     log: () => existsSync(join(dir, 'maillog')) ? readFileSync(join(dir, 'maillog'), 'utf8') : '',
+    maildir: () => {
+      const box = join(dir, 'mail', 'maildir')
+      // Maildir names start with the delivery time in seconds: sorted, oldest first.
+      const files = ['new', 'cur'].flatMap((sub) => existsSync(join(box, sub)) ? readdirSync(join(box, sub)).map((f) => join(box, sub, f)) : [])
+      return files.sort((a, b) => (a.slice(a.lastIndexOf('/')) < b.slice(b.lastIndexOf('/')) ? -1 : 1)).map((f) => readFileSync(f))
+    },
     async restart (next) {
       current = { ...current, ...next, port }
       writeFileSync(join(dir, 'etc', 'main.cf'), mainCf(dir, current))

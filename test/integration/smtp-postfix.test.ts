@@ -17,6 +17,8 @@ import { readFileSync } from 'node:fs'
 import { describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { dkimVerify } from 'mailauth'
+import { simpleParser } from 'mailparser'
+import { createHash } from 'node:crypto'
 import { createSmtpThreadTransport } from '../../src/mail/smtp-thread.js'
 import { createSmtpTransport } from '../../src/mail/smtp-transport.js'
 import { verifyTrackingToken } from '../../src/mail/tracking.js'
@@ -24,6 +26,7 @@ import type { InboundMail } from '../../src/mail/inbound/listener.js'
 import { startDnsServer } from '../helpers/dns-server.js'
 import { verifiedDomain } from '../helpers/domains.js'
 import { freePort } from '../helpers/ports.js'
+import { SAMPLE_PNG, samplePdf } from '../helpers/files.js'
 import { postfixMissing, startPostfix, type PostfixOptions } from '../helpers/postfix.js'
 import { TEST_SECRET, startServer } from '../helpers/server.js'
 import { readerBatches, sender, timeline } from '../helpers/sending.js'
@@ -33,7 +36,7 @@ import { waitFor } from '../helpers/wait.js'
 const missing = postfixMissing()
 const TLS_DIR = new URL('../../../test/fixtures/tls/', import.meta.url)
 
-async function world (t: Parameters<typeof startServer>[0], access: PostfixOptions['access'] = {}) {
+async function world (t: Parameters<typeof startServer>[0], access: PostfixOptions['access'] = {}, more: Partial<PostfixOptions> = {}) {
   const dns = await startDnsServer(t)
   const remote = await startSmtpSink()
   t.after(() => remote.close())
@@ -48,7 +51,7 @@ async function world (t: Parameters<typeof startServer>[0], access: PostfixOptio
   })
   const inbound = server.service.components.find((c) => c.name === 'inbound-smtp') as unknown as InboundMail
   // Mail for the bounce domain goes to svc's inbound port; everything else to the remote MX.
-  const postfix = await startPostfix(t, { port: relayPort, relayPort: remote.port, transports: { 'bounces.example.com': inbound.port }, access })
+  const postfix = await startPostfix(t, { port: relayPort, relayPort: remote.port, transports: { 'bounces.example.com': inbound.port }, access, ...more })
   const s = await sender(server)
   await verifiedDomain(s.client, dns, 'example.com')
   return { dns, remote, server, postfix, s }
@@ -92,6 +95,55 @@ describe('through a real Postfix', { skip: missing ?? false }, () => {
     const log = postfix.log()
     assert.equal(log.match(/ status=sent /g)?.length, count, 'Postfix relayed each message once')
     assert.doesNotMatch(log, / status=(deferred|bounced) /)
+  })
+
+  test('a PDF and an inline PNG through Postfix to a Maildir: the same bytes, the Content-ID the html names, DKIM still passing; a batch item with a file too', async (t) => {
+    const { dns, postfix, s } = await world(t, {}, { maildirDomains: ['maildir.test'] })
+    const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex')
+    const pdf = samplePdf()
+    const csv = Buffer.from('order,total\n7,12.50\n')
+    const one = await s.send({
+      from: 'Shop <shop@example.com>', to: 'jane@maildir.test', subject: 'Invoice 7',
+      html: '<p>Your invoice.</p><p><img src="cid:logo@shop" alt="Shop"></p>',
+      attachments: [
+        { filename: 'Rechnung März.pdf', content: pdf.toString('base64') },
+        { filename: 'logo.png', content: SAMPLE_PNG.toString('base64'), contentId: 'logo@shop' },
+      ],
+    })
+    assert.equal(one.status, 202, one.text)
+    const batch = await s.batch([
+      { from: 'Shop <shop@example.com>', to: 'bob@maildir.test', subject: 'Receipt', text: 'Attached.', attachments: [{ filename: 'receipt.csv', content: csv.toString('base64') }] },
+      { from: 'Shop <shop@example.com>', to: 'carol@maildir.test', subject: 'Hello', text: 'No files.' },
+    ])
+    assert.equal(batch.status, 202, batch.text)
+    const delivered = await waitFor(() => `3 messages in Postfix's Maildir (${postfix.maildir().length} so far)`, () => {
+      const box = postfix.maildir()
+      return box.length >= 3 ? box : false
+    }, { timeoutMs: 60_000 })
+    const parsed = await Promise.all(delivered.map((raw) => simpleParser(raw, { keepCidLinks: true })))
+    const to = (address: string) => parsed.findIndex((p) => (Array.isArray(p.to) ? p.to[0] : p.to)?.value[0]?.address === address)
+
+    const jane = parsed[to('jane@maildir.test')]!
+    const file = jane.attachments.find((a) => a.contentType === 'application/pdf')!
+    assert.equal(file.filename, 'Rechnung März.pdf')
+    assert.equal(sha256(file.content), sha256(pdf), 'the PDF, byte for byte')
+    const logo = jane.attachments.find((a) => a.contentType === 'image/png')!
+    assert.equal(logo.contentId, '<logo@shop>')
+    assert.match(String(jane.html), /src="cid:logo@shop"/, 'the html names the inline part by its Content-ID')
+    assert.equal(sha256(logo.content), sha256(SAMPLE_PNG))
+    assert.match(String(jane.text), /Your invoice\./, 'a text part, written from the html')
+    const bob = parsed[to('bob@maildir.test')]!
+    assert.equal(bob.attachments.length, 1)
+    assert.equal(bob.attachments[0]!.content.toString(), csv.toString())
+    assert.equal(parsed[to('carol@maildir.test')]!.attachments.length, 0)
+    // Postfix delivered them itself (its Delivered-To on top), and every signature still verifies.
+    for (const raw of delivered) {
+      assert.match(raw.toString('latin1'), /^Return-Path: <b\+[a-z2-7]+@bounces\.example\.com>\n(?:X-Original-To: [^\n]*\n)?Delivered-To: /)
+      const verdict = await dkimVerify(raw, { resolver: dns.resolve as never })
+      const first = verdict.results[0] as { status: { result: string }; signingDomain?: string } | undefined
+      assert.equal(first?.status.result, 'pass', `DKIM in the Maildir: ${JSON.stringify(first?.status)}`)
+      assert.equal(first?.signingDomain, 'example.com')
+    }
   })
 
   test('a Postfix that takes no mail before STARTTLS: svc upgrades every connection to it, and sends nothing where it cannot verify the certificate', async (t) => {
