@@ -11,6 +11,7 @@ import { dkimVerify } from 'mailauth'
 import { simpleParser } from 'mailparser'
 import { SMTPServer } from 'smtp-server'
 import { startDnsServer } from '../helpers/dns-server.js'
+import { SAMPLE_PNG, samplePdf } from '../helpers/files.js'
 import { verifiedDomain } from '../helpers/domains.js'
 import { startServer } from '../helpers/server.js'
 import { sender, timeline } from '../helpers/sending.js'
@@ -18,19 +19,6 @@ import { startSmtpSink } from '../helpers/smtp-sink.js'
 import { waitFor } from '../helpers/wait.js'
 
 const sha256 = (b: Buffer | Uint8Array) => createHash('sha256').update(b).digest('hex')
-
-/** A few KB that start like a PDF and end like one; the middle is random, so no byte pattern is special. */
-export function samplePdf (size = 4096): Buffer {
-  const head = Buffer.from('%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<< /Type /Catalog >>\nendobj\n', 'latin1')
-  const tail = Buffer.from('\ntrailer\n<< /Root 1 0 R >>\n%%EOF\n', 'latin1')
-  return Buffer.concat([head, randomBytes(size - head.length - tail.length), tail])
-}
-
-/** A 1×1 PNG (signature, IHDR, IDAT, IEND). */
-export const SAMPLE_PNG = Buffer.from(
-  '89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d4944415478da63f8cfc0f01f0005000201a5b1f1b90000000049454e44ae426082',
-  'hex',
-)
 
 describe('attachments over SMTP', () => {
   test('a PDF and an inline PNG arrive whole in every copy, the text part is written from the html, and DKIM verifies', async (t) => {
