@@ -19,7 +19,7 @@ import { RecordBatch } from './record-batch.js'
 import { stageTimer, type StageTimer } from './stages.js'
 import { instrumentHtml } from './tracking.js'
 import type { MailTransport, OutgoingMessage } from './transport.js'
-import { DEFAULT_ATTACHMENT_RETENTION_MS, withAttachments } from './attachments.js'
+import { ByteBudget, DEFAULT_ATTACHMENT_BYTES_IN_FLIGHT, DEFAULT_ATTACHMENT_RETENTION_MS, attachmentBytes, withAttachments } from './attachments.js'
 
 export { MessageBuildError, composeMessage }
 
@@ -48,6 +48,8 @@ export interface MailerTuning {
    * default 24 h (ATTACHMENT_RETENTION_HOURS). Its attachments' facts stay with it.
    */
   attachmentRetentionMs?: number
+  /** Attachment bytes (decoded) held by attempts at once; default DEFAULT_ATTACHMENT_BYTES_IN_FLIGHT (64 MiB). */
+  attachmentBytesInFlight?: number
   /** For tests of the jitter; default Math.random. */
   random?: () => number
 }
@@ -129,6 +131,8 @@ export class Mailer implements Component, LocalIntake {
   private promised = 0
   /** Whether a new send may be taken at once (./hand-off.ts). */
   private readonly gate: HandOffGate
+  /** Attachment bytes in flight at most (ByteBudget). */
+  private readonly attachmentBudget: ByteBudget
 
   constructor (options: MailerOptions) {
     this.o = options
@@ -145,6 +149,7 @@ export class Mailer implements Component, LocalIntake {
     this.leaseMs = options.leaseMs ?? 30_000
     this.pollMs = options.pollMs ?? 1_000
     this.gate = new HandOffGate(this.pollMs)
+    this.attachmentBudget = new ByteBudget(options.attachmentBytesInFlight ?? DEFAULT_ATTACHMENT_BYTES_IN_FLIGHT)
     this.policy = { retryDelaysMs: options.retryDelaysMs ?? DEFAULT_RETRY_DELAYS_MS, random: options.random ?? Math.random }
     // A bad PUBLIC_URL or secret would make every message fail to build, and each would be failed for it:
     // refuse to start instead.
@@ -401,7 +406,11 @@ export class Mailer implements Component, LocalIntake {
       }
       this.stages.since('compose', t0)
     }
+    // The attachment bytes held by this attempt until the transport has answered (./attachments.ts ByteBudget).
+    let held = 0
     if (msg !== undefined && email.attachments !== undefined && email.attachments.length > 0) {
+      held = attachmentBytes(email)
+      await this.attachmentBudget.take(held)
       // The bytes, once per attempt, whatever the recipients (./attachments.ts).
       try {
         msg = await withAttachments(this.o.store, email, msg)
@@ -436,6 +445,9 @@ export class Mailer implements Component, LocalIntake {
         }
       }
     }
+    // The transport is done with the files: their bytes may go, and the next email with files may start.
+    msg = undefined
+    this.attachmentBudget.give(held)
     onSent()
     plan ??= planAttempt(email, results, this.o.clock.now(), this.policy)
     const record = { ...plan, owner: this.owner, leaseToken: email.leaseToken }

@@ -8,7 +8,7 @@ import { test } from 'node:test'
 import fc from 'fast-check'
 import { dkimVerify } from 'mailauth'
 import { simpleParser } from 'mailparser'
-import { base64Body } from '../../src/mail/attachments.js'
+import { ByteBudget, base64Body } from '../../src/mail/attachments.js'
 import { htmlToText } from '../../src/mail/html-text.js'
 import { mimeTemplate } from '../../src/mail/mime.js'
 import { SmtpConnection, type Envelope, type TransactionReplies } from '../../src/mail/smtp-connection.js'
@@ -204,4 +204,29 @@ test('html to text: a hostile megabyte is read in one pass, and the text is no l
     const text = htmlToText(html)
     assert.ok(text.length <= html.length, `${html.slice(0, 20)}…: ${text.length} > ${html.length}`)
   }
+})
+
+test('the mailer\'s budget of attachment bytes: waits in order, lets one oversized email through alone', async () => {
+  const budget = new ByteBudget(100)
+  const order: string[] = []
+  await budget.take(60)
+  const b = budget.take(50).then(() => order.push('b'))
+  const c = budget.take(10).then(() => order.push('c'))
+  await new Promise((resolve) => setImmediate(resolve))
+  assert.deepEqual(order, [], 'b does not fit; c waits behind it')
+  budget.give(60)
+  await Promise.all([b, c])
+  assert.deepEqual(order, ['b', 'c'])
+  assert.equal(budget.held, 60)
+  budget.give(50)
+  budget.give(10)
+  await budget.take(500)
+  assert.equal(budget.held, 500, 'alone, larger than the budget')
+  let small = false
+  const after = budget.take(1).then(() => { small = true })
+  await new Promise((resolve) => setImmediate(resolve))
+  assert.equal(small, false)
+  budget.give(500)
+  await after
+  assert.equal(budget.held, 1)
 })
