@@ -14,7 +14,7 @@ import { limitsOf } from '../../src/domain/plans.js'
 import { hashToken, newApiKey, newWebhookSecret } from '../../src/domain/secrets.js'
 import { openSqliteStore, type SqliteStore } from '../../src/store/sqlite/index.js'
 import type { EmailRecord } from '../../src/store/emails.js'
-import type { WebhookFilter } from '../../src/domain/webhook-filter.js'
+import { eventRoute, type WebhookFilter } from '../../src/domain/webhook-filter.js'
 import { freePort, memoryOf, SERVER_FILE, sleep, spawnTracked, stopChild } from './procs.js'
 
 export const SVC_SECRET = `bench-${newWebhookSecret()}`
@@ -81,10 +81,12 @@ export class Seeder {
   /**
    * `perAccount` stored events for each of `accounts`, interleaved (event i belongs to account i mod n).
    * With `email`, each event's email is stored too (delivered already, so svc's mailer leaves it alone),
-   * from `email.from` with `email.tags`: what a filtered webhook's routing looks up.
+   * from `email.from` with `email.tags`, and the event carries its route as svc makes it (what a filtered
+   * webhook's routing reads); `lookup: true` leaves the route out, so routing reads each email instead
+   * (events stored before routes were).
    */
   async events (accounts: string[], perAccount: number, type: EventType = 'email.delivered',
-    email?: { from: string; tags: Array<{ name: string; value: string }> }): Promise<number> {
+    email?: { from: string; tags: Array<{ name: string; value: string }>; lookup?: boolean }): Promise<number> {
     const total = accounts.length * perAccount
     const chunk: EventRecord[] = []
     const emails: EmailRecord[] = []
@@ -96,7 +98,7 @@ export class Seeder {
       const accountId = accounts[i % accounts.length]!
       const at = iso(Date.now())
       const e = { id: newId('evt'), accountId, emailId: newId('em'), type, recipient: `someone${i}@example.com`, occurredAt: at }
-      chunk.push({ ...e, payload: eventPayload(e) })
+      chunk.push({ ...e, payload: eventPayload(e), ...(email && !email.lookup ? { route: eventRoute(email.from, email.tags) } : {}) })
       if (email) {
         emails.push({
           id: e.emailId, accountId, from: email.from, to: [e.recipient], cc: [], bcc: [], replyTo: [], subject: 'Bench', html: null, text: 'Bench',
