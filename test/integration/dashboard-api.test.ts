@@ -26,7 +26,7 @@ describe('GET /api/emails', () => {
     assert.equal(byCookie.status, 200)
     assert.deepEqual(byCookie.body.data.map((e: any) => e.id), [...ids].reverse())
     assert.equal(byCookie.body.nextCursor, null)
-    assert.deepEqual(Object.keys(byCookie.body.data[0]).sort(), ['createdAt', 'from', 'id', 'status', 'subject', 'to', 'updatedAt'])
+    assert.deepEqual(Object.keys(byCookie.body.data[0]).sort(), ['createdAt', 'from', 'id', 'scheduledAt', 'status', 'subject', 'to', 'updatedAt'])
 
     const byKey = await server.client().get('/api/emails?status=bounced', { 'x-api-key': s.key })
     assert.equal(byKey.status, 200)

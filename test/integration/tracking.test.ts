@@ -87,7 +87,7 @@ describe('tracked links', () => {
     const payload = JSON.parse(clicked[0]!.payload)
     assert.deepEqual(payload, {
       emailId: links.id, to: 'reader@example.com', timestamp: clicked[0]!.occurredAt, type: 'email.clicked',
-      eventId: clicked[0]!.id, data: { url: 'https://shop.example.com/item?id=7&ref=mail' },
+      eventId: clicked[0]!.id, tags: [], metadata: {}, data: { url: 'https://shop.example.com/item?id=7&ref=mail' },
     })
   })
 
