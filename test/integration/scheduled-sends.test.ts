@@ -184,6 +184,11 @@ describe('scheduled sends', () => {
       assert.equal(errorOf(res).details![0]!.path, 'body.scheduledAt')
       assert.match(errorOf(res).details![0]!.message, why)
     }
+    // A key that may only send may move its emails too.
+    const sendingKey = await s.client.post('/api/keys', { name: 'app', permission: 'sending_access' }, { origin: 'http://127.0.0.1:3000' })
+    assert.equal(sendingKey.status, 201, sendingKey.text)
+    const moved = await api.patch(`/api/emails/${id}`, { scheduledAt: inMs(7_200_000) }, { 'x-api-key': sendingKey.body.data.key })
+    assert.equal(moved.status, 200, moved.text)
     assert.equal((await api.patch('/api/emails/em_nope', { scheduledAt: inMs(60_000) }, h)).status, 404)
     assert.equal((await api.request('POST', '/api/emails/em_nope/cancel', { headers: h })).status, 404)
     // The dashboard cancels with its session.
