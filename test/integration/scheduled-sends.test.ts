@@ -234,6 +234,12 @@ describe('scheduled sends', () => {
       assert.equal(res.status, 400, res.text)
       assert.ok(errorOf(res).details!.some((d) => d.path.startsWith(path)), `${JSON.stringify(errorOf(res).details)} names ${path}`)
     }
+    // A hostile megabyte, in a value and in a key: refused at the schema, nothing stored.
+    for (const metadata of [{ a: 'x'.repeat(1 << 20) }, { ['k'.repeat(1 << 20)]: 'x' }]) {
+      const res = await s.send({ ...ok, metadata })
+      assert.ok(res.status === 400 || res.status === 413, `${res.status} ${res.text.slice(0, 200)}`)
+      assert.ok(res.text.length < 4096, 'the answer does not echo the megabyte')
+    }
     const list = await server.client().get('/api/emails', { 'x-api-key': s.key })
     assert.deepEqual(list.body.data, [])
   })
