@@ -54,6 +54,13 @@ describe('loadConfig', () => {
     assert.match(problems({ MAIL_LEASE_SECONDS: '3601' }).join('; '), /MAIL_LEASE_SECONDS must be/)
   })
 
+  test('SCHEDULE_HORIZON_DAYS: 30 days by default, 1 to 365, refused by name out of range', () => {
+    assert.equal(loadConfig({}).mail.scheduleHorizonDays, 30)
+    assert.equal(loadConfig({ SCHEDULE_HORIZON_DAYS: '90' }).mail.scheduleHorizonDays, 90)
+    assert.match(problems({ SCHEDULE_HORIZON_DAYS: '0' }).join('; '), /SCHEDULE_HORIZON_DAYS must be a whole number of days from 1 to 365/)
+    assert.match(problems({ SCHEDULE_HORIZON_DAYS: '366' }).join('; '), /SCHEDULE_HORIZON_DAYS must be/)
+  })
+
   test('NODE_ID defaults to the host name, made safe; a name with other characters is refused', () => {
     assert.equal(loadConfig({}, { hostname: 'mail-1.example.internal' }).nodeId, 'mail-1.example.internal')
     assert.equal(loadConfig({}, { hostname: 'odd host/name' }).nodeId, 'odd-host-name')
