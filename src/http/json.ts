@@ -20,6 +20,8 @@ const OPEN_OBJECT = 0x7b
 const CLOSE_OBJECT = 0x7d
 const OPEN_ARRAY = 0x5b
 const CLOSE_ARRAY = 0x5d
+/** Characters of a string read one by one before the scan searches for its end instead. */
+const SHORT_STRETCH = 64
 
 export interface JsonShape {
   /** The deepest nesting of objects and arrays. */
@@ -39,14 +41,33 @@ export function jsonShape (text: string, limits: { depth?: number; members?: num
   let depth = 0
   let deepest = 0
   let widest = 0
-  let inString = false
+  // Where the next quote and the next backslash are (-1: none left), once searched for.
+  let nextQuote = -2
+  let nextSlash = -2
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i)
-    if (inString) {
-      if (c === BACKSLASH) i++
-      else if (c === QUOTE) inString = false
-    } else if (c === QUOTE) {
-      inString = true
+    if (c === QUOTE) {
+      // To the string's end: character by character for a short stretch (where escapes are dense), then
+      // by the native search (an attachment's megabyte of base64 is one string). The positions of the next
+      // quote and the next backslash are kept while they are ahead, so no stretch is searched twice: the
+      // pass stays linear whatever the layout, and a clean string costs two searches.
+      let at = i + 1
+      for (;;) {
+        const stop = at + SHORT_STRETCH
+        while (at < stop && at < text.length) {
+          const d = text.charCodeAt(at)
+          if (d === BACKSLASH) at += 2
+          else if (d === QUOTE) break
+          else at++
+        }
+        if (at >= text.length) { i = text.length; break }
+        if (at < stop) { i = at; break }
+        if (nextQuote < at) nextQuote = text.indexOf('"', at)
+        if (nextQuote < 0) { i = text.length; break }
+        if (nextSlash !== -1 && nextSlash < at) nextSlash = text.indexOf('\\', at)
+        if (nextSlash === -1 || nextSlash > nextQuote) { i = nextQuote; break }
+        at = nextSlash
+      }
     } else if (c === COLON) {
       const n = (members[depth] ?? 0) + 1
       members[depth] = n

@@ -20,6 +20,8 @@ function makeAjv (coerceTypes: boolean) {
   // never leave this module: only a path and a message do.
   const ajv = new Ajv.default({ allErrors: false, verbose: true, coerceTypes, useDefaults: true, removeAdditional: false, strict: false })
   addFormats.default(ajv)
+  // The bound of a base64 string, by its length (see asciiLengths).
+  ajv.addKeyword({ keyword: 'maxUnits', type: 'string', schemaType: 'number', compile: (max: number) => (data: string) => data.length <= max, errors: false })
   return ajv
 }
 
@@ -134,6 +136,7 @@ function explain (e: ErrorObject, all: ErrorObject[]): Problem {
       return { at, message: `must be ${typeName(e.schema)}` }
     case 'minLength':
     case 'maxLength': return { at, message: `must be ${lengthRule(s)}` }
+    case 'maxUnits': return { at, message: `must be at most ${plural(Number(e.schema), 'character')}` }
     case 'pattern': return { at, message: PATTERNS.get(String(e.schema)) ?? 'holds characters that are not allowed here' }
     case 'format': return { at, message: FORMATS[String(e.schema)] ?? `must be a valid ${String(e.schema)}` }
     case 'minItems':
@@ -194,6 +197,24 @@ function leafCheck (validate: ValidateFunction): Check {
       : validate(data, { instancePath: at, parentData: parent, parentDataProperty: key, rootData: parent } as any)
     if (!ok) problems.push(explain(validate.errors!.at(-1)!, validate.errors!))
   }
+}
+
+/**
+ * The schema with each base64 string's maxLength checked by its length (`maxUnits`): base64 is ASCII, so
+ * its characters are its UTF-16 units, while Ajv's maxLength counts code points one by one (about 3 ms of
+ * the main thread for the 1.4 MB of a 1 MiB attachment, 30 ms for a full allowance). The document keeps
+ * maxLength; only the validator is compiled from this copy.
+ */
+function asciiLengths (s: unknown): unknown {
+  if (Array.isArray(s)) return s.map(asciiLengths)
+  if (s === null || typeof s !== 'object') return s
+  const out: Schema = {}
+  for (const [k, v] of Object.entries(s)) out[k] = asciiLengths(v)
+  if (out.type === 'string' && out.contentEncoding === 'base64' && typeof out.maxLength === 'number') {
+    out.maxUnits = out.maxLength
+    delete out.maxLength
+  }
+  return out
 }
 
 function isObjectSchema (s: Schema): boolean {
@@ -269,7 +290,7 @@ function compileCheck (schema: Schema, ajv: Ajv.default, root: boolean): Check {
 type FastifyValidator = ((data: unknown) => boolean | { value: unknown }) & { errors?: FastifySchemaValidationError[] | null }
 
 export const validatorCompiler: FastifySchemaCompiler<any> = ({ schema, httpPart }) => {
-  const s = schema as Schema
+  const s = asciiLengths(schema) as Schema
   const body = httpPart === 'body'
   const check = compileCheck(s, body ? strict : coercing, true)
   // A body whose every field is optional may be left out (or be empty): the handler sees {}.

@@ -21,15 +21,14 @@ const Content = Type.String({ minLength: 1, maxLength: MAX_CONTENT_LENGTH })
 const Tag = Type.String({ minLength: 1, maxLength: 256, pattern: '^[A-Za-z0-9_-]+$', description: 'letters, digits, _ and -' })
 // An attachment's content is bounded by the largest allowance (ATTACHMENTS_MAX_BYTES at its maximum, in
 // base64); the body limit (SEND_BODY_LIMIT_BYTES) comes first, and src/domain/attachments.ts measures the
-// configured allowance by the strings' lengths before it decodes anything. (Ajv counts a string's
-// characters one by one: about 30 ms of the main thread for the 9.3 MB of base64 of a full default
-// allowance, no more than parsing that JSON costs.)
+// configured allowance by the strings' lengths before it decodes anything. As base64 (contentEncoding),
+// its bound is checked by its length, not character by character (src/http/validation.ts asciiLengths).
 const Attachment = Type.Object({
   filename: Type.String({
     minLength: 1, maxLength: 1000,
     description: 'the name the recipient sees; any path, control characters and trailing dots are removed, and .exe, .bat, .js, .msi and other programs are refused (422 attachment_not_allowed)',
   }),
-  content: Type.String({ maxLength: MAX_CONTENT_CHARS, description: 'the bytes in base64 (standard alphabet, padded, no line breaks)' }),
+  content: Type.String({ maxLength: MAX_CONTENT_CHARS, contentEncoding: 'base64', description: 'the bytes in base64 (standard alphabet, padded, no line breaks)' }),
   contentType: Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: 'like application/pdf; default: from the filename\'s extension, else application/octet-stream' })),
   contentId: Type.Optional(Type.String({
     minLength: 1, maxLength: MAX_CONTENT_ID_LENGTH,
