@@ -5,7 +5,7 @@
 //
 // Every load generator, peer and sink is a process of its own; svc runs as `node dist/src/server.js` and is
 // measured from outside: its throughput by what the sink verified, its memory by /proc/<pid>/status.
-// Options: --quick; --only=<scenario,…> (ceiling naive engine queue api latency slow scale adversarial smtp postfix pipeline
+// Options: --quick; --only=<scenario,…> (ceiling naive engine queue api latency slow scale adversarial smtp smtp-attachment postfix pipeline
 // cap4 ratelimit outage unreliable; writes a
 // "-partial" record); --sink-workers=N (a cluster sink; one process is enough, see benchmarks/README.md);
 // --cpu-prof (svc runs under Node's --cpu-prof; each thread's busiest functions are printed); --sql-cost (svc's
@@ -30,6 +30,7 @@ import { latency } from './scenarios/latency.js'
 import { scale } from './scenarios/scale.js'
 import { slow } from './scenarios/slow.js'
 import { smtp, SMTP_CONNECTIONS } from './scenarios/smtp.js'
+import { smtpAttachment } from './scenarios/smtp-attachment.js'
 import { pipeline } from './scenarios/pipeline.js'
 import { postfix } from './scenarios/postfix.js'
 import { throughput } from './scenarios/throughput.js'
@@ -103,6 +104,7 @@ async function main (): Promise<void> {
   const outageFig = wanted('outage') ? await attempt('outage', outage) : undefined
   const unreliableFig = wanted('unreliable') ? await attempt('unreliable', unreliable) : undefined
   const smtpFig = wanted('smtp') ? await attempt('smtp', smtp) : undefined
+  const attachFig = wanted('smtp-attachment') ? await attempt('smtp-attachment', smtpAttachment) : undefined
   const postfixFig = wanted('postfix') ? await attempt('postfix', postfix) : undefined
   const pipeFig = wanted('pipeline') ? await attempt('pipeline', pipeline) : undefined
 
@@ -124,6 +126,8 @@ async function main (): Promise<void> {
       `${fmt(smtpFig?.plain.svc ?? NaN)}/s vs ${fmt(smtpFig?.plain.peer ?? NaN)}/s`),
     t('smtp_signed_vs_peer', 'mail over SMTP, DKIM + VERP ÷ nodemailer signing', (smtpFig?.signed.svc ?? NaN) / (smtpFig?.signed.peer ?? NaN), '>=', 0.7, '×',
       `${fmt(smtpFig?.signed.svc ?? NaN)}/s vs ${fmt(smtpFig?.signed.peer ?? NaN)}/s`),
+    t('smtp_attachment_vs_peer', 'mail over SMTP with a 1 MiB file ÷ nodemailer pooled, same file', (attachFig?.svc ?? NaN) / (attachFig?.peer ?? NaN), '>=', 1, '×',
+      `${fmt(attachFig?.svc ?? NaN)}/s vs ${fmt(attachFig?.peer ?? NaN)}/s; svc CPU per email ${fmt(attachFig?.cpuPerEmail1 ?? NaN)} µs, ${fmt(attachFig?.cpuPerEmail50 ?? NaN)} µs to 50 recipients`),
     t('pipeline_vs_ceiling', 'pipeline: send → sandbox → email.sent ÷ ceiling', (pipeFig?.rate ?? NaN) / tp.ceiling, '>=', 0.5, '×',
       `${fmt(pipeFig?.rate ?? NaN)}/s vs ${fmt(tp.ceiling)}/s (without the sandbox's files ${fmt(pipeFig?.rateNoSandboxFiles ?? NaN)}/s; to email.delivered ${fmt(pipeFig?.rateDelivered ?? NaN)}/s)`),
     t('pipeline_vs_naive', 'pipeline ÷ naive peer', (pipeFig?.rate ?? NaN) / tp.naive, '>=', 5, '×', `${fmt(pipeFig?.rate ?? NaN)}/s vs ${fmt(tp.naive)}/s`),
@@ -150,6 +154,9 @@ async function main (): Promise<void> {
     ['… all in one, rate limits in the store', apiFig ? `${fmt(apiFig.sharedLimits.rps)} req/s (p50 ${fmt(apiFig.sharedLimits.p50, 1)} ms, p99 ${fmt(apiFig.sharedLimits.p99, 1)} ms)` : 'n/a'],
     ['svc mail over SMTP, plain / DKIM + VERP (emails/s at the relay)', smtpFig ? `${per(smtpFig.plain.svc)} / ${per(smtpFig.signed.svc)}` : 'n/a'],
     [`nodemailer pooled (${SMTP_CONNECTIONS} conn.), plain / DKIM + VERP`, smtpFig ? `${per(smtpFig.plain.peer)} / ${per(smtpFig.signed.peer)}` : 'n/a'],
+    ['svc / nodemailer pooled, mail over SMTP with a 1 MiB file (emails/s)', attachFig ? `${per(attachFig.svc)} / ${per(attachFig.peer)}` : 'n/a'],
+    ['svc CPU per email with a 1 MiB file: 1 recipient / 50 (a copy each) / each further copy', attachFig
+      ? `${fmt(attachFig.cpuPerEmail1)} / ${fmt(attachFig.cpuPerEmail50)} / ${fmt(attachFig.cpuPerExtraCopy)} µs` : 'n/a'],
     ['svc mail over SMTP, single sends at a low rate: POST → relay p50 / p99', smtpFig?.latency ? `${fmt(smtpFig.latency.p50)} / ${fmt(smtpFig.latency.p99)} ms at ${smtpFig.latency.rate}/s` : 'n/a'],
     [`svc / nodemailer pooled (${SMTP_CONNECTIONS} conn.) through a real Postfix (emails/s at the far side)`, postfixFig
       ? `${per(postfixFig.svc)} / ${per(postfixFig.peer)} (${fmt(postfixFig.svc / postfixFig.peer, 2)} ×)` : 'n/a'],

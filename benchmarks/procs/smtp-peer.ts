@@ -20,6 +20,10 @@ serve(async (msg) => {
     socket.once('error', (err) => cb(err))
   }
   const from = String(msg.from)
+  // The same file in every message (the attachment scenario, benchmarks/scenarios/smtp-attachment.ts).
+  const attachment = typeof msg.attachment === 'string'
+    ? [{ filename: 'report.pdf', contentType: 'application/pdf', content: Buffer.from(msg.attachment, 'base64') }]
+    : undefined
   const started = performance.now()
   const sends: Array<Promise<unknown>> = []
   for (let i = 0; i < count; i++) {
@@ -28,6 +32,7 @@ serve(async (msg) => {
       from, to, subject: `Benchmark message ${i}`,
       html: `<p>Hello from the svc benchmark, message ${i}.</p><p><a href="https://example.com/docs">Read the docs</a></p>`,
       ...(msg.verp === true ? { envelope: { from: `bounce+${i}@bounces.example.com`, to: [to] } } : {}),
+      ...(attachment !== undefined ? { attachments: attachment } : {}),
     }))
   }
   const settled = await Promise.allSettled(sends)

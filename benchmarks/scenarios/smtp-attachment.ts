@@ -1,0 +1,132 @@
+// Mail over SMTP with a 1 MiB attachment: N emails through POST /api/send/batch (8 a request: each carries
+// the file in base64, 1.4 MB), one recipient each, svc's SMTP_URL at the discarding relay of the mail-over-
+// SMTP scenario; beside it, nodemailer's pooled transport (the same connection count) sending the same
+// messages with the same file. svc's path holds more than the peer's: the file comes in over HTTP, is
+// decoded, hashed and stored (fsynced) before the 202, read back and encoded once per email. Then the same
+// file to 50 recipients an email: each gets a copy of its own (its tracking and unsubscribe link), and the
+// file's base64 is made once per email, so svc's CPU per email grows by the copies' SMTP writes, not by 50
+// encodings of the file.
+import { randomBytes } from 'node:crypto'
+import type { ChildProcess } from 'node:child_process'
+import { costOf, CpuWatch, log, notes, pick, postBatches, recordCost, recordCpu, reportLogged, results, startSvc, stopSvc, QUICK, type Sample } from '../lib/context.js'
+import { ask, startProc, stopChild, type Msg } from '../lib/procs.js'
+import { fmt } from '../lib/report.js'
+import { removeDir, Seeder, tempDataDir } from '../lib/svc.js'
+import { relayHas, SMTP_CONNECTIONS, stageLine, stageTotals } from './smtp.js'
+
+export interface SmtpAttachmentFigures {
+  /** Emails a second at the relay, each with the 1 MiB file. */
+  svc: number
+  peer: number
+  /** svc's CPU per email (µs, all threads): one recipient, and 50 recipients (a copy each). */
+  cpuPerEmail1: number
+  cpuPerEmail50: number
+  /** The extra CPU of each further copy, in µs: (cpuPerEmail50 - cpuPerEmail1) / 49. */
+  cpuPerExtraCopy: number
+}
+
+const FILE_BYTES = 1024 * 1024
+const PER_REQUEST = 8
+
+function bodies (count: number, content: string, recipients: number): string[] {
+  const out: string[] = []
+  for (let start = 0; start < count; start += PER_REQUEST) {
+    out.push(JSON.stringify(Array.from({ length: Math.min(PER_REQUEST, count - start) }, (_, j) => {
+      const i = start + j
+      const to = recipients === 1 ? `someone${i}@example.com` : Array.from({ length: recipients }, (_, r) => `reader${r}.${i}@example.com`)
+      return {
+        to, subject: `Benchmark message ${i}`,
+        html: `<p>Hello from the svc benchmark, message ${i}.</p><p><a href="https://example.com/docs">Read the docs</a></p>`,
+        attachments: [{ filename: 'report.pdf', content }],
+      }
+    })))
+  }
+  return out
+}
+
+async function svcRun (relay: ChildProcess, port: number, count: number, content: string, recipients: number, label: string): Promise<Sample & { cpuPerEmail: number }> {
+  const dir = tempDataDir()
+  const seeder = new Seeder(dir, 'http://127.0.0.1:9')
+  const account = await seeder.account()
+  const key = await seeder.apiKey(account)
+  await seeder.close()
+  const svc = await startSvc(dir, { SMTP_URL: `smtp://127.0.0.1:${port}`, SMTP_POOL_SIZE: String(SMTP_CONNECTIONS) }, label)
+  try {
+    // Warm: a few emails with the file, unmeasured.
+    await ask(relay, { type: 'reset' })
+    await postBatches(svc.origin, key, bodies(PER_REQUEST * 2, content, 1), 2)
+    await relayHas(relay, PER_REQUEST * 2, `${label} warm-up`)
+    await ask(relay, { type: 'reset' })
+    const before = await stageTotals(svc.origin)
+    const watch = new CpuWatch({ svc: svc.pid })
+    const started = Date.now()
+    const statuses = await postBatches(svc.origin, key, bodies(count, content, recipients), 4)
+    const s = await relayHas(relay, count * recipients, label)
+    const report = watch.stop()
+    const after = await stageTotals(svc.origin)
+    const rate = s.messages / recipients / ((s.last - started) / 1000)
+    const foreign = recordCpu(label, report)
+    const emails = s.messages / recipients
+    const cost = costOf(report, emails, { name: 'svc', pid: svc.pid, deliveryTids: [] })
+    recordCost({ what: `smtp + 1 MiB file, ${recipients} recipient${recipients > 1 ? 's' : ''} (svc)`, per: 'email', count: emails, procs: cost })
+    log(`    svc ${label}: ${fmt(rate)} emails/s (${fmt(s.messages)} messages at the relay for ${fmt(count)} emails × ${recipients}; statuses ${JSON.stringify(statuses)})`)
+    log(`      stages (mean per observation): ${stageLine(before, after)}`)
+    return { value: rate, foreign, cpuPerEmail: cost.svc?.total ?? NaN }
+  } finally {
+    await stopSvc(svc)
+    reportLogged(label, svc)
+    removeDir(dir)
+  }
+}
+
+async function peerRun (peer: ChildProcess, relay: ChildProcess, port: number, count: number, content: string): Promise<Sample> {
+  await ask(relay, { type: 'reset' })
+  const watch = new CpuWatch({ peer: peer.pid })
+  const r = await ask<Msg>(peer, { type: 'send', port, count, connections: SMTP_CONNECTIONS, from: 'svc <no-reply@localhost>', attachment: content }, 300_000)
+  const report = watch.stop()
+  const s = await ask<{ messages: number } & Msg>(relay, { type: 'stats' })
+  const rate = s.messages / Number(r.seconds)
+  const foreign = recordCpu('smtp-attachment-peer', report)
+  recordCost({ what: 'smtp + 1 MiB file (nodemailer peer)', per: 'email', count: s.messages, procs: costOf(report, s.messages) })
+  log(`    peer smtp-attachment: ${fmt(rate)} emails/s (${fmt(s.messages)}/${fmt(count)} at the relay, ${Number(r.failed)} failed)`)
+  return { value: rate, foreign }
+}
+
+export async function smtpAttachment (): Promise<SmtpAttachmentFigures> {
+  const count = QUICK ? 200 : 600
+  const wide = QUICK ? 10 : 20
+  const reps = QUICK ? 1 : 3
+  const content = randomBytes(FILE_BYTES).toString('base64')
+  log(`- mail over SMTP with a 1 MiB attachment: ${fmt(count)} emails (${PER_REQUEST} a request) → the discarding relay, beside nodemailer's pooled transport ` +
+    `(${SMTP_CONNECTIONS} connections) sending the same file; then ${fmt(wide)} emails to 50 recipients each; ${reps} repeat(s)`)
+  const relay = await startProc('relay')
+  const peer = await startProc('smtp-peer')
+  const port = Number((await ask<Msg>(relay, { type: 'info' })).port)
+  const svcRuns: Sample[] = []
+  const peerRuns: Sample[] = []
+  const cpu1: number[] = []
+  let cpu50 = NaN
+  try {
+    await ask<Msg>(peer, { type: 'send', port, count: 20, connections: SMTP_CONNECTIONS, from: 'svc <no-reply@localhost>', attachment: content }, 300_000)
+    for (let rep = 0; rep < reps; rep++) {
+      peerRuns.push(await peerRun(peer, relay, port, count, content))
+      const one = await svcRun(relay, port, count, content, 1, 'smtp-attachment')
+      svcRuns.push(one)
+      cpu1.push(one.cpuPerEmail)
+    }
+    cpu50 = (await svcRun(relay, port, wide, content, 50, 'smtp-attachment-50')).cpuPerEmail
+  } finally {
+    await stopChild(relay, 2000)
+    await stopChild(peer, 2000)
+  }
+  const sorted = cpu1.filter(Number.isFinite).sort((a, b) => a - b)
+  const cpuPerEmail1 = sorted[Math.floor(sorted.length / 2)] ?? NaN
+  const fig: SmtpAttachmentFigures = {
+    svc: pick('smtp + 1 MiB file (svc)', svcRuns), peer: pick('smtp + 1 MiB file (peer)', peerRuns),
+    cpuPerEmail1, cpuPerEmail50: cpu50, cpuPerExtraCopy: (cpu50 - cpuPerEmail1) / 49,
+  }
+  log(`    svc CPU per email: ${fmt(fig.cpuPerEmail1)} µs with 1 recipient, ${fmt(fig.cpuPerEmail50)} µs with 50 (${fmt(fig.cpuPerExtraCopy)} µs per further copy)`)
+  results.smtpAttachment = { ...fig, emails: count, wideEmails: wide, fileBytes: FILE_BYTES, connections: SMTP_CONNECTIONS, runs: { svc: svcRuns, peer: peerRuns } }
+  if (!Number.isFinite(fig.svc)) notes.push('smtp-attachment: svc was not measured')
+  return fig
+}
