@@ -107,6 +107,17 @@ export function dataBlock (raw: Buffer): Buffer {
  * of buffers, the pieces' own buffers among them (nothing is copied but the few bytes around a dot). A
  * line that starts in one piece and goes on in the next is read across them.
  */
+const dotFree = new WeakSet<Buffer>()
+
+/**
+ * Marks a buffer that holds no line starting with "." and does not start with one (an attachment's base64
+ * lines, ./attachments.ts): dataChunks then does not search it, in each copy that carries it.
+ */
+export function markDotFree (buf: Buffer): Buffer {
+  dotFree.add(buf)
+  return buf
+}
+
 export function dataChunks (raw: Buffer | readonly Buffer[]): Buffer[] {
   if (Buffer.isBuffer(raw)) return [dataBlock(raw)]
   const out: Buffer[] = []
@@ -125,7 +136,7 @@ export function dataChunks (raw: Buffer | readonly Buffer[]): Buffer[] {
       from = 2
     }
     for (;;) {
-      const at = chunk.indexOf(CRLF_DOT, from)
+      const at = dotFree.has(chunk) ? -1 : chunk.indexOf(CRLF_DOT, from)
       if (at < 0) break
       out.push(chunk.subarray(from, at + 3), DOT)
       from = at + 3
