@@ -107,6 +107,12 @@ export interface EmailFacts {
   /** Lower case. A sent email: the From address's domain; received mail: its recipients' domains. */
   domains: readonly string[]
   tags: ReadonlyArray<{ name: string; value: string }>
+  /** Each tag as a `name\nvalue` set key, made once per email rather than once per webhook checked. */
+  tagKeys: readonly string[]
+}
+
+function facts (domains: readonly string[], tags: ReadonlyArray<{ name: string; value: string }>): EmailFacts {
+  return { domains, tags, tagKeys: tags.map((t) => tagKey(t.name, t.value)) }
 }
 
 /** The domain of an address (bare or header form), lower case; '' when it has none. Linear. */
@@ -118,7 +124,7 @@ export function domainOf (address: string): string {
 
 /** A sent email's facts: its From (as stored: `addr` or `Name <addr>`) and its tags. */
 export function sentEmailFacts (from: string, tags: ReadonlyArray<{ name: string; value: string }>): EmailFacts {
-  return { domains: [domainOf(from)], tags }
+  return facts([domainOf(from)], tags)
 }
 
 /** An email's stored tags read back (a JSON column or a document's array): `{ name, value }` strings only. */
@@ -164,12 +170,12 @@ export function routeFacts (route: string): EmailFacts | null {
     if (!Array.isArray(t) || typeof t[0] !== 'string' || typeof t[1] !== 'string') return null
     out.push({ name: t[0], value: t[1] })
   }
-  return { domains: [domain], tags: out }
+  return facts([domain], out)
 }
 
 /** Received mail's facts: the domains of its recipients (bare addresses), no tags. */
 export function receivedFacts (recipients: readonly string[]): EmailFacts {
-  return { domains: [...new Set(recipients.map(domainOf))], tags: [] }
+  return facts([...new Set(recipients.map(domainOf))], [])
 }
 
 /** A filter made into sets, once per routing read. */
@@ -260,13 +266,22 @@ export function serialiseFilter (filter: WebhookFilter | null): string | null {
  * Whether a webhook with this filter takes an event whose email has `facts` (null: the event has no
  * email, or it is gone). No filter takes everything.
  */
-export function filterAccepts (filter: CompiledFilter | null, facts: EmailFacts | null): boolean {
+export function filterAccepts (filter: CompiledFilter | null, email: EmailFacts | null): boolean {
   if (filter === null) return true
-  if (facts === null) return false
-  if (filter.domains !== null && !facts.domains.some((d) => filter.domains!.has(d))) return false
+  if (email === null) return false
+  // Plain loops: this runs for every event and filtered webhook of a routing read.
+  if (filter.domains !== null) {
+    let found = false
+    for (let i = 0; i < email.domains.length && !found; i++) found = filter.domains.has(email.domains[i]!)
+    if (!found) return false
+  }
   if (filter.tags !== null) {
     const { names, pairs } = filter.tags
-    if (!facts.tags.some((t) => names.has(t.name) || (pairs.size > 0 && pairs.has(tagKey(t.name, t.value))))) return false
+    let found = false
+    for (let i = 0; i < email.tags.length && !found; i++) {
+      found = names.has(email.tags[i]!.name) || (pairs.size > 0 && pairs.has(email.tagKeys[i]!))
+    }
+    if (!found) return false
   }
   return true
 }

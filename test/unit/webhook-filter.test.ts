@@ -74,7 +74,7 @@ describe('what a filter takes', () => {
 
   test('an event\'s route carries its email\'s facts; one that cannot be read is none (routing looks the email up)', () => {
     const route = eventRoute('Shop <orders@Shop.Example.com>', [{ name: 'kind', value: 'receipt' }])
-    assert.deepEqual(routeFacts(route), { domains: ['shop.example.com'], tags: [{ name: 'kind', value: 'receipt' }] })
+    assert.deepEqual(routeFacts(route), { domains: ['shop.example.com'], tags: [{ name: 'kind', value: 'receipt' }], tagKeys: ['kind\nreceipt'] })
     assert.equal(takes({ domains: ['shop.example.com'], tags: [{ name: 'kind' }] }, routeFacts(route)), true)
     for (const bad of ['', '{', 'null', '[]', '{"domain":1,"tags":[]}', '{"domain":"a","tags":[["x"]]}', '{"domain":"a","tags":{}}']) {
       assert.equal(routeFacts(bad), null, bad)

@@ -209,10 +209,15 @@ export abstract class MongoDeliveries implements DeliveryStore {
   private async factsFor (events: EventDoc[]): Promise<Map<string, EmailFacts>> {
     const facts = new Map<string, EmailFacts>()
     if (events.length === 0) return facts
-    // The events that carry their route (made with them) need no read.
+    // The events that carry their route (made with them) need no read; the emails of one send share theirs.
     const unknown: EventDoc[] = []
+    const parsed = new Map<string, EmailFacts | null>()
     for (const e of events) {
-      const carried = typeof e.route === 'string' ? routeFacts(e.route) : null
+      let carried: EmailFacts | null = null
+      if (typeof e.route === 'string') {
+        carried = parsed.get(e.route) ?? null
+        if (!parsed.has(e.route)) parsed.set(e.route, carried = routeFacts(e.route))
+      }
       if (carried !== null) facts.set(e.emailId, carried)
       else unknown.push(e)
     }

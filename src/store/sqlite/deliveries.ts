@@ -323,16 +323,19 @@ export abstract class SqliteDeliveries implements DeliveryStore {
   /**
    * What a filtered webhook needs of an event's email: its From domain and tags (received mail: its
    * recipients' domains), once per email and routing call (`cache`); null when there is no such email.
-   * The event carries them (its route); one from before routes were stored, or of no sent email, is looked
-   * up. Only events that a filtered webhook subscribes to get here: no filter, no work.
+   * The event carries them (its route: parsed once per read, the emails of one send sharing theirs); one
+   * from before routes were stored, or of no sent email, is looked up. Only events that a filtered webhook
+   * subscribes to get here: no filter, no work. The cache holds routes (JSON, `{…`) and email ids apart.
    */
   private factsOf (cache: Map<string, EmailFacts | null>, e: Row): EmailFacts | null {
+    if (typeof e.route === 'string') {
+      let carried = cache.get(e.route)
+      if (carried === undefined) cache.set(e.route, carried = routeFacts(e.route))
+      if (carried !== null) return carried
+    }
     let facts = cache.get(e.email_id)
     if (facts === undefined) {
-      const carried = typeof e.route === 'string' ? routeFacts(e.route) : null
-      if (carried !== null) {
-        facts = carried
-      } else if (e.type === 'email.received') {
+      if (e.type === 'email.received') {
         const rows = this.d.receivedRecipients.all(e.email_id) as Row[]
         facts = rows.length > 0 ? receivedFacts(rows.map((r) => String(r.recipient))) : null
       } else {
