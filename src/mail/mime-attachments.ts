@@ -17,7 +17,7 @@ import MailComposer from 'nodemailer/lib/mail-composer/index.js'
 import type { SendMailOptions } from 'nodemailer'
 import { base64Body } from './attachments.js'
 import { MessageBuildError, errorKind } from './compose.js'
-import { UNSUBSCRIBE, base64Lines, dkimHeader, marker, relaxedBody, type MimeTemplate } from './mime.js'
+import { UNSUBSCRIBE, base64Lines, dkimHeader, marker, relaxedBody, type MimeTemplate } from './mime-parts.js'
 import { formatMessageId, type OutgoingMessage } from './transport.js'
 
 /** Relaxed canonicalization (RFC 6376 §3.4.4) of lines that end inside the body: no trailing-lines rule. */

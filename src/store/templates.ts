@@ -4,7 +4,6 @@
 // lives. Deleting a template deletes its versions with it. src/app/templates.ts decides what a template
 // may hold and when a version is made; an adapter stores what it is given.
 import type { TemplateVariable } from '../domain/templates.js'
-import type { LimitedInsert } from './types.js'
 
 /** What a template is, without the content of its versions. */
 export interface TemplateHead {
@@ -52,7 +51,7 @@ export interface TemplateStore {
    * account has a template of this name ('name_taken') or already `limit` templates ('limit_reached'):
    * the checks and the insert are one atomic step, like insertDomain.
    */
-  insertTemplate(head: TemplateHead, first: TemplateVersionRecord, limit: number): Promise<LimitedInsert | 'name_taken'>
+  insertTemplate(head: TemplateHead, first: TemplateVersionRecord, limit: number): Promise<'created' | 'limit_reached' | 'name_taken'>
   /** The account's templates, newest first. */
   listTemplates(accountId: string): Promise<TemplateSummary[]>
   /** The account's template with this id or name; null when there is none. */
