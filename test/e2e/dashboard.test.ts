@@ -171,6 +171,22 @@ test('the dashboard, end to end in chromium: sign up, keys, webhook, send, timel
   await page.locator('main h1').scrollIntoViewIfNeeded()
   await screenshot(page, 'webhook-deliveries.png', false)
 
+  // A filter set in the settings (a domain, two tags) is stored and said in the header; the day replayed
+  // from its card reaches the receiver again; the filter emptied is none.
+  await page.getByLabel('Only mail from these domains').fill('Shop.example.com')
+  await page.getByLabel('Only mail with one of these tags').fill('kind:receipt, tenant')
+  await page.getByRole('button', { name: 'Save changes' }).click()
+  await page.getByText('only for mail from shop.example.com and tagged kind:receipt or tenant').waitFor()
+  assert.deepEqual((await api.get(`/api/webhooks/${hook.id}`)).body.data.filter,
+    { domains: ['shop.example.com'], tags: [{ name: 'kind', value: 'receipt' }, { name: 'tenant' }] })
+  const beforeReplay = receiver.received.length
+  await page.getByRole('button', { name: 'Replay', exact: true }).click()
+  await receiver.until(() => receiver.received.length > beforeReplay, 'the replayed deliveries')
+  await page.getByLabel('Only mail from these domains').fill('')
+  await page.getByLabel('Only mail with one of these tags').fill('')
+  await page.getByRole('button', { name: 'Save changes' }).click()
+  await waitFor('the filter removed', async () => (await api.get(`/api/webhooks/${hook.id}`)).body.data.filter === null)
+
   // --- The email and its timeline.
   for (const to of ['bounced@simulator.test', 'complained@simulator.test', 'delivered+2@simulator.test', 'delivered+3@simulator.test']) {
     assert.equal((await server.client().post('/api/send', { to, subject: `Your receipt for ${to.split('@')[0]}`, text: 'Thanks' }, { 'x-api-key': sendingKey })).status, 202)
