@@ -75,7 +75,8 @@ describe('sizes are bounded before per-item work', () => {
       if (s === null || typeof s !== 'object') return
       if (s.type === 'string' && s.maxLength === undefined && s.enum === undefined && s.const === undefined) unbounded.push(at)
       if (s.type === 'array' && s.maxItems === undefined) unbounded.push(at)
-      if (s.type === 'object' && s.additionalProperties !== false && s.maxProperties === undefined && s.properties === undefined) unbounded.push(at)
+      // (A null in a union is written as { type: object, nullable, enum: [null] }: bounded by its enum.)
+      if (s.type === 'object' && s.enum === undefined && s.additionalProperties !== false && s.maxProperties === undefined && s.properties === undefined) unbounded.push(at)
       for (const [k, v] of Object.entries(s.properties ?? {})) walk(v, `${at}.${k}`)
       for (const [i, v] of [...(s.anyOf ?? []), ...(s.oneOf ?? [])].entries()) walk(v, `${at}|${i}`)
       if (s.items) walk(s.items, `${at}[]`)

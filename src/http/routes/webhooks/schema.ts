@@ -19,7 +19,8 @@ const Delivery = Type.Union([Type.Object({
 
 // The parts of a filter are checked by its rule (src/domain/webhook-filter.ts), so that one answer names every
 // wrong field, domains and tags alike; the schema only bounds the shape.
-const TagPart = Type.String({ description: `1 to ${FILTER_LIMITS.maxTagLength} letters, digits, _ and - (${TAG_PATTERN})` })
+// Each string still has a bound here (twice the rule's, so a value just over it is named by the rule).
+const TagPart = Type.String({ maxLength: 2 * FILTER_LIMITS.maxTagLength, description: `1 to ${FILTER_LIMITS.maxTagLength} letters, digits, _ and - (${TAG_PATTERN})` })
 const TagCondition = Type.Object({
   name: TagPart,
   value: Type.Optional(TagPart),
@@ -28,7 +29,7 @@ const FILTER_RULES = 'domains: the From address\'s domain is one of them (exactl
   'tags: the email carries at least one of them; both given, both must match; an empty or absent list sets no condition'
 /** The filter as POST and PATCH take it; null (PATCH) removes it. */
 const FilterInput = Type.Union([Type.Object({
-  domains: Type.Optional(Type.Array(Type.String({ description: 'a domain name, like example.com (an IDN is stored in punycode)' }), {
+  domains: Type.Optional(Type.Array(Type.String({ maxLength: 2 * 253, description: 'a domain name, like example.com (an IDN is stored in punycode)' }), {
     maxItems: FILTER_LIMITS.maxDomains, description: `at most ${FILTER_LIMITS.maxDomains} domain names, like example.com`,
   })),
   tags: Type.Optional(Type.Array(TagCondition, { maxItems: FILTER_LIMITS.maxTags, description: `at most ${FILTER_LIMITS.maxTags} tags ({ name, value? })` })),
