@@ -94,6 +94,7 @@ export const EnvSchema = Type.Object({
   }),
   BODY_LIMIT_BYTES: positive(1024 * 1024, 'a size in bytes, at least 1'), // 1 MiB
   // The send routes only; unset: room for ATTACHMENTS_MAX_BYTES in base64 and a full html and text (15 MiB by default).
+  HTTP_REQUEST_TIMEOUT_SECONDS: positive(120, 'a whole number of seconds from 1 to 3600', 3600),
   SEND_BODY_LIMIT_BYTES: Type.Optional(Type.Integer({ minimum: 1024, description: 'a size in bytes, at least 1024' })),
   ATTACHMENTS_MAX_BYTES: positive(DEFAULT_ATTACHMENTS_MAX_BYTES, `a size in bytes from 1 to ${MAX_ATTACHMENTS_MAX_BYTES}`, MAX_ATTACHMENTS_MAX_BYTES),
   ATTACHMENT_RETENTION_HOURS: positive(24, 'a whole number of hours from 1 to 8760', 8760),
@@ -234,6 +235,8 @@ export interface Config {
   }
   logLevel: string
   bodyLimit: number
+  /** HTTP_REQUEST_TIMEOUT_SECONDS: a request, body included, must have arrived whole within this long. */
+  requestTimeoutMs: number
   /** POST /api/send and /api/send/batch: SEND_BODY_LIMIT_BYTES, or room for the attachments' allowance in base64. */
   sendBodyLimit: number
   /** An email's attachments: their decoded bytes and count at most, and how long their bytes stay after its last attempt. */
@@ -446,6 +449,7 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
     },
     logLevel: e.LOG_LEVEL,
     bodyLimit: e.BODY_LIMIT_BYTES,
+    requestTimeoutMs: e.HTTP_REQUEST_TIMEOUT_SECONDS * 1000,
     sendBodyLimit: e.SEND_BODY_LIMIT_BYTES ?? defaultSendBodyLimit(e.ATTACHMENTS_MAX_BYTES),
     attachments: { maxBytes: e.ATTACHMENTS_MAX_BYTES, maxCount: MAX_ATTACHMENTS, retentionMs: e.ATTACHMENT_RETENTION_HOURS * 3_600_000 },
     sessionTtlMs: e.SESSION_TTL_HOURS * 3_600_000,

@@ -138,10 +138,24 @@ describe('sizes are bounded before per-item work', () => {
     const res = parseRaw(slow)
     assert.equal(res.status, 413)
     assert.equal(res.body.error.code, 'payload_too_large')
-    // Declared 2 MB, sent 2 bytes, then silence (the connection stays open): answered all the same.
-    const short = parseRaw(await rawExchange(server, Buffer.concat([head(2_000_000), Buffer.from('{}')])))
+    // Declared 20 MB, sent 2 bytes, then silence (the connection stays open): answered all the same.
+    const short = parseRaw(await rawExchange(server, Buffer.concat([head(20_000_000), Buffer.from('{}')])))
     assert.equal(short.status, 413)
     assert.equal(short.headers.connection, 'close')
+  })
+})
+
+describe('a request must arrive whole in time', () => {
+  test('a body declared and never sent (under the send limit, so it would be read) is answered 408 at HTTP_REQUEST_TIMEOUT_SECONDS, in the envelope, and the connection closed', async (t) => {
+    const server = await startServer(t, { env: { HTTP_REQUEST_TIMEOUT_SECONDS: '1' } })
+    const { client } = await signedUp(server)
+    const s = await sender(server, client)
+    const head = `POST /api/send HTTP/1.1\r\nhost: x\r\nx-api-key: ${s.key}\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n`
+    const res = parseRaw(await rawExchange(server, Buffer.from(`${head}{"to":`, 'latin1')))
+    assert.equal(res.status, 408)
+    assert.equal(res.body.error.code, 'request_timeout')
+    assert.equal(res.headers.connection, 'close')
+    assert.equal((await client.get('/api/emails')).body.data.length, 0, 'nothing was sent')
   })
 })
 
