@@ -50,6 +50,7 @@ import deliveryRoutes from './http/routes/deliveries/index.js'
 import { sharedRateLimitStore } from './http/rate-limit-store.js'
 import emailListRoutes from './http/routes/email-list/index.js'
 import statsRoutes from './http/routes/stats/index.js'
+import { buildCachedSerializer } from './http/serializers.js'
 import { validatorCompiler } from './http/validation.js'
 import type { Store } from './store/types.js'
 
@@ -207,6 +208,8 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
     // default is no limit: a client declaring a body it never sends would hold its connection for good);
     // past it Node answers 408 (the envelope, src/http/framework-errors.ts) and closes. Node looks for
     // such requests every connectionsCheckingInterval: a quarter of the limit, at most its 30 s default.
+    // Response serializers compiled once per process, whatever the number of apps (./http/serializers.ts).
+    schemaController: { compilersFactory: { buildSerializer: buildCachedSerializer } },
     requestTimeout: config.requestTimeoutMs,
     http: { requestTimeout: config.requestTimeoutMs, connectionsCheckingInterval: Math.max(50, Math.min(30_000, Math.floor(config.requestTimeoutMs / 4))) },
   }).withTypeProvider<TypeBoxTypeProvider>()

@@ -289,7 +289,30 @@ function compileCheck (schema: Schema, ajv: Ajv.default, root: boolean): Check {
 
 type FastifyValidator = ((data: unknown) => boolean | { value: unknown }) & { errors?: FastifySchemaValidationError[] | null }
 
+/**
+ * Each route's schema is a module constant that every app built in this process shares (a test file builds
+ * dozens): its checks are compiled once, not once per app, and reused. Ajv's own cache cannot do it, as the
+ * copy asciiLengths makes is new each time. A validator keeps no state between calls but its `errors`,
+ * which it sets at each (synchronous) call.
+ */
+const compiled = new WeakMap<object, Map<string, FastifyValidator>>()
+
 export const validatorCompiler: FastifySchemaCompiler<any> = ({ schema, httpPart }) => {
+  const part = String(httpPart)
+  let byPart = compiled.get(schema)
+  if (byPart === undefined) {
+    byPart = new Map()
+    compiled.set(schema, byPart)
+  }
+  let validate = byPart.get(part)
+  if (validate === undefined) {
+    validate = compileValidator(schema, httpPart)
+    byPart.set(part, validate)
+  }
+  return validate
+}
+
+function compileValidator (schema: unknown, httpPart: string | undefined): FastifyValidator {
   const s = asciiLengths(schema) as Schema
   const body = httpPart === 'body'
   const check = compileCheck(s, body ? strict : coercing, true)
