@@ -12,12 +12,12 @@
 // - returning mail and received mail are not mixed in one transaction: the second kind's RCPT is 452 (the
 //   sender sends it in a transaction of its own), so no received message is read on the listener's thread.
 import assert from 'node:assert/strict'
-import { generateKeyPairSync } from 'node:crypto'
 import net from 'node:net'
 import { after, before, describe, test } from 'node:test'
 import nodemailer from 'nodemailer'
 import type { InboundMail } from '../../src/mail/inbound/listener.js'
 import type { Receiving } from '../../src/mail/inbound/receiving.js'
+import { dkimKey, signedMessage, type SenderKey } from '../helpers/dkim.js'
 import { startDnsServer, type TestDns } from '../helpers/dns-server.js'
 import { publishRecords, verifiedDomain, type ShownRecord } from '../helpers/domains.js'
 import { startServer, type TestServer } from '../helpers/server.js'
@@ -27,27 +27,6 @@ import { waitFor } from '../helpers/wait.js'
 
 const DEADLINE_MS = 2000
 const COMPLAINTS = 'complaints@bounces.svc.test'
-
-interface SenderKey { domain: string; selector: string; privateKey: string }
-
-function dkimKey (dns: TestDns | null, domain: string, selector: string): SenderKey {
-  const { privateKey, publicKey } = generateKeyPairSync('rsa', {
-    modulusLength: 2048,
-    publicKeyEncoding: { type: 'spki', format: 'der' },
-    privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
-  })
-  dns?.publish(`${selector}._domainkey.${domain}`, { TXT: [`v=DKIM1; k=rsa; p=${Buffer.from(publicKey).toString('base64')}`] })
-  return { domain, selector, privateKey }
-}
-
-/** The message nodemailer builds, DKIM-signed with `key`, CRLF line ends. */
-async function compose (mail: nodemailer.SendMailOptions, key: SenderKey): Promise<Buffer> {
-  const t = nodemailer.createTransport({
-    streamTransport: true, buffer: true, newline: 'windows',
-    dkim: { domainName: key.domain, keySelector: key.selector, privateKey: key.privateKey },
-  })
-  return (await t.sendMail(mail)).message as Buffer
-}
 
 interface World {
   server: TestServer
@@ -123,7 +102,7 @@ describe('received mail within bounds', () => {
   })
 
   test('3,000 DKIM-Signature fields: ten checked, the first passes, the message is kept', async () => {
-    const raw = (await compose({ from: 'customer@customer.example', to: 'support@example.com', subject: 'many signatures', text: 'Hello.\r\n'.repeat(2000) }, w.customer)).toString('latin1')
+    const raw = (await signedMessage({ from: 'customer@customer.example', to: 'support@example.com', subject: 'many signatures', text: 'Hello.\r\n'.repeat(2000) }, w.customer)).toString('latin1')
     // nodemailer's signature is the first field; 3,000 more after it, each with the message's own body
     // hash and a selector of its own: every one checked would be a DNS question.
     const bh = /bh=([^;]+);/.exec(raw)![1]!
@@ -150,7 +129,7 @@ describe('received mail within bounds', () => {
   })
 
   test('a selector whose zone never answers: temperror at the deadline, kept; /healthz and sending go on meanwhile', async () => {
-    const raw = await compose({ from: 'customer@silent.example', to: 'support@example.com', subject: 'silent zone', text: 'Hello.' }, w.silent)
+    const raw = await signedMessage({ from: 'customer@silent.example', to: 'support@example.com', subject: 'silent zone', text: 'Hello.' }, w.silent)
     const dropped = w.dns.dropped
     const answer = mail(raw, 'customer@silent.example')
     // The judgement is waiting on the silent zone now.
@@ -174,7 +153,7 @@ describe('received mail within bounds', () => {
   })
 
   test('a client that hangs up while its message is judged: the work stops, nothing is kept', async () => {
-    const raw = await compose({ from: 'customer@silent.example', to: 'support@example.com', subject: 'hung up', text: 'Hello.' }, w.silent)
+    const raw = await signedMessage({ from: 'customer@silent.example', to: 'support@example.com', subject: 'hung up', text: 'Hello.' }, w.silent)
     const dropped = w.dns.dropped
     const socket = net.connect(w.port, '127.0.0.1')
     const replies = replyReader(socket)
@@ -194,8 +173,8 @@ describe('received mail within bounds', () => {
   })
 
   test('every job taken: the next message is answered 451 4.3.2 and not kept', async () => {
-    const slow = await compose({ from: 'customer@silent.example', to: 'support@example.com', subject: 'slow one', text: 'Hello.' }, w.silent)
-    const next = await compose({ from: 'customer@customer.example', to: 'support@example.com', subject: 'one too many', text: 'Hello.' }, w.customer)
+    const slow = await signedMessage({ from: 'customer@silent.example', to: 'support@example.com', subject: 'slow one', text: 'Hello.' }, w.silent)
+    const next = await signedMessage({ from: 'customer@customer.example', to: 'support@example.com', subject: 'one too many', text: 'Hello.' }, w.customer)
     const dropped = w.dns.dropped
     const first = mail(slow, 'customer@silent.example')
     await waitFor('the first message to be judged', () => w.dns.dropped > dropped)

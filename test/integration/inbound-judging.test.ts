@@ -8,36 +8,15 @@
 // - a sender cannot turn DMARC's fail into temperror with slow lookups: ten signatures whose selectors are
 //   in the silent zone spend the DNS budget (half the deadline), and DMARC is still judged before the deadline.
 import assert from 'node:assert/strict'
-import { generateKeyPairSync } from 'node:crypto'
 import { after, before, describe, test } from 'node:test'
 import type { FastifyBaseLogger } from 'fastify'
-import nodemailer from 'nodemailer'
 import { Judging, type JudgingTuning } from '../../src/mail/inbound/judging.js'
+import { dkimKey, signedMessage, type SenderKey } from '../helpers/dkim.js'
 import { startDnsServer, type TestDns } from '../helpers/dns-server.js'
 import { waitFor } from '../helpers/wait.js'
 
 const quiet = { info () {}, warn () {}, error () {}, debug () {}, child () { return quiet } } as unknown as FastifyBaseLogger
 const IP = '192.0.2.1'
-
-interface SenderKey { domain: string; selector: string; privateKey: string }
-
-function dkimKey (dns: TestDns | null, domain: string, selector: string): SenderKey {
-  const { privateKey, publicKey } = generateKeyPairSync('rsa', {
-    modulusLength: 2048,
-    publicKeyEncoding: { type: 'spki', format: 'der' },
-    privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
-  })
-  dns?.publish(`${selector}._domainkey.${domain}`, { TXT: [`v=DKIM1; k=rsa; p=${Buffer.from(publicKey).toString('base64')}`] })
-  return { domain, selector, privateKey }
-}
-
-async function compose (mail: nodemailer.SendMailOptions, key: SenderKey): Promise<Buffer> {
-  const t = nodemailer.createTransport({
-    streamTransport: true, buffer: true, newline: 'windows',
-    dkim: { domainName: key.domain, keySelector: key.selector, privateKey: key.privateKey },
-  })
-  return (await t.sendMail(mail)).message as Buffer
-}
 
 let dns: TestDns
 let customer: SenderKey
@@ -71,8 +50,8 @@ describe('judging received mail', () => {
     const DEADLINE_MS = 3000
     // One thread, two jobs: the second waits for the thread the first holds. A lookup would wait past the deadline.
     const j = judging({ deadlineMs: DEADLINE_MS, lookupTimeoutMs: 10_000, maxJobs: 2, threads: 1 })
-    const stuck = await compose({ from: 'customer@silent.example', to: 'support@example.com', subject: 'stuck', text: 'Hello.' }, silent)
-    const fine = await compose({ from: 'customer@customer.example', to: 'support@example.com', subject: 'fine', text: 'Hello.' }, customer)
+    const stuck = await signedMessage({ from: 'customer@silent.example', to: 'support@example.com', subject: 'stuck', text: 'Hello.' }, silent)
+    const fine = await signedMessage({ from: 'customer@customer.example', to: 'support@example.com', subject: 'fine', text: 'Hello.' }, customer)
     const dropped = dns.dropped
     const startedAt = Date.now()
     const first = j.examine(stuck, envelope('customer@silent.example'))
@@ -92,14 +71,14 @@ describe('judging received mail', () => {
 
   test('the thread stops once idle and starts again with the next message; close() leaves none', async () => {
     const j = judging({ idleMs: 200 })
-    const fine = await compose({ from: 'customer@customer.example', to: 'support@example.com', subject: 'fine', text: 'Hello.' }, customer)
+    const fine = await signedMessage({ from: 'customer@customer.example', to: 'support@example.com', subject: 'fine', text: 'Hello.' }, customer)
     const a = await j.examine(fine, envelope('customer@customer.example'))
     assert.equal(a !== 'unreadable' && a.authentication.dkim, 'pass')
     assert.equal(j.threadIds.length, 1)
     await waitFor('the idle thread to stop', () => j.threadIds.length === 0)
     const b = await j.examine(fine, envelope('customer@customer.example'))
     assert.equal(b !== 'unreadable' && b.authentication.dkim, 'pass')
-    const stuck = await compose({ from: 'customer@silent.example', to: 'support@example.com', subject: 'stuck', text: 'Hello.' }, silent)
+    const stuck = await signedMessage({ from: 'customer@silent.example', to: 'support@example.com', subject: 'stuck', text: 'Hello.' }, silent)
     const dropped = dns.dropped
     const pending = j.examine(stuck, envelope('customer@silent.example'))
     await waitFor('the message to wait on the silent zone', () => dns.dropped > dropped)
@@ -114,7 +93,7 @@ describe('judging received mail', () => {
     // One try of 1 s per lookup, one after the other: ten would take 10 s, past the deadline.
     const j = judging({ deadlineMs: DEADLINE_MS, lookupTimeoutMs: 1000 })
     // A spoof of customer.example (p=reject) from an address its SPF does not list, signed by silent.example.
-    const raw = (await compose({ from: 'customer@customer.example', to: 'support@example.com', subject: 'spoof', text: 'Hello.' }, silent)).toString('latin1')
+    const raw = (await signedMessage({ from: 'customer@customer.example', to: 'support@example.com', subject: 'spoof', text: 'Hello.' }, silent)).toString('latin1')
     const bh = /bh=([^;]+);/.exec(raw)![1]!
     let end = raw.indexOf('\r\n') + 2
     while (raw[end] === ' ' || raw[end] === '\t') end = raw.indexOf('\r\n', end) + 2

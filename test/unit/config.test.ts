@@ -5,18 +5,9 @@ import { tmpdir } from 'node:os'
 import path, { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, test } from 'node:test'
-import { ConfigError, loadConfig } from '../../config/index.js'
+import { loadConfig } from '../../config/index.js'
+import { configProblems } from '../helpers/config.js'
 import { resolveSecret } from '../../config/secret.js'
-
-function problems (env: Record<string, string>): string[] {
-  try {
-    loadConfig(env)
-  } catch (err) {
-    assert.ok(err instanceof ConfigError)
-    return err.problems
-  }
-  assert.fail('expected a ConfigError')
-}
 
 describe('loadConfig', () => {
   test('an empty environment gives the documented defaults', () => {
@@ -37,11 +28,11 @@ describe('loadConfig', () => {
   test('SMTP_CONNECTION_MAX_MESSAGES and SMTP_CONNECTION_MAX_AGE: 0 means no limit, a value out of range is refused by name', () => {
     assert.deepEqual(loadConfig({ SMTP_CONNECTION_MAX_MESSAGES: '0', SMTP_CONNECTION_MAX_AGE: '0' }).smtpConnectionLimits, { maxMessages: 0, maxAgeMs: 0 })
     assert.deepEqual(loadConfig({ SMTP_CONNECTION_MAX_MESSAGES: '100', SMTP_CONNECTION_MAX_AGE: '60' }).smtpConnectionLimits, { maxMessages: 100, maxAgeMs: 60_000 })
-    assert.match(problems({ SMTP_CONNECTION_MAX_MESSAGES: '-1' }).join('; '), /SMTP_CONNECTION_MAX_MESSAGES must be a whole number/)
-    assert.match(problems({ SMTP_CONNECTION_MAX_AGE: '86401' }).join('; '), /SMTP_CONNECTION_MAX_AGE must be a whole number of seconds/)
+    assert.match(configProblems({ SMTP_CONNECTION_MAX_MESSAGES: '-1' }).join('; '), /SMTP_CONNECTION_MAX_MESSAGES must be a whole number/)
+    assert.match(configProblems({ SMTP_CONNECTION_MAX_AGE: '86401' }).join('; '), /SMTP_CONNECTION_MAX_AGE must be a whole number of seconds/)
     // Not rounded down to a number the operator did not write.
-    assert.match(problems({ SMTP_CONNECTION_MAX_AGE: '1.5' }).join('; '), /SMTP_CONNECTION_MAX_AGE must be a whole number of seconds .*\(got "1\.5"\)/)
-    assert.match(problems({ SMTP_POOL_SIZE: '2e1' }).join('; '), /SMTP_POOL_SIZE must be a whole number/)
+    assert.match(configProblems({ SMTP_CONNECTION_MAX_AGE: '1.5' }).join('; '), /SMTP_CONNECTION_MAX_AGE must be a whole number of seconds .*\(got "1\.5"\)/)
+    assert.match(configProblems({ SMTP_POOL_SIZE: '2e1' }).join('; '), /SMTP_POOL_SIZE must be a whole number/)
   })
 
   test('MAIL_LEASE_SECONDS and DELIVERY_LEASE_SECONDS: 30 s each by default, set apart, refused by name out of range', () => {
@@ -50,22 +41,22 @@ describe('loadConfig', () => {
     assert.equal(c.delivery.leaseMs, 30_000)
     assert.equal(loadConfig({ MAIL_LEASE_SECONDS: '4' }).mail.leaseMs, 4_000)
     assert.equal(loadConfig({ MAIL_LEASE_SECONDS: '4' }).delivery.leaseMs, 30_000)
-    assert.match(problems({ MAIL_LEASE_SECONDS: '0' }).join('; '), /MAIL_LEASE_SECONDS must be a whole number of seconds from 2 to 3600/)
-    assert.match(problems({ MAIL_LEASE_SECONDS: '3601' }).join('; '), /MAIL_LEASE_SECONDS must be/)
+    assert.match(configProblems({ MAIL_LEASE_SECONDS: '0' }).join('; '), /MAIL_LEASE_SECONDS must be a whole number of seconds from 2 to 3600/)
+    assert.match(configProblems({ MAIL_LEASE_SECONDS: '3601' }).join('; '), /MAIL_LEASE_SECONDS must be/)
   })
 
   test('SCHEDULE_HORIZON_DAYS: 30 days by default, 1 to 365, refused by name out of range', () => {
     assert.equal(loadConfig({}).mail.scheduleHorizonDays, 30)
     assert.equal(loadConfig({ SCHEDULE_HORIZON_DAYS: '90' }).mail.scheduleHorizonDays, 90)
-    assert.match(problems({ SCHEDULE_HORIZON_DAYS: '0' }).join('; '), /SCHEDULE_HORIZON_DAYS must be a whole number of days from 1 to 365/)
-    assert.match(problems({ SCHEDULE_HORIZON_DAYS: '366' }).join('; '), /SCHEDULE_HORIZON_DAYS must be/)
+    assert.match(configProblems({ SCHEDULE_HORIZON_DAYS: '0' }).join('; '), /SCHEDULE_HORIZON_DAYS must be a whole number of days from 1 to 365/)
+    assert.match(configProblems({ SCHEDULE_HORIZON_DAYS: '366' }).join('; '), /SCHEDULE_HORIZON_DAYS must be/)
   })
 
   test('NODE_ID defaults to the host name, made safe; a name with other characters is refused', () => {
     assert.equal(loadConfig({}, { hostname: 'mail-1.example.internal' }).nodeId, 'mail-1.example.internal')
     assert.equal(loadConfig({}, { hostname: 'odd host/name' }).nodeId, 'odd-host-name')
     assert.equal(loadConfig({ NODE_ID: 'web-2:a' }, { hostname: 'h' }).nodeId, 'web-2:a')
-    const lines = problems({ NODE_ID: 'two words' })
+    const lines = configProblems({ NODE_ID: 'two words' })
     assert.equal(lines.length, 1)
     assert.match(lines[0]!, /^NODE_ID must be a name for this process/)
   })
@@ -87,8 +78,8 @@ describe('loadConfig', () => {
     assert.deepEqual(loadConfig({ PUBLIC_URL: 'http://dev.example.test:8080/' }).allowedOrigins,
       ['http://dev.example.test:8080', 'http://localhost:3000', 'http://127.0.0.1:3000', 'http://[::1]:3000'])
     assert.deepEqual(loadConfig({}).warnings, [])
-    assert.deepEqual(problems({ HOST: 'not a host', NODE_ENV: 'development' }), ['HOST must be an interface address to listen on, like 127.0.0.1 or 0.0.0.0 (got "not a host"), or set PUBLIC_URL'])
-    assert.deepEqual(problems({ PUBLIC_URL: 'http://a b' }), ['PUBLIC_URL must be an origin like https://mail.example.com (scheme and host, no path) (got "http://a b")'])
+    assert.deepEqual(configProblems({ HOST: 'not a host', NODE_ENV: 'development' }), ['HOST must be an interface address to listen on, like 127.0.0.1 or 0.0.0.0 (got "not a host"), or set PUBLIC_URL'])
+    assert.deepEqual(configProblems({ PUBLIC_URL: 'http://a b' }), ['PUBLIC_URL must be an origin like https://mail.example.com (scheme and host, no path) (got "http://a b")'])
   })
 
   test('production: only PUBLIC_URL is an allowed origin, and a missing or loopback PUBLIC_URL is warned about', () => {
@@ -113,7 +104,7 @@ describe('loadConfig', () => {
       assert.deepEqual(loadConfig({ HOST: host }).warnings, [], host)
     }
     for (const host of ['0.0.0.0', '::', '192.168.1.20', 'mail.example.com']) {
-      const lines = problems({ HOST: host })
+      const lines = configProblems({ HOST: host })
       assert.equal(lines.length, 1, host)
       assert.match(lines[0]!, /^NODE_ENV must be set when HOST is not a loopback address/, host)
     }
@@ -129,7 +120,7 @@ describe('loadConfig', () => {
     assert.equal(loadConfig({ TRUST_PROXY: '1' }).trustProxy, 1)
     assert.deepEqual(loadConfig({ TRUST_PROXY: '10.0.0.5, 10.1.0.0/16,::1' }).trustProxy, ['10.0.0.5', '10.1.0.0/16', '::1'])
     for (const bad of ['true', '0', '10.0.0.300', 'all']) {
-      const lines = problems({ TRUST_PROXY: bad })
+      const lines = configProblems({ TRUST_PROXY: bad })
       assert.equal(lines.length, 1, bad)
       assert.match(lines[0]!, /^TRUST_PROXY must be false, the number of reverse proxies/, bad)
     }
@@ -146,7 +137,7 @@ describe('loadConfig', () => {
     assert.equal(loadConfig({ ...prod, METRICS_TOKEN: '' }).metricsServed, false)
     const on = loadConfig({ ...prod, METRICS_TOKEN: 'metrics-token-0123456789' })
     assert.deepEqual([on.metricsServed, on.metricsToken, on.warnings], [true, 'metrics-token-0123456789', []])
-    const [short] = problems({ ...prod, METRICS_TOKEN: 'short' })
+    const [short] = configProblems({ ...prod, METRICS_TOKEN: 'short' })
     assert.match(short!, /^METRICS_TOKEN must be a bearer token of at least 16 characters$/)
   })
 
@@ -163,7 +154,7 @@ describe('loadConfig', () => {
   })
 
   test('each bad variable gets one line naming it and what it expects', () => {
-    const lines = problems({ PORT: 'http', NODE_ENV: 'staging', RETENTION_DAYS: '0', PUBLIC_URL: 'mail.example.com' })
+    const lines = configProblems({ PORT: 'http', NODE_ENV: 'staging', RETENTION_DAYS: '0', PUBLIC_URL: 'mail.example.com' })
     assert.equal(lines.length, 4)
     assert.ok(lines.some((l) => l.startsWith('PORT must be a TCP port number from 0 to 65535') && l.includes('"http"')))
     assert.ok(lines.some((l) => l.startsWith('NODE_ENV must be one of development, production, test')))
@@ -172,14 +163,14 @@ describe('loadConfig', () => {
   })
 
   test('production needs SVC_SECRET, and a short secret is refused without being repeated', () => {
-    assert.deepEqual(problems({ NODE_ENV: 'production' }), ['SVC_SECRET must be set in production (a random string of at least 32 characters)'])
-    const [line] = problems({ SVC_SECRET: 'hunter2' })
+    assert.deepEqual(configProblems({ NODE_ENV: 'production' }), ['SVC_SECRET must be set in production (a random string of at least 32 characters)'])
+    const [line] = configProblems({ SVC_SECRET: 'hunter2' })
     assert.ok(line?.startsWith('SVC_SECRET must be'))
     assert.equal(line?.includes('hunter2'), false)
   })
 
   test('a connection string with a password is never echoed', () => {
-    const [line] = problems({ MONGODB_URI: 'postgres://admin:s3cret@db' })
+    const [line] = configProblems({ MONGODB_URI: 'postgres://admin:s3cret@db' })
     assert.ok(line?.startsWith('MONGODB_URI must be'))
     assert.equal(line?.includes('s3cret'), false)
   })
@@ -188,7 +179,7 @@ describe('loadConfig', () => {
     assert.equal(loadConfig({}).mongodbWriteConcern, 'majority')
     assert.equal(loadConfig({ MONGODB_WRITE_CONCERN: '2' }).mongodbWriteConcern, 2)
     for (const bad of ['0', 'all', '1; w=0']) {
-      assert.match(problems({ MONGODB_WRITE_CONCERN: bad })[0] ?? '', /^MONGODB_WRITE_CONCERN must be majority, or a number/)
+      assert.match(configProblems({ MONGODB_WRITE_CONCERN: bad })[0] ?? '', /^MONGODB_WRITE_CONCERN must be majority, or a number/)
     }
   })
 })
