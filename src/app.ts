@@ -204,12 +204,14 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
     },
     // Tracking tokens travel in the path (/t/c/<token>), and a click token carries its whole link.
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 8192 },
+    // Response serializers compiled once per process, whatever the number of apps (./http/serializers.ts).
+    schemaController: { compilersFactory: { buildSerializer: buildCachedSerializer } },
     // A request must arrive whole, body included, within HTTP_REQUEST_TIMEOUT_SECONDS (Fastify's own
     // default is no limit: a client declaring a body it never sends would hold its connection for good);
     // past it Node answers 408 (the envelope, src/http/framework-errors.ts) and closes. Node looks for
     // such requests every connectionsCheckingInterval: a quarter of the limit, at most its 30 s default.
-    // Response serializers compiled once per process, whatever the number of apps (./http/serializers.ts).
-    schemaController: { compilersFactory: { buildSerializer: buildCachedSerializer } },
+    // Given twice on purpose: Node takes it (and the headers' limit from it) at construction, and Fastify
+    // sets the server's own afterwards, where its default 0 would switch it off again.
     requestTimeout: config.requestTimeoutMs,
     http: { requestTimeout: config.requestTimeoutMs, connectionsCheckingInterval: Math.max(50, Math.min(30_000, Math.floor(config.requestTimeoutMs / 4))) },
   }).withTypeProvider<TypeBoxTypeProvider>()
