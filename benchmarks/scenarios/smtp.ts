@@ -8,9 +8,9 @@
 import type { ChildProcess } from 'node:child_process'
 import { generateKeyPairSync } from 'node:crypto'
 import { iso } from '../../src/domain/clock.js'
-import { sealKey } from '../../src/app/domains.js'
 import { newId } from '../../src/domain/ids.js'
 import { limitsOf } from '../../src/domain/plans.js'
+import { seal } from '../../src/domain/secrets.js'
 import { DEFAULT_SMTP_POOL_SIZE } from '../../src/mail/smtp-transport.js'
 import { batchBodies, costOf, CpuWatch, log, notes, pick, postBatches, recordCost, recordCpu, reportLogged, results, SIZES, startSvc, stopSvc, type Sample } from '../lib/context.js'
 import { ask, sleep, startProc, stopChild, type Msg } from '../lib/procs.js'
@@ -101,7 +101,7 @@ async function svcRun (relay: ChildProcess, port: number, count: number, signed:
     const id = newId('dom')
     const now = iso(Date.now())
     await seeder.store.insertDomain({
-      id, accountId: account, name: DOMAIN, selector: 'bench', publicKey: pair.publicKey.toString('base64'), privateKey: sealKey(SVC_SECRET, id, pair.privateKey),
+      id, accountId: account, name: DOMAIN, selector: 'bench', publicKey: pair.publicKey.toString('base64'), privateKey: seal(SVC_SECRET, 'dkim private key', id, pair.privateKey),
       status: 'verified', records: { dkim: 'verified', return_path: 'verified', spf: 'verified', dmarc: 'verified', receiving: 'pending' }, receiving: false,
       createdAt: now, updatedAt: now, lastCheckedAt: now, verifiedAt: now,
     }, limitsOf('pro').domains)

@@ -1,8 +1,8 @@
 // Sender domains: what a domain name must look like, the DKIM key svc makes for it, the DNS records the
 // owner publishes, how a DNS check turns into a status, and which sends a verified domain allows. The
-// DKIM private key is sealed (AES-256-GCM, key derived from SVC_SECRET with HKDF) before it reaches the
-// store, and is opened only to sign outgoing mail: no route ever returns it.
-import { createCipheriv, createDecipheriv, generateKeyPair, hkdfSync, randomBytes } from 'node:crypto'
+// DKIM private key is sealed (domain/secrets.ts, bound to the domain's id) before it reaches the store,
+// and is opened only to sign outgoing mail: no route ever returns it.
+import { generateKeyPair, randomBytes } from 'node:crypto'
 import { isIP } from 'node:net'
 import { domainToASCII } from 'node:url'
 import { promisify } from 'node:util'
@@ -14,6 +14,7 @@ import { iso, type Clock } from '../domain/clock.js'
 import type { Dns } from '../domain/dns.js'
 import { newId } from '../domain/ids.js'
 import { PLANS, limitsOf } from '../domain/plans.js'
+import { open, seal } from '../domain/secrets.js'
 
 const generateKeyPairAsync = promisify(generateKeyPair)
 
@@ -76,30 +77,6 @@ export function normaliseDomainName (input: string): { name: string } | { error:
 export function domainOfAddress (address: string): string {
   const at = address.lastIndexOf('@')
   return at < 0 ? '' : address.slice(at + 1).toLowerCase()
-}
-
-// Sealing the private key. The domain id is bound in as associated data: a sealed key copied onto
-// another domain's row does not open.
-
-function sealingKey (secret: string): Buffer {
-  return Buffer.from(hkdfSync('sha256', secret, 'svc', 'svc dkim private key v1', 32))
-}
-
-export function sealKey (secret: string, domainId: string, pem: string): string {
-  const iv = randomBytes(12)
-  const cipher = createCipheriv('aes-256-gcm', sealingKey(secret), iv)
-  cipher.setAAD(Buffer.from(domainId))
-  const body = Buffer.concat([cipher.update(pem, 'utf8'), cipher.final()])
-  return ['v1', iv.toString('base64url'), cipher.getAuthTag().toString('base64url'), body.toString('base64url')].join('.')
-}
-
-export function openKey (secret: string, domainId: string, sealed: string): string {
-  const [version, iv, tag, body] = sealed.split('.')
-  if (version !== 'v1' || !iv || !tag || body === undefined) throw new Error('the sealed DKIM key has an unknown format')
-  const decipher = createDecipheriv('aes-256-gcm', sealingKey(secret), Buffer.from(iv, 'base64url'))
-  decipher.setAAD(Buffer.from(domainId))
-  decipher.setAuthTag(Buffer.from(tag, 'base64url'))
-  return Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()]).toString('utf8')
 }
 
 // The records.
@@ -327,7 +304,7 @@ export function createDomainService ({ store, clock, secret, dns, settings, requ
         name: n.name,
         selector: newSelector(),
         publicKey: Buffer.from(publicKey).toString('base64'),
-        privateKey: sealKey(secret, id, privateKey),
+        privateKey: seal(secret, 'dkim private key', id, privateKey),
         status: 'pending',
         records: { dkim: 'pending', return_path: 'pending', spf: 'pending', dmarc: 'pending', receiving: 'pending' },
         createdAt: now,
@@ -444,7 +421,7 @@ export function createDomainService ({ store, clock, secret, dns, settings, requ
       const kept = signing.get(cacheKey)
       if (kept !== undefined && kept.until > now) return kept.key
       const d = await store.findDomainByName(accountId, name)
-      const key = d === null || d.status !== 'verified' ? null : { domainName: d.name, keySelector: d.selector, privateKey: openKey(secret, d.id, d.privateKey) }
+      const key = d === null || d.status !== 'verified' ? null : { domainName: d.name, keySelector: d.selector, privateKey: open(secret, 'dkim private key', d.id, d.privateKey) }
       if (signing.size >= SIGNING_KEYS_KEPT) signing.delete(signing.keys().next().value!)
       signing.set(cacheKey, { until: now + SIGNING_KEY_TTL_MS, key })
       return key

@@ -1,6 +1,7 @@
-// Secret material: API keys, session tokens, webhook secrets and passwords. Secrets that svc only checks
-// are stored as hashes; secrets it must use again (webhook signing secrets) are sealed with a key derived
-// from SVC_SECRET; every comparison of secret bytes is constant-time.
+// Secret material: API keys, session tokens, webhook secrets, DKIM keys and passwords. Secrets that svc
+// only checks are stored as hashes; secrets it must use again (webhook signing secrets, DKIM private keys)
+// are sealed with a key derived from SVC_SECRET (seal/open, below); every comparison of secret bytes is
+// constant-time.
 import { createCipheriv, createDecipheriv, createHmac, hkdfSync, randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto'
 
 export const API_KEY_PREFIX = 'svc_sk_'
@@ -111,23 +112,38 @@ export function safeEqual (a: string, b: string): boolean {
   return x.length === y.length && timingSafeEqual(x, y)
 }
 
-// Sealing: AES-256-GCM under a key derived from SVC_SECRET with HKDF (one key per purpose), a fresh
-// 96-bit IV per value, and the record's id as associated data, so a sealed value copied onto another
-// record does not open. The form: `<prefix>v1.<iv>.<tag>.<ciphertext>`, base64url parts.
+// Sealing: AES-256-GCM under a key derived from SVC_SECRET with HKDF, one key per purpose, so a value
+// sealed for one purpose never opens as another. seal/open use a fresh 96-bit IV per value and bind the
+// value to its record (the record's id as associated data: a sealed value copied onto another record does
+// not open). The form: `v1.<iv>.<tag>.<ciphertext>`, base64url parts. Tracking tokens have a compact
+// form of their own (src/mail/tracking.ts) under the key sealingKey gives them.
 
-const sealingKeys = new Map<string, Buffer>()
-function sealingKey (secret: string, purpose: string): Buffer {
-  const id = `${purpose}\0${secret}`
-  let key = sealingKeys.get(id)
-  if (key === undefined) {
-    if (sealingKeys.size > 16) sealingKeys.clear()
-    key = Buffer.from(hkdfSync('sha256', secret, 'svc', purpose, 32))
-    sealingKeys.set(id, key)
-  }
+/** What a sealed value is for; each purpose has a key of its own. */
+export type SealPurpose = 'webhook signing secret' | 'dkim private key' | 'tracking token'
+
+/** The HKDF info of each purpose's key; changing one makes every value sealed for it unreadable. */
+const SEAL_INFO: Record<SealPurpose, string> = {
+  'webhook signing secret': 'svc webhook signing secret v1',
+  'dkim private key': 'svc dkim private key v1',
+  'tracking token': 'svc tracking token v2: AES-256-GCM seal key',
+}
+
+// One secret per process in practice: each purpose's key is derived once, and a 1,000-link email (a
+// tracking token per link) costs no derivation at all.
+const sealingKeys = new Map<SealPurpose, { secret: string; key: Buffer }>()
+
+/** The 256-bit key of a purpose: HKDF-SHA256 of SVC_SECRET (salt 'svc'), the purpose's info. */
+export function sealingKey (secret: string, purpose: SealPurpose): Buffer {
+  const known = sealingKeys.get(purpose)
+  if (known !== undefined && known.secret === secret) return known.key
+  if (!Object.hasOwn(SEAL_INFO, purpose)) throw new TypeError(`no sealing purpose ${String(purpose)}`)
+  const key = Buffer.from(hkdfSync('sha256', secret, 'svc', SEAL_INFO[purpose], 32))
+  sealingKeys.set(purpose, { secret, key })
   return key
 }
 
-function sealText (secret: string, purpose: string, recordId: string, plain: string): string {
+/** `plain` sealed for `purpose`, bound to the record `recordId`. */
+export function seal (secret: string, purpose: SealPurpose, recordId: string, plain: string): string {
   const iv = randomBytes(12)
   const cipher = createCipheriv('aes-256-gcm', sealingKey(secret, purpose), iv)
   cipher.setAAD(Buffer.from(recordId))
@@ -135,9 +151,13 @@ function sealText (secret: string, purpose: string, recordId: string, plain: str
   return ['v1', iv.toString('base64url'), cipher.getAuthTag().toString('base64url'), body.toString('base64url')].join('.')
 }
 
-function openText (secret: string, purpose: string, recordId: string, sealed: string): string {
+/**
+ * What seal() sealed. Throws when the value does not open: another purpose, another record, another
+ * SVC_SECRET, a byte altered, or not a sealed value at all.
+ */
+export function open (secret: string, purpose: SealPurpose, recordId: string, sealed: string): string {
   const [version, iv, tag, body, extra] = sealed.split('.', 5)
-  if (version !== 'v1' || !iv || !tag || body === undefined || extra !== undefined) throw new Error('a sealed value has an unknown format')
+  if (version !== 'v1' || !iv || !tag || body === undefined || extra !== undefined) throw new Error(`a sealed ${purpose} has an unknown format`)
   const decipher = createDecipheriv('aes-256-gcm', sealingKey(secret, purpose), Buffer.from(iv, 'base64url'))
   decipher.setAAD(Buffer.from(recordId))
   decipher.setAuthTag(Buffer.from(tag, 'base64url'))
@@ -146,11 +166,10 @@ function openText (secret: string, purpose: string, recordId: string, sealed: st
 
 /** How a sealed webhook secret starts in the store; a secret starting with `whsec_` was stored before sealing. */
 export const SEALED_WEBHOOK_SECRET_PREFIX = 'sealed:'
-const WEBHOOK_SEAL_PURPOSE = 'svc webhook signing secret v1'
 
 /** The stored form of a webhook's signing secret, bound to the webhook's id. */
 export function sealWebhookSecret (secret: string, webhookId: string, plain: string): string {
-  return SEALED_WEBHOOK_SECRET_PREFIX + sealText(secret, WEBHOOK_SEAL_PURPOSE, webhookId, plain)
+  return SEALED_WEBHOOK_SECRET_PREFIX + seal(secret, 'webhook signing secret', webhookId, plain)
 }
 
 /**
@@ -159,5 +178,5 @@ export function sealWebhookSecret (secret: string, webhookId: string, plain: str
  */
 export function openWebhookSecret (secret: string, webhookId: string, stored: string): string {
   if (!stored.startsWith(SEALED_WEBHOOK_SECRET_PREFIX)) return stored
-  return openText(secret, WEBHOOK_SEAL_PURPOSE, webhookId, stored.slice(SEALED_WEBHOOK_SECRET_PREFIX.length))
+  return open(secret, 'webhook signing secret', webhookId, stored.slice(SEALED_WEBHOOK_SECRET_PREFIX.length))
 }

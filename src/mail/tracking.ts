@@ -1,5 +1,6 @@
-import { createCipheriv, createDecipheriv, createHmac, hkdfSync, randomFillSync, timingSafeEqual } from 'node:crypto'
+import { createCipheriv, createDecipheriv, createHmac, randomFillSync, timingSafeEqual } from 'node:crypto'
 import { QuoteType, Tokenizer } from 'htmlparser2'
+import { sealingKey } from '../domain/secrets.js'
 
 export type TrackingKind = 'open' | 'click' | 'unsubscribe'
 
@@ -49,8 +50,10 @@ const httpUrls = new Map<string, boolean>()
 //
 //   base64url( 0x02 | salt (16 random bytes) | AES-256-GCM ciphertext of the claims | GCM tag (16) )
 //
-// The AES key of each token is HMAC-SHA256(sealKey, salt), where sealKey is derived from SVC_SECRET with
-// HKDF for this purpose alone (the same secret also keys sessions and API-key hashes). A key of its own
+// The AES key of each token is HMAC-SHA256(sealKey, salt), where sealKey is the 'tracking token' key of
+// domain/secrets.ts (HKDF of SVC_SECRET for this purpose alone; the same secret also keys sessions, API-key
+// hashes and the other sealed values). This form rather than secrets.ts's seal(): a token is in every link
+// of every copy, so it is kept short (no IV, the version byte as the only header). A key of its own
 // per token lets GCM run with a fixed nonce and takes away the birthday limit of random 96-bit nonces
 // under one key (about 2^32 tokens), which a busy sender would reach: 128-bit salts never repeat in
 // practice. The version byte is authenticated too. Tampering with any bit is a failed tag, so a token
@@ -83,7 +86,7 @@ function keysFor(secret: string): TokenKeys {
   if (typeof secret !== 'string' || secret === '') throw new TypeError('tracking secret must not be empty')
   if (cachedKeys?.secret === secret) return cachedKeys.keys
   const keys: TokenKeys = {
-    seal: Buffer.from(hkdfSync('sha256', secret, '', 'svc tracking token v2: AES-256-GCM seal key', 32)),
+    seal: sealingKey(secret, 'tracking token'),
     legacyMac: createHmac('sha256', secret).update('svc tracking token v1').digest(),
   }
   cachedKeys = { secret, keys }

@@ -102,7 +102,7 @@ export interface DomainRecord {
   selector: string
   /** The DKIM public key, base64 of its DER SubjectPublicKeyInfo (what the TXT record's p= holds). */
   publicKey: string
-  /** The DKIM private key, encrypted (domains.ts sealKey); only the mailer opens it. */
+  /** The DKIM private key, sealed (src/domain/secrets.ts); only the mailer opens it. */
   privateKey: string
   status: DomainStatus
   /** What the last check found for each record. */

@@ -2,7 +2,8 @@
 // reader, the header scan, and the domain-name rules; and the DSN verdicts.
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { normaliseDomainName, openKey, sealKey } from '../../src/app/domains.js'
+import { normaliseDomainName } from '../../src/app/domains.js'
+import { open, seal } from '../../src/domain/secrets.js'
 import { newId } from '../../src/domain/ids.js'
 import { addressField, classifyDsn, emailIdOfMessageId, statusCode } from '../../src/app/returned-mail.js'
 import { makeVerpToken, parseVerpAddress, readVerpToken, TOKEN_CHARS, verpAddress, verpKey } from '../../src/domain/verp.js'
@@ -102,10 +103,10 @@ describe('domain names and sealed keys', () => {
   })
 
   test('a sealed key opens only with its secret and on its own domain', () => {
-    const sealed = sealKey('secret-one-0123456789-abcdefghijklmnop', 'dom_1', 'PEM')
+    const sealed = seal('secret-one-0123456789-abcdefghijklmnop', 'dkim private key', 'dom_1', 'PEM')
     assert.doesNotMatch(sealed, /PEM/)
-    assert.equal(openKey('secret-one-0123456789-abcdefghijklmnop', 'dom_1', sealed), 'PEM')
-    assert.throws(() => openKey('secret-two-0123456789-abcdefghijklmnop', 'dom_1', sealed))
-    assert.throws(() => openKey('secret-one-0123456789-abcdefghijklmnop', 'dom_2', sealed))
+    assert.equal(open('secret-one-0123456789-abcdefghijklmnop', 'dkim private key', 'dom_1', sealed), 'PEM')
+    assert.throws(() => open('secret-two-0123456789-abcdefghijklmnop', 'dkim private key', 'dom_1', sealed))
+    assert.throws(() => open('secret-one-0123456789-abcdefghijklmnop', 'dkim private key', 'dom_2', sealed))
   })
 })
