@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createHmac, randomFillSync, timingSafeEqual } from 'node:crypto'
+import { createCipheriv, createDecipheriv, createHmac, randomFillSync } from 'node:crypto'
 import { QuoteType, Tokenizer } from 'htmlparser2'
 import { sealingKey } from '../domain/secrets.js'
 
@@ -73,24 +73,10 @@ const MAX_EXP = 2 ** 48 - 1
 const KIND_CODE = { open: 0, click: 1, unsubscribe: 2 } as const
 const KIND_OF_CODE: readonly TrackingKind[] = ['open', 'click', 'unsubscribe']
 
-interface TokenKeys {
-  seal: Buffer
-  /** The key of the first token format (`payload.mac`), still verified until those tokens expire. */
-  legacyMac: Buffer
-}
-
-// One secret per process in practice; deriving the keys once keeps a 1,000-link email cheap.
-let cachedKeys: { secret: string; keys: TokenKeys } | undefined
-
-function keysFor(secret: string): TokenKeys {
+/** The tracking purpose's key of `secret` (derived once per secret: a 1,000-link email stays cheap). */
+function sealKeyOf(secret: string): Buffer {
   if (typeof secret !== 'string' || secret === '') throw new TypeError('tracking secret must not be empty')
-  if (cachedKeys?.secret === secret) return cachedKeys.keys
-  const keys: TokenKeys = {
-    seal: sealingKey(secret, 'tracking token'),
-    legacyMac: createHmac('sha256', secret).update('svc tracking token v1').digest(),
-  }
-  cachedKeys = { secret, keys }
-  return keys
+  return sealingKey(secret, 'tracking token')
 }
 
 // Salts come from a pool filled 256 at a time: an email with many links makes many tokens, and one call
@@ -182,7 +168,7 @@ function decodeClaims(b: Buffer): TrackingClaims | null {
 export function createTrackingToken(secret: string, claims: TrackingClaims): string {
   const plain = encodeClaims(claims)
   const salt = nextSalt()
-  const cipher = createCipheriv('aes-256-gcm', tokenKey(keysFor(secret).seal, salt), FIXED_IV, { authTagLength: TAG_BYTES })
+  const cipher = createCipheriv('aes-256-gcm', tokenKey(sealKeyOf(secret), salt), FIXED_IV, { authTagLength: TAG_BYTES })
   cipher.setAAD(HEADER)
   // GCM is a stream cipher: update gives every byte, and final none (it completes the tag).
   let sealed = cipher.update(plain)
@@ -203,14 +189,13 @@ export function verifyTrackingToken(
   nowSeconds: number = Math.floor(Date.now() / 1000),
 ): TrackingClaims | null {
   if (typeof token !== 'string' || token.length > MAX_TOKEN_LENGTH) return null
-  const keys = keysFor(secret)
-  const claims = token.includes('.') ? openLegacy(keys, token) : open(keys, token)
+  const claims = openToken(sealKeyOf(secret), token)
   if (claims === null || claims.kind !== kind) return null
   if (nowSeconds >= claims.exp) return null
   return claims
 }
 
-function open(keys: TokenKeys, token: string): TrackingClaims | null {
+function openToken(sealKey: Buffer, token: string): TrackingClaims | null {
   if (!B64URL.test(token)) return null
   const raw = Buffer.from(token, 'base64url')
   // Base64 has several spellings of the same bytes; only the canonical one is the token we issued.
@@ -219,7 +204,7 @@ function open(keys: TokenKeys, token: string): TrackingClaims | null {
   const tag = raw.subarray(raw.length - TAG_BYTES)
   let plain: Buffer
   try {
-    const decipher = createDecipheriv('aes-256-gcm', tokenKey(keys.seal, salt), FIXED_IV, { authTagLength: TAG_BYTES })
+    const decipher = createDecipheriv('aes-256-gcm', tokenKey(sealKey, salt), FIXED_IV, { authTagLength: TAG_BYTES })
     decipher.setAAD(HEADER)
     decipher.setAuthTag(tag)
     plain = Buffer.concat([decipher.update(raw.subarray(HEADER.length + SALT_BYTES, raw.length - TAG_BYTES)), decipher.final()])
@@ -227,42 +212,6 @@ function open(keys: TokenKeys, token: string): TrackingClaims | null {
     return null // a wrong tag: altered, forged, or sealed under another secret
   }
   return decodeClaims(plain)
-}
-
-/**
- * Tokens of the first format (`base64url(JSON).base64url(HMAC)`, readable by whoever holds them) are no
- * longer issued, but links in emails sent before the change keep working until they expire (180 days),
- * unsubscribe links above all. Delete this once every such token has expired.
- */
-function openLegacy(keys: TokenKeys, token: string): TrackingClaims | null {
-  const dot = token.indexOf('.')
-  if (dot <= 0 || dot !== token.lastIndexOf('.')) return null
-  const payload = token.slice(0, dot)
-  const sig = token.slice(dot + 1)
-  if (!B64URL.test(payload) || !B64URL.test(sig)) return null
-  const given = Buffer.from(sig, 'base64url')
-  if (given.length !== 32 || given.toString('base64url') !== sig) return null
-  if (!timingSafeEqual(given, createHmac('sha256', keys.legacyMac).update(payload).digest())) return null
-  let wire: unknown
-  try {
-    wire = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'))
-  } catch {
-    return null
-  }
-  if (typeof wire !== 'object' || wire === null) return null
-  const w = wire as Record<string, unknown>
-  const kind = w.k === 'o' ? 'open' : w.k === 'c' ? 'click' : w.k === 'u' ? 'unsubscribe' : null
-  if (kind === null) return null
-  if (typeof w.e !== 'string' || w.e === '' || typeof w.r !== 'string' || w.r === '') return null
-  if (typeof w.x !== 'number' || !Number.isSafeInteger(w.x)) return null
-  const claims: TrackingClaims = { kind, emailId: w.e, recipient: w.r, exp: w.x }
-  if (kind === 'click') {
-    if (typeof w.u !== 'string' || !isHttpUrl(w.u)) return null
-    claims.url = w.u
-  } else if (w.u !== undefined) {
-    return null
-  }
-  return claims
 }
 
 // ---- Links -------------------------------------------------------------------------------
