@@ -3,86 +3,20 @@
 // transaction's commands ride with the message before it: one write and one round trip per message. nodemailer's client (the
 // one svc used before) takes a round trip per command and passes each message through a chain of streams;
 // over loopback that was most of the SMTP thread's CPU per email (benchmarks/HISTORY.md, mail over SMTP, round 5).
-// Without PIPELINING the commands go one by one. TLS (smtps, or STARTTLS when offered, required with
-// requireTLS) verifies the relay's certificate; AUTH PLAIN or LOGIN when the URL has credentials.
-import net from 'node:net'
-import os from 'node:os'
+// Without PIPELINING the commands go one by one. The dialogue is the same in both (./smtp-dialogue.ts): only
+// how its commands are written differs. TLS (smtps, or STARTTLS when offered, required with requireTLS)
+// verifies the relay's certificate (./smtp-connect.ts); AUTH PLAIN or LOGIN when the URL has credentials.
+import type net from 'node:net'
 import tls from 'node:tls'
+import { connect, defaultName, serverName, SmtpConnectionError, SmtpSetupError, type SmtpEndpoint } from './smtp-connect.js'
+import {
+  bytesOf, conclude, goesOn, positive, tooLargeReplies, transactionCommands,
+  type Envelope, type MessageBytes, type TransactionReplies,
+} from './smtp-dialogue.js'
 import { dataBlock, dataChunks, ReplyReader, replyLines, SmtpProtocolError, type SmtpReply } from './smtp-reply.js'
 
-export interface SmtpEndpoint {
-  host: string
-  port: number
-  /** TLS from the first byte (smtps). */
-  secure: boolean
-  /** Refuse to go on without TLS (STARTTLS must be offered and work). */
-  requireTLS: boolean
-  /** Name announced in EHLO. Default: this machine's host name when it is a domain name, else the connection's address literal. */
-  name?: string
-  user?: string
-  pass?: string
-  /** TCP connect and greeting. */
-  connectionTimeoutMs: number
-  /** Silence from the relay while it owes a reply to a command. */
-  socketTimeoutMs: number
-  /**
-   * Silence from the relay while it owes the reply to a message's end (the final dot). It is longer: the
-   * relay may be scanning or queueing the message, and giving up then risks sending the message twice
-   * (the relay may still take it). Default: socketTimeoutMs.
-   */
-  dataEndTimeoutMs?: number
-  /** Extra TLS options (tests: a CA to trust). */
-  tls?: tls.ConnectionOptions
-}
-
-/**
- * A fault of the connection rather than a reply: code ECONNECTION (could not connect), ETIMEDOUT, ETLS,
- * EPROTOCOL (not SMTP), EAUTH (no method to log in with), ECLOSED (the relay hung up). `reply` is the
- * last refusal the relay gave before hanging up (a 421), when it gave one.
- */
-export class SmtpConnectionError extends Error {
-  /** Set on a transaction's failure: whether its message's end had gone out (the relay may have taken it). */
-  bodySent?: boolean
-  constructor (readonly code: string, message: string, readonly reply?: SmtpReply) {
-    super(message)
-  }
-}
-
-/** A refusal during the set-up (greeting, EHLO, STARTTLS, AUTH): about our account or the relay, not a recipient. */
-export class SmtpSetupError extends Error {
-  constructor (readonly reply: SmtpReply, readonly stage: string) {
-    super(reply.text)
-  }
-}
-
-export interface Envelope { from: string; to: string[] }
-
-/** A message's bytes: whole, or in pieces written one after another (a message with attachments). */
-export type MessageBytes = Buffer | readonly Buffer[]
-
-/** The size in bytes of a message given whole or in pieces. */
-export function bytesOf (raw: MessageBytes): number {
-  if (Buffer.isBuffer(raw)) return raw.length
-  let n = 0
-  for (const b of raw as readonly Buffer[]) n += b.length
-  return n
-}
-
-/** The relay's answers to one transaction. Any reply can be a refusal; `final` is there when the message was sent. */
-export interface TransactionReplies {
-  mail: SmtpReply
-  /** One per envelope recipient, in order. */
-  rcpt: SmtpReply[]
-  /** The answer to DATA; absent when no recipient was accepted and DATA was not sent. */
-  data?: SmtpReply
-  /** The answer to the end of the message. */
-  final?: SmtpReply
-  /**
-   * The relay's SIZE (RFC 1870) is smaller than the message: nothing of it was sent, no command either;
-   * `mail` holds a 552 that says so in words.
-   */
-  tooLarge?: { size: number; limit: number }
-}
+export { SmtpConnectionError, SmtpSetupError, type SmtpEndpoint } from './smtp-connect.js'
+export { bytesOf, type Envelope, type MessageBytes, type TransactionReplies } from './smtp-dialogue.js'
 
 interface Waiter { resolve: (r: SmtpReply) => void }
 
@@ -95,27 +29,8 @@ interface Job {
   reject: (err: unknown) => void
   /** The end of its message was written: the relay may have taken it. */
   bodySent: boolean
-  /** Pipelined: the answers to its MAIL, RCPTs and DATA, once those are written. */
-  commands?: Promise<SmtpReply[]>
-}
-
-const ok = (r: SmtpReply | undefined) => r !== undefined && r.code >= 200 && r.code < 300
-
-/**
- * This machine's host name when it is a domain name (dotted); else the connection's own address as an
- * address literal (RFC 5321 §4.1.3), which relays that refuse a bare "localhost" (Postfix's
- * reject_non_fqdn_helo_hostname) still take.
- */
-function defaultName (socket: net.Socket): string {
-  const host = os.hostname()
-  if (/^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)+$/i.test(host) && net.isIP(host) === 0) return host
-  const local = socket.localAddress ?? '127.0.0.1'
-  return net.isIPv6(local) ? `[IPv6:${local}]` : `[${local}]`
-}
-
-/** The name TLS checks the certificate against: the relay's host name; none for an address. */
-function serverName (host: string): string | undefined {
-  return net.isIP(host) === 0 ? host : undefined
+  /** The answers to its MAIL, RCPTs and DATA, once those have started (./smtp-dialogue.ts conclude reads them). */
+  answers?: Promise<SmtpReply[]>
 }
 
 export class SmtpConnection {
@@ -128,7 +43,10 @@ export class SmtpConnection {
   private lastRefusal: SmtpReply | undefined
   /** Transactions given and not yet answered, oldest first. */
   private jobs: Job[] = []
-  /** Pipelined: the next transaction's commands may be written (the one before has sent its message, or needs none). */
+  /**
+   * The next transaction's commands may be written: pipelined, once the one before has sent its message
+   * (or needs none); one by one, once it is answered.
+   */
   private commandsMayGo = true
   private pipelining = false
   private smtputf8 = false
@@ -189,8 +107,7 @@ export class SmtpConnection {
     if (this.sizeLimit > 0 && size > this.sizeLimit) return Promise.resolve(tooLargeReplies(size, this.sizeLimit))
     return new Promise<TransactionReplies>((resolve, reject) => {
       this.jobs.push({ envelope, raw, size, resolve, reject, bodySent: false })
-      if (this.pipelining) this.next()
-      else if (this.jobs.length === 1) void this.sequential(this.jobs[0]!)
+      this.next()
     })
   }
 
@@ -206,73 +123,75 @@ export class SmtpConnection {
     this.fail(new SmtpConnectionError('ECLOSED', 'the connection was closed'))
   }
 
-  /** A transaction's commands, each with its CRLF: MAIL FROM, one RCPT TO per recipient, DATA. */
-  private commandsOf (job: Job): string[] {
-    const { envelope } = job
-    const utf8 = this.smtputf8 && [envelope.from, ...envelope.to].some((a) => /[^\x00-\x7f]/.test(a))
-    const size = this.sizeOffered ? ` SIZE=${job.size}` : ''
-    return [`MAIL FROM:<${envelope.from}>${size}${utf8 ? ' SMTPUTF8' : ''}\r\n`, ...envelope.to.map((r) => `RCPT TO:<${r}>\r\n`), 'DATA\r\n']
-  }
-
   /**
-   * Pipelined: the oldest job whose commands have not gone out sends them now, if the one before it has
-   * sent its message (or needs none); its answers are then handled by `answered`.
+   * The oldest transaction whose commands have not gone out starts them, when the one before allows it
+   * (`commandsMayGo`): the relay's answers to them are then read by `transact`.
    */
   private next (): void {
     if (!this.commandsMayGo || this.failure !== undefined) return
-    const job = this.jobs.find((j) => j.commands === undefined)
+    const job = this.jobs.find((j) => j.answers === undefined)
     if (job === undefined) return
     this.commandsMayGo = false
-    job.commands = this.expect(2 + job.envelope.to.length)
-    this.write(this.commandsOf(job).join(''))
-    void this.answered(job)
+    this.begin(job)
   }
 
-  private async answered (job: Job): Promise<void> {
+  /**
+   * Writes a transaction's commands: pipelined, all at once, after `carrying` in the same write (the message
+   * before it); otherwise one at a time, each after the answer to the one before, as far as they are worth it.
+   */
+  private begin (job: Job, carrying: Buffer[] = []): void {
+    const commands = transactionCommands(job.envelope, { size: this.sizeOffered ? job.size : undefined, smtputf8: this.smtputf8 })
+    if (this.pipelining) {
+      job.answers = this.expect(commands.length)
+      this.writeAll([...carrying, Buffer.from(commands.join(''), 'utf8')])
+    } else {
+      job.answers = this.oneByOne(commands, job.envelope.to.length)
+    }
+    void this.transact(job)
+  }
+
+  private async oneByOne (commands: string[], recipients: number): Promise<SmtpReply[]> {
+    const answers: SmtpReply[] = []
+    for (const line of commands) {
+      if (!goesOn(answers, recipients)) break
+      answers.push(await this.command(line))
+    }
+    return answers
+  }
+
+  /** A transaction's answers, and what they call for: its message, an empty one, RSET, or nothing. */
+  private async transact (job: Job): Promise<void> {
     let replies: TransactionReplies
     try {
-      const all = await job.commands!
-      const n = job.envelope.to.length
-      const mail = all[0]!
-      const rcpt = all.slice(1, 1 + n)
-      const data = all[1 + n]!
-      if (data.code !== 354) {
+      const answered = conclude(await job.answers!, job.envelope.to.length)
+      replies = answered.replies
+      if (answered.next === 'reset') {
         // Nothing to send: a transaction the relay opened is reset before the next one's commands.
-        if (ok(mail)) {
-          const reset = this.expect(1)
-          this.write('RSET\r\n')
-          this.commandsMayGo = true
-          this.next()
-          // The relay's word on this message is known; a connection lost now fails only what follows.
-          await reset.catch(() => {})
-        } else {
-          this.commandsMayGo = true
-          this.next()
-        }
-        replies = { mail, rcpt, data }
-      } else if (!rcpt.some(ok)) {
-        // DATA was accepted with no recipient (a server that does not answer DATA with 503 then): the
-        // message is not sent; an empty one ends the data and the relay's refusal of it is its answer.
+        const reset = this.expect(1)
+        this.write('RSET\r\n')
+        this.written()
+        // The relay's word on this message is known; a connection lost now fails only what follows.
+        await reset.catch(() => {})
+      } else if (answered.next === 'done') {
+        this.written()
+      } else if (answered.next === 'empty') {
         const final = this.awaitEnd()
         this.write('.\r\n')
-        this.commandsMayGo = true
-        this.next()
-        replies = { mail, rcpt, data, final: await final }
+        this.written()
+        replies.final = await final
       } else {
-        // The message, and with it the next transaction's commands when one waits: one write, and the
-        // relay's answers to both come back together.
+        // The message, and with it the next transaction's commands when one waits (pipelined): one write,
+        // and the relay's answers to both come back together.
         const final = this.awaitEnd()
-        const following = this.jobs.find((j) => j.commands === undefined && j !== job)
         job.bodySent = true
+        const following = this.pipelining ? this.jobs.find((j) => j.answers === undefined && j !== job) : undefined
         if (following !== undefined) {
-          following.commands = this.expect(2 + following.envelope.to.length)
-          this.writeAll([...this.dataOf(job.raw), Buffer.from(this.commandsOf(following).join(''), 'utf8')])
-          void this.answered(following)
+          this.begin(following, this.dataOf(job.raw))
         } else {
           this.writeAll(this.dataOf(job.raw))
-          this.commandsMayGo = true
+          this.written()
         }
-        replies = { mail, rcpt, data, final: await final }
+        replies.final = await final
       }
     } catch (err) {
       this.settle(job, err)
@@ -281,36 +200,14 @@ export class SmtpConnection {
     this.settle(job, undefined, replies)
   }
 
-  /** Without PIPELINING: one command at a time, one transaction at a time. */
-  private async sequential (job: Job): Promise<void> {
-    const { envelope } = job
-    let replies: TransactionReplies
-    try {
-      const commands = this.commandsOf(job)
-      const mail = await this.command(commands[0]!)
-      const rcpt: SmtpReply[] = []
-      let data: SmtpReply | undefined
-      if (ok(mail)) {
-        for (const cmd of commands.slice(1, 1 + envelope.to.length)) rcpt.push(await this.command(cmd))
-        if (rcpt.some(ok)) data = await this.command('DATA\r\n')
-      } else {
-        for (let i = 0; i < envelope.to.length; i++) rcpt.push(mail)
-      }
-      if (data === undefined || data.code !== 354) {
-        if (ok(mail)) await this.command('RSET\r\n').catch(() => {})
-        replies = data === undefined ? { mail, rcpt } : { mail, rcpt, data }
-      } else {
-        const final = this.awaitEnd()
-        job.bodySent = true
-        this.writeAll(this.dataOf(job.raw))
-        replies = { mail, rcpt, data, final: await final }
-      }
-    } catch (err) {
-      this.settle(job, err)
-      return
-    }
-    this.settle(job, undefined, replies)
-    if (this.jobs.length > 0) void this.sequential(this.jobs[0]!)
+  /**
+   * A transaction's last command or message is written: pipelined, the next one's commands may go now;
+   * one by one, only once it is answered (settle).
+   */
+  private written (): void {
+    if (!this.pipelining) return
+    this.commandsMayGo = true
+    this.next()
   }
 
   private settle (job: Job, err: unknown, replies?: TransactionReplies): void {
@@ -328,6 +225,10 @@ export class SmtpConnection {
       } else {
         job.reject(err)
       }
+    }
+    if (!this.pipelining) {
+      this.commandsMayGo = true
+      this.next()
     }
   }
 
@@ -359,7 +260,7 @@ export class SmtpConnection {
   /** EHLO, or HELO from a relay that refuses it. The capabilities, by keyword (undefined after HELO). */
   private async hello (name: string): Promise<Map<string, string> | undefined> {
     const ehlo = await this.command(`EHLO ${name}\r\n`)
-    if (ok(ehlo)) {
+    if (positive(ehlo)) {
       const caps = new Map<string, string>()
       for (const line of replyLines(ehlo).slice(1)) {
         const sp = line.indexOf(' ')
@@ -369,7 +270,7 @@ export class SmtpConnection {
       return caps
     }
     const helo = await this.command(`HELO ${name}\r\n`)
-    if (!ok(helo)) throw new SmtpSetupError(helo, 'HELO')
+    if (!positive(helo)) throw new SmtpSetupError(helo, 'HELO')
     return undefined
   }
 
@@ -510,8 +411,8 @@ export class SmtpConnection {
     const rejectors = this.rejectors
     this.rejectors = []
     for (const r of rejectors) r.reject(this.failure)
-    // A pipelined transaction whose commands had not gone out waits on no reply: it fails here.
-    if (this.pipelining) for (const job of this.jobs.filter((j) => j.commands === undefined)) this.settle(job, this.failure)
+    // A transaction whose commands had not gone out waits on no reply: it fails here.
+    for (const job of this.jobs.filter((j) => j.answers === undefined)) this.settle(job, this.failure)
     this.socket.destroy()
     const listeners = this.closedListeners
     this.closedListeners = []
@@ -557,36 +458,4 @@ export class SmtpConnection {
     socket.off('timeout', this.onTimeout)
     socket.setTimeout(0)
   }
-}
-
-/** A transaction that never started: the message is larger than the relay's SIZE. */
-function tooLargeReplies (size: number, limit: number): TransactionReplies {
-  const text = `552 5.3.4 the relay takes at most ${limit} bytes (SIZE) and this message is ${size} bytes; nothing was sent`
-  return { mail: { code: 552, text }, rcpt: [], tooLarge: { size, limit } }
-}
-
-/** A TCP (or, for smtps, TLS) connection within the connection timeout; Nagle off (each write is a whole command group). */
-function connect (ep: SmtpEndpoint): Promise<net.Socket> {
-  return new Promise((resolve, reject) => {
-    const socket: net.Socket = ep.secure
-      ? tls.connect({ servername: serverName(ep.host), ...ep.tls, host: ep.host, port: ep.port })
-      : net.connect({ host: ep.host, port: ep.port })
-    socket.setNoDelay(true)
-    const timer = setTimeout(() => {
-      socket.destroy()
-      reject(new SmtpConnectionError('ETIMEDOUT', `could not connect to the relay within ${ep.connectionTimeoutMs} ms`))
-    }, ep.connectionTimeoutMs)
-    const done = (err?: Error) => {
-      clearTimeout(timer)
-      socket.off('error', done)
-      socket.off(ep.secure ? 'secureConnect' : 'connect', connected)
-      if (err !== undefined) {
-        socket.destroy()
-        reject(new SmtpConnectionError(ep.secure && !('syscall' in err) ? 'ETLS' : 'ECONNECTION', err.message))
-      } else resolve(socket)
-    }
-    const connected = () => done()
-    socket.once(ep.secure ? 'secureConnect' : 'connect', connected)
-    socket.once('error', done)
-  })
 }
