@@ -10,7 +10,7 @@ import pino from 'pino'
 import { parseTimestamp } from '../../src/domain/clock.js'
 import { normaliseSend } from '../../src/app/emails.js'
 import { hasControlCharacter } from '../../src/domain/text.js'
-import { MAX_JSON_DEPTH, MAX_OBJECT_MEMBERS, jsonShape, parseJsonBody } from '../../src/http/json.js'
+import { MAX_JSON_DEPTH, MAX_OBJECT_MEMBERS, bodyText, jsonShape, parseJsonBody } from '../../src/http/json.js'
 import { unroutedPath } from '../../src/http/logging.js'
 import { createSandboxTransport } from '../../src/mail/sandbox-transport.js'
 import { PASSWORD, errorOf, signedUp, startServer, uniqueEmail, type Response, type TestServer } from '../helpers/server.js'
@@ -280,8 +280,8 @@ describe('bodies only where a route takes one', () => {
   })
 
   test('the shape scan counts outside strings only, and stops at the bound', () => {
-    assert.deepEqual(jsonShape('{"a":[1,{"b":"[[[{{:::"}],"c":"\\":]]"}'), { depth: 3, widest: 2 })
-    assert.deepEqual(jsonShape('"\\\\"[[]]'), { depth: 2, widest: 0 })
+    assert.deepEqual(jsonShape('{"a":[1,{"b":"[[[{{:::"}],"c":"\\":]]"}'), { depth: 3, widest: 2, prototypeKeys: false })
+    assert.deepEqual(jsonShape('"\\\\"[[]]'), { depth: 2, widest: 0, prototypeKeys: false })
     assert.equal(jsonShape('['.repeat(1_000_000), { depth: MAX_JSON_DEPTH }).depth, MAX_JSON_DEPTH + 1)
     assert.equal(parseJsonBody('  \n '), undefined)
     const ok = `${'['.repeat(MAX_JSON_DEPTH)}${']'.repeat(MAX_JSON_DEPTH)}`
@@ -291,6 +291,20 @@ describe('bodies only where a route takes one', () => {
     assert.equal(Object.keys(parseJsonBody(wide(MAX_OBJECT_MEMBERS)) as object).length, MAX_OBJECT_MEMBERS)
     assert.throws(() => parseJsonBody(wide(MAX_OBJECT_MEMBERS + 1)), /more than 1000 fields/)
     assert.throws(() => parseJsonBody('{"__proto__":{"x":1}}'), /__proto__/)
+    // Prototype keys however written: escaped, spaced, nested; a value or a longer name that says them is no key.
+    assert.throws(() => parseJsonBody('{"a":[{"\\u005f_proto__" :{"x":1}}]}'), /__proto__/)
+    assert.throws(() => parseJsonBody('{"a":{"constructor":{"prototype":{"x":1}}}}'), /constructor/)
+    assert.deepEqual(parseJsonBody('{"constructor":"x","tag":"__proto__","__proto__x":1}'), { constructor: 'x', tag: '__proto__', __proto__x: 1 })
+    assert.equal(jsonShape('{"tag":"__proto__","constructorX":1}').prototypeKeys, false)
+    assert.equal(jsonShape('{"a\\u0062":1}').prototypeKeys, true)
+    // Bytes to text: ASCII byte for byte, anything else as UTF-8 (a broken sequence is U+FFFD, as before).
+    assert.equal(bodyText(Buffer.from('{"a":"b"}')), '{"a":"b"}')
+    assert.equal(bodyText(Buffer.from('{"name":"Zoë 😀"}')), '{"name":"Zoë 😀"}')
+    assert.equal(bodyText(Buffer.from([0x22, 0xc3, 0x22])), '"\ufffd"')
+    // A hostile megabyte: every name escaped, a long escaped value; one scan and one checked parse.
+    const escapes = `{${Array.from({ length: MAX_OBJECT_MEMBERS }, (_, i) => `"\\u006b${i}":"${'\\n'.repeat(500)}"`).join(',')}}`
+    assert.ok(escapes.length > 1_000_000)
+    assert.equal(Object.keys(parseJsonBody(escapes) as object).length, MAX_OBJECT_MEMBERS)
     assert.throws(() => parseJsonBody('{"a":'), /not valid JSON/)
   })
 })
