@@ -18,7 +18,8 @@ export interface OutgoingMessage {
   /**
    * The email's attachments, with their bytes (read from the store for this attempt): the same in every
    * recipient's copy, so encoded once per message (./mime.ts). After crossing to a thread, `content` is a
-   * Uint8Array.
+   * Uint8Array. The transport takes the bytes: one that runs in a thread moves them there (./smtp-thread.ts),
+   * leaving the caller's copy empty, so a message is sent once and not read again after `send`.
    */
   attachments?: MessageAttachment[]
   /** The From domain's DKIM key (a verified domain of the account): the relay transport signs with it. */

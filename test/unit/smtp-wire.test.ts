@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { draftMessage, MessageBuildError, personalize, type MessageDraft } from '../../src/mail/compose.js'
-import { draftToWire, fromWire, toWire } from '../../src/mail/smtp-wire.js'
+import { MessageChannel, receiveMessageOnPort } from 'node:worker_threads'
+import { movedBytes } from '../../src/mail/smtp-thread.js'
+import { draftToWire, fromWire, toWire, type RelayJob } from '../../src/mail/smtp-wire.js'
 import { verifyTrackingToken } from '../../src/mail/tracking.js'
 import type { EmailRecord } from '../../src/store/emails.js'
 import type { OutgoingMessage } from '../../src/mail/transport.js'
@@ -65,4 +67,31 @@ test('a draft crosses as data, and the copies made from it in the SMTP thread ar
     assert.match(copy.html ?? '', /https:\/\/svc\.test\//)
   }
   assert.throws(() => draftToWire({ ...draft, msg: { ...draft.msg, copy: () => ({ headers: {} }) } }), TypeError)
+})
+
+test('large attachment bytes that are the whole of their buffer move to the SMTP thread, once each; views and small files are copied', () => {
+  const big = Buffer.alloc(100 * 1024, 1)
+  const view = Buffer.alloc(200 * 1024, 2).subarray(1024)
+  const small = Buffer.alloc(1024, 3)
+  const file = (content: Uint8Array) => ({ filename: 'a.bin', contentType: 'application/octet-stream', content })
+  const jobs: RelayJob[] = [
+    { id: 1, msg: toWire({ ...base, attachments: [file(big), file(view), file(small)] }) },
+    { id: 2, msg: toWire({ ...base, attachments: [file(big)] }) },
+    { id: 3, msg: toWire(base) },
+  ]
+  const moved = movedBytes(jobs)
+  assert.deepEqual(moved, [big.buffer])
+  // What the port does with the list: the moved bytes arrive whole, and the sender's copy is left empty.
+  const { port1, port2 } = new MessageChannel()
+  try {
+    port1.postMessage(jobs, moved)
+    const got = receiveMessageOnPort(port2)?.message as RelayJob[]
+    assert.equal(got[0]!.msg.attachments![0]!.content.byteLength, 100 * 1024)
+    assert.equal(got[0]!.msg.attachments![1]!.content.byteLength, 199 * 1024)
+    assert.equal(got[1]!.msg.attachments![0]!.content[0], 1)
+    assert.equal(big.byteLength, 0)
+    assert.equal(view.byteLength, 199 * 1024)
+  } finally {
+    port1.close()
+  }
 })
