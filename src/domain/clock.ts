@@ -5,6 +5,18 @@ export interface Clock {
 
 export const systemClock: Clock = { now: () => Date.now() }
 
+/** Timeouts as a parameter, so that what waits can be tested by firing it by hand. */
+export interface Timers {
+  set (fn: () => void, ms: number): unknown
+  clear (handle: unknown): void
+}
+
+/** Node's timers; unref'd, so that a pending one never keeps the process alive. */
+export const realTimers: Timers = {
+  set: (fn, ms) => setTimeout(fn, ms).unref(),
+  clear: (handle) => clearTimeout(handle as NodeJS.Timeout),
+}
+
 // The last time formatted: a batch stamps its emails, events and outcomes with one `now`, so most calls
 // in a row ask for the same millisecond.
 let lastMs = Number.NaN

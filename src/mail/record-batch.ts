@@ -6,7 +6,7 @@
 // store commits the writes asked for in one turn as one transaction).
 //
 // Tested in test/unit/record-batch.test.ts.
-import type { Timers } from '../delivery/pacer.js'
+import type { Timers } from '../domain/clock.js'
 
 export const RECORD_BATCH = 256
 export const RECORD_LINGER_MS = 20

@@ -1,4 +1,4 @@
-import type { Timers } from '../../src/delivery/pacer.js'
+import type { Timers } from '../../src/domain/clock.js'
 
 /** Timers that fire only when told to; each remembers the delay it was set for. */
 export class ManualTimers implements Timers {

@@ -17,7 +17,7 @@
 import { fileURLToPath } from 'node:url'
 import type { Clock } from '../../domain/clock.js'
 import { systemClock } from '../../domain/clock.js'
-import { realTimers, type Timers } from '../../delivery/pacer.js'
+import { realTimers, type Timers } from '../../domain/clock.js'
 import { oneThread } from '../../one-thread.js'
 
 const WORKER_FILE = fileURLToPath(new URL('../../../workers/checkpoint.js', import.meta.url))
