@@ -31,7 +31,7 @@ export interface DispatcherOptions {
 }
 
 /** One attachment to a shard's thread: the port, what was sent on it and is not answered yet. */
-interface Lane {
+interface ThreadAttachment {
   port: MessagePort
   open: Set<string>
   /** Settles once the thread has loaded the worker and is listening (or has failed to). */
@@ -42,7 +42,7 @@ interface Lane {
 
 export class Dispatcher {
   private readonly pools: Piscina[]
-  private readonly lanes: Array<Lane | undefined>
+  private readonly lanes: Array<ThreadAttachment | undefined>
   private readonly elu: Array<EventLoopUtilization | undefined>
   /** Each shard's thread id in the operating system, once its thread has said (Linux only). */
   private readonly tids: Array<number | undefined>
@@ -85,7 +85,7 @@ export class Dispatcher {
     return this.tids.slice()
   }
 
-  private lane (shard: number): Lane {
+  private attachment (shard: number): ThreadAttachment {
     const existing = this.lanes[shard]
     if (existing) return existing
     const { port1, port2 } = new MessageChannel()
@@ -116,13 +116,13 @@ export class Dispatcher {
         open.clear()
       },
     ).finally(markReady)
-    const lane: Lane = { port: port1, open, ready, ended }
+    const lane: ThreadAttachment = { port: port1, open, ready, ended }
     this.lanes[shard] = lane
     return lane
   }
 
   send (shard: number, tasks: DeliveryTask[]): void {
-    const lane = this.lane(shard)
+    const lane = this.attachment(shard)
     for (const t of tasks) lane.open.add(t.deliveryId)
     lane.port.postMessage({ type: 'send', groups: packTasks(tasks) } satisfies DispatcherMessage)
   }
@@ -132,7 +132,7 @@ export class Dispatcher {
    * webhook's current window.
    */
   sendWork (shard: number, works: DeliveryWork[], windowOf?: (webhookId: string) => number): void {
-    const lane = this.lane(shard)
+    const lane = this.attachment(shard)
     lane.port.postMessage({ type: 'send', groups: packWork(works, lane.open, windowOf) } satisfies DispatcherMessage)
   }
 
@@ -156,7 +156,7 @@ export class Dispatcher {
    */
   async close (): Promise<void> {
     this.closing = true
-    const lanes = this.lanes.splice(0).filter((l): l is Lane => l !== undefined)
+    const lanes = this.lanes.splice(0).filter((l): l is ThreadAttachment => l !== undefined)
     await Promise.all(lanes.map(async (lane) => {
       await lane.ready
       lane.port.close()

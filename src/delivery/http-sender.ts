@@ -18,6 +18,7 @@ import {
   type UrlPolicy,
   type UrlVerdict,
 } from '../domain/webhook-url.js'
+import { isPushbackStatus } from '../domain/pushback.js'
 import { signDelivery, signingKeys, type SigningKeys } from './signature.js'
 import { GUARD_ERROR, answerSnippet, classifyStatus, codeSuffix, deadlineText, describeError, parseRetryAfter } from './answers.js'
 
@@ -174,7 +175,7 @@ interface AttemptContext {
 
 /**
  * One POST in flight: undici's handler for it (the dispatcher API, so no response stream and no promise
- * per chunk) and its node in the deadline list. It settles exactly once: at the response's end, at the
+ * per chunk) and its node in the deadline list. It finishes exactly once: at the response's end, at the
  * read cap, on an error, or at the deadline, whichever comes first; whatever undici reports after that
  * is ignored.
  */
@@ -184,7 +185,7 @@ class Attempt implements Dispatcher.DispatchHandler {
   listed = false
   readonly deadline: number
   private controller: Dispatcher.DispatchController | null = null
-  private settled = false
+  private finished = false
   private status = 0
   private retryAfter: string | string[] | undefined
   private read = 0
@@ -204,7 +205,7 @@ class Attempt implements Dispatcher.DispatchHandler {
   onRequestStart (controller: Dispatcher.DispatchController): void {
     // Past its deadline while it waited for a socket: it is already answered as a timeout, so it is
     // never written.
-    if (this.settled) controller.abort(new DeadlineExceeded())
+    if (this.finished) controller.abort(new DeadlineExceeded())
     else this.controller = controller
   }
 
@@ -212,12 +213,12 @@ class Attempt implements Dispatcher.DispatchHandler {
     if (statusCode < 200) return // informational (100 Continue and the like): the answer is still to come
     this.status = statusCode
     if (statusCode >= 200 && statusCode < 300) return
-    if (statusCode === 429 || statusCode === 503) this.retryAfter = headers['retry-after']
+    if (isPushbackStatus(statusCode)) this.retryAfter = headers['retry-after']
     if (this.ctx.maxResponseBytes > 0) this.kept = []
   }
 
   onResponseData (controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.settled) return
+    if (this.finished) return
     this.read += chunk.length
     const kept = this.kept
     if (kept !== null && this.keptBytes < this.ctx.maxResponseBytes) {
@@ -234,17 +235,17 @@ class Attempt implements Dispatcher.DispatchHandler {
   }
 
   onResponseEnd (): void {
-    if (!this.settled) this.answered()
+    if (!this.finished) this.answered()
   }
 
   onResponseError (_controller: Dispatcher.DispatchController | undefined, err: Error): void {
-    if (this.settled) return
+    if (this.finished) return
     this.finish({ outcome: 'retry', ...(this.status !== 0 ? { status: this.status } : {}), error: describeError(err, this.ctx.timeoutMs) })
   }
 
   /** Called by the sweep once the deadline has passed. */
   expire (): void {
-    if (!this.settled) {
+    if (!this.finished) {
       // A failure status needs no body to be decided: it counts, with what of its answer has arrived. A
       // 2xx whose body is not complete, or no answer at all, is a timeout.
       if (this.status !== 0 && (this.status < 200 || this.status >= 300)) this.answered()
@@ -255,7 +256,7 @@ class Attempt implements Dispatcher.DispatchHandler {
     // This runs in the sweep's timer: nothing may escape it and take the thread down.
     try {
       this.controller?.abort(new DeadlineExceeded())
-    } catch { /* the request is settled either way */ }
+    } catch { /* the attempt is finished either way */ }
   }
 
   /** The answer by its status (and, for a failure, the start of its body). */
@@ -277,14 +278,14 @@ class Attempt implements Dispatcher.DispatchHandler {
   }
 
   private finish (fields: Omit<DeliveryResult, 'deliveryId' | 'durationMs'>): void {
-    this.settled = true
+    this.finished = true
     this.kept = null
     this.ctx.list.remove(this)
     this.resolve({ deliveryId: this.deliveryId, ...fields, durationMs: Math.round(performance.now() - this.started) })
   }
 }
 
-/** The reason an attempt past its deadline is aborted with (never shown: the attempt is settled first). */
+/** The reason an attempt past its deadline is aborted with (never shown: the attempt is finished first). */
 class DeadlineExceeded extends Error {
   constructor () { super('delivery deadline exceeded') }
 }
@@ -425,13 +426,13 @@ export function createHttpSender (options: SenderOptions): HttpSender {
     }
   }
 
-  const settle = (task: DeliveryTask): Promise<DeliveryResult> => new Promise((resolve) => dispatch(task, resolve))
+  const deliverOne = (task: DeliveryTask): Promise<DeliveryResult> => new Promise((resolve) => dispatch(task, resolve))
 
   return {
     async send (batch) {
-      return Promise.all(batch.map(settle))
+      return Promise.all(batch.map(deliverOne))
     },
-    deliver: settle,
+    deliver: deliverOne,
     dispatch,
     async close () {
       clearInterval(sweeper)

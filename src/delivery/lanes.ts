@@ -10,7 +10,8 @@
 // again). The engine can also ask for a webhook's queue back at any time (`hold`: shutdown, a pause).
 import type { DeliveryResult, DeliveryTask } from './http-sender.js'
 
-interface Lane {
+/** One webhook's sending queue in the thread (not the engine's thread attachment of dispatcher.ts). */
+interface WebhookLane {
   active: number
   /** Requests in flight at once for this webhook: the engine's adaptive window, as last given. */
   window: number
@@ -20,7 +21,7 @@ interface Lane {
 }
 
 export class Lanes {
-  private readonly lanes = new Map<string, Lane>()
+  private readonly lanes = new Map<string, WebhookLane>()
   private running = 0
 
   constructor (
@@ -73,7 +74,7 @@ export class Lanes {
     return returned
   }
 
-  private giveBack (webhookId: string, lane: Lane): number {
+  private giveBack (webhookId: string, lane: WebhookLane): number {
     const waiting = lane.queue.slice(lane.next)
     lane.queue = []
     lane.next = 0
@@ -82,7 +83,7 @@ export class Lanes {
     return waiting.length
   }
 
-  private startNext (webhookId: string, lane: Lane): void {
+  private startNext (webhookId: string, lane: WebhookLane): void {
     const task = lane.queue[lane.next]
     if (task === undefined) return
     lane.queue[lane.next] = undefined as unknown as DeliveryTask
@@ -105,7 +106,7 @@ export class Lanes {
         while (lane.active < lane.window && lane.next < lane.queue.length) this.startNext(webhookId, lane)
       } else if (lane.active === 0 && this.lanes.get(webhookId) === lane) this.lanes.delete(webhookId)
     }
-    // The sender settles every task itself; this only keeps a bug there from losing a delivery.
+    // The sender answers every task itself; this only keeps a bug there from losing a delivery.
     const failed = (err: unknown) => done({
       deliveryId: task.deliveryId, outcome: 'retry', error: `sender failed: ${String(err)}`.slice(0, 200), durationMs: 0,
     })
