@@ -42,50 +42,61 @@ const FIRST_HOLD_MS = 10
 /** How long an idle actor is kept for an endpoint in trouble. */
 const FORGET_TROUBLE_MS = 86_400_000
 
+/**
+ * Requests handed to the senders and not answered yet, on the whole node: the one count, changed only by
+ * the actors, in the same step as each actor's own share of it (the engine's budget reads the total).
+ */
+export class RequestTally {
+  total = 0
+}
+
 export class WebhookActor {
-  readonly mailbox: DeliveryWork[] = []
+  private readonly mailbox: DeliveryWork[] = []
   /** Handed to the worker thread and not answered yet: in flight at the receiver, or queued there. */
-  inFlight = 0
+  private sent = 0
   /** Consecutive failed attempts (pushbacks do not count). */
-  failures = 0
+  private failuresInARow = 0
   /** Consecutive pushbacks without a 2xx between. */
-  pushbacks = 0
+  private pushbacksInARow = 0
   /** Until when (ms) nothing is sent: breaker open. 0 = not paused. */
-  pausedUntil = 0
+  private paused = 0
   /** Until when (ms) nothing new starts after pushbacks (the mailbox stays). */
-  holdUntil = 0
+  private held = 0
   /** Since when (ms) the endpoint has answered nothing but failures and pushbacks; null after a 2xx. */
-  troubleSince: number | null = null
+  private troubleSince: number | null = null
   /** Deliveries per second this webhook may get (its rateLimit), null for none; and the permits in hand. */
-  rateLimit: number | null = null
-  permits = 0
-  permitsUntil = 0
+  private rate: number | null = null
+  private permitsLeft = 0
+  private permitsUntil = 0
   /** When to ask the shared counters for permits again (the current window's are spent). */
-  nextPermitAt = 0
+  private askAgainAt = 0
   /** A permit request to the store is under way. */
-  pacing = false
-  readonly window: AdaptiveWindow
+  private asking = false
+  private readonly window: AdaptiveWindow
   private opens = 0
   private probing = false
   /** The breaker was open or a failing streak ran long since the last 2xx: the next 2xx is a recovery. */
   private recovering = false
 
-  constructor (readonly webhookId: string, readonly shard: number, private readonly opts: ActorOptions) {
+  constructor (
+    readonly webhookId: string,
+    readonly shard: number,
+    private readonly opts: ActorOptions,
+    private readonly tally: RequestTally = new RequestTally(),
+  ) {
     this.window = new AdaptiveWindow(opts.window)
   }
 
-  state (now: number): BreakerState {
-    if (this.opens === 0) return 'closed'
-    return now < this.pausedUntil ? 'open' : 'half_open'
+  // ── what it holds ──
+
+  /** Deliveries waiting in the mailbox, not yet handed to a sender. */
+  get queued (): number {
+    return this.mailbox.length
   }
 
-  isPaused (now: number): boolean {
-    return now < this.pausedUntil
-  }
-
-  /** True when the endpoint has been without a 2xx for downAfterMs (its 429/503 are failures, not pushback). */
-  isDown (now: number): boolean {
-    return this.troubleSince !== null && now - this.troubleSince >= this.opts.downAfterMs
+  /** Handed to the sender and not answered yet. */
+  get inFlight (): number {
+    return this.sent
   }
 
   /** Room in the mailbox; `share` can raise the limit when few actors share the node's memory budget. */
@@ -93,37 +104,165 @@ export class WebhookActor {
     return this.mailbox.length < Math.max(this.opts.mailboxLimit, share)
   }
 
+  /** New work, at the back of the mailbox. */
+  enqueue (work: DeliveryWork): void {
+    this.mailbox.push(work)
+  }
+
+  /** Work handed back unattempted goes to the front, in its order, ahead of what came later. */
+  requeueFirst (works: DeliveryWork[]): void {
+    this.mailbox.unshift(...works)
+  }
+
+  /** Empties the mailbox (it goes back to the store): what was in it. */
+  emptyMailbox (): DeliveryWork[] {
+    return this.mailbox.splice(0)
+  }
+
+  // ── what it may send ──
+
+  state (now: number): BreakerState {
+    if (this.opens === 0) return 'closed'
+    return now < this.paused ? 'open' : 'half_open'
+  }
+
+  isPaused (now: number): boolean {
+    return now < this.paused
+  }
+
+  /** Until when (ms) the breaker or a Retry-After keeps everything back (0: never paused). */
+  get pausedUntil (): number {
+    return this.paused
+  }
+
+  /** Whether pushbacks hold new requests back at `now` (the mailbox stays). */
+  isHeld (now: number): boolean {
+    return now < this.held
+  }
+
+  /** Until when (ms) pushbacks hold new requests back. */
+  get holdUntil (): number {
+    return this.held
+  }
+
+  /** True when the endpoint has been without a 2xx for downAfterMs (its 429/503 are failures, not pushback). */
+  isDown (now: number): boolean {
+    return this.troubleSince !== null && now - this.troubleSince >= this.opts.downAfterMs
+  }
+
+  /** Consecutive failed attempts (pushbacks do not count). */
+  get failures (): number {
+    return this.failuresInARow
+  }
+
+  /** Consecutive pushbacks without a 2xx between. */
+  get pushbacks (): number {
+    return this.pushbacksInARow
+  }
+
+  /** Requests the receiver gets at once now (the adaptive window), and its smoothed round trip in ms. */
+  get windowLimit (): number {
+    return this.window.limit
+  }
+
+  get roundTripMs (): number {
+    return this.window.roundTrip
+  }
+
   /** How many more may be handed to the worker thread now. */
   capacity (now: number): number {
-    if (this.isPaused(now) || now < this.holdUntil) return 0
+    if (now < this.paused || now < this.held) return 0
     // Half-open: one probe at a time until a success closes the breaker.
-    if (this.opens > 0) return this.probing || this.inFlight > 0 ? 0 : 1
+    if (this.opens > 0) return this.probing || this.sent > 0 ? 0 : 1
     const limit = this.window.limit
-    let room = limit + limit * this.opts.ahead - this.inFlight
-    if (this.rateLimit !== null) room = Math.min(room, now < this.permitsUntil ? this.permits : 0)
+    let room = limit + limit * this.opts.ahead - this.sent
+    if (this.rate !== null) room = Math.min(room, now < this.permitsUntil ? this.permitsLeft : 0)
     return room
   }
 
-  /** Takes up to `n` deliveries to send now. */
+  /** Takes up to `n` deliveries to send now (each counts in flight until it is answered). */
   take (now: number, n: number): DeliveryWork[] {
     const count = Math.min(n, this.capacity(now), this.mailbox.length)
     if (count <= 0) return []
     if (this.opens > 0) this.probing = true
-    if (this.rateLimit !== null) this.permits -= count
-    this.inFlight += count
+    if (this.rate !== null) this.permitsLeft -= count
+    this.sent += count
+    this.tally.total += count
     return this.mailbox.splice(0, count)
   }
 
+  // ── a rate limit's permits (pacer.ts asks the shared counters for them) ──
+
+  /** Deliveries per second this webhook may get, null for no limit. */
+  get rateLimit (): number | null {
+    return this.rate
+  }
+
+  /** The webhook's rate limit as the latest claim carries it. */
+  limitRate (perSecond: number | null): void {
+    this.rate = perSecond
+  }
+
+  /** A rate-limited actor that may send but holds no permit for now: the pacer must ask for some. */
+  needsPermits (now: number): boolean {
+    return this.rate !== null && now >= this.paused && (now >= this.permitsUntil || this.permitsLeft <= 0)
+  }
+
+  /** Permits in hand that are still good at `now`. */
+  hasPermits (now: number): boolean {
+    return this.permitsLeft > 0 && now < this.permitsUntil
+  }
+
+  /** Permits in hand (whether they are still good: see hasPermits). */
+  get permits (): number {
+    return this.permitsLeft
+  }
+
+  get askingForPermits (): boolean {
+    return this.asking
+  }
+
+  /** When the pacer may ask for permits again. */
+  get nextPermitAt (): number {
+    return this.askAgainAt
+  }
+
+  /** A permit request to the shared counters is under way (one at a time). */
+  permitsAsked (): void {
+    this.asking = true
+  }
+
+  /** `count` permits, good until `until`; the next request no sooner than `askAgainAt`. */
+  permitsGranted (count: number, until: number, askAgainAt: number): void {
+    this.asking = false
+    this.permitsLeft = count
+    this.permitsUntil = until
+    this.askAgainAt = askAgainAt
+  }
+
+  /** The request failed: ask again at `askAgainAt`. */
+  permitsUnavailable (askAgainAt: number): void {
+    this.asking = false
+    this.askAgainAt = askAgainAt
+  }
+
+  /** When an actor with work may send again (0: now): after a pushback hold, and at its next permits. */
+  readyAt (): number {
+    return Math.max(this.held, this.rate === null ? 0 : this.askAgainAt)
+  }
+
+  // ── answers ──
+
   /** A 2xx. Returns true when it ends an outage (the breaker was open, or failures ran long): re-drive. */
   succeeded (now: number, durationMs: number): boolean {
-    const inFlight = this.inFlight
-    this.inFlight -= 1
+    const inFlight = this.sent
+    this.answered()
     this.window.succeeded(now, durationMs, Math.min(inFlight, this.window.limit))
     const recovered = this.recovering || this.opens > 0
-    this.failures = 0
-    this.pushbacks = 0
+    this.failuresInARow = 0
+    this.pushbacksInARow = 0
     this.troubleSince = null
-    this.holdUntil = 0
+    this.held = 0
     this.opens = 0
     this.probing = false
     this.recovering = false
@@ -132,7 +271,7 @@ export class WebhookActor {
 
   /** A delivery the worker handed back unattempted: it counts neither way. */
   returned (): void {
-    this.inFlight -= 1
+    this.answered()
     this.probing = false
   }
 
@@ -142,13 +281,13 @@ export class WebhookActor {
    * Returns how long the pushed-back delivery should wait.
    */
   pushedBack (now: number): number {
-    this.inFlight -= 1
+    this.answered()
     this.probing = false
     this.window.pushedBack(now)
     this.troubleSince ??= now
-    this.pushbacks += 1
-    const hold = this.pushbacks < 2 ? 0 : Math.min(this.opts.maxHoldMs, FIRST_HOLD_MS * 2 ** (this.pushbacks - 2))
-    this.holdUntil = Math.max(this.holdUntil, now + hold)
+    this.pushbacksInARow += 1
+    const hold = this.pushbacksInARow < 2 ? 0 : Math.min(this.opts.maxHoldMs, FIRST_HOLD_MS * 2 ** (this.pushbacksInARow - 2))
+    this.held = Math.max(this.held, now + hold)
     return Math.max(hold, FIRST_HOLD_MS)
   }
 
@@ -159,19 +298,19 @@ export class WebhookActor {
 
   /** A failed attempt. Returns true when this failure opened (or reopened) the breaker. */
   failed (now: number): boolean {
-    this.inFlight -= 1
-    this.failures += 1
+    this.answered()
+    this.failuresInARow += 1
     this.troubleSince ??= now
     const probeFailed = this.probing
     this.probing = false
-    if (this.failures >= this.opts.failureThreshold) this.recovering = true
-    const down = this.isDown(now) || this.failures >= this.opts.failureThreshold * 4
-    if (probeFailed || (this.opens === 0 && this.failures >= this.opts.failureThreshold && down)) {
+    if (this.failuresInARow >= this.opts.failureThreshold) this.recovering = true
+    const down = this.isDown(now) || this.failuresInARow >= this.opts.failureThreshold * 4
+    if (probeFailed || (this.opens === 0 && this.failuresInARow >= this.opts.failureThreshold && down)) {
       const outage = now - (this.troubleSince ?? now)
       const cooldown = Math.min(this.opts.maxCooldownMs, Math.max(this.opts.cooldownMs, Math.round(outage / 4)))
       this.opens += 1
       this.recovering = true
-      this.pausedUntil = Math.max(this.pausedUntil, now + cooldown)
+      this.paused = Math.max(this.paused, now + cooldown)
       return true
     }
     return false
@@ -179,7 +318,7 @@ export class WebhookActor {
 
   /** The receiver asked for a pause (429/503 with Retry-After) while down, or it is gone. */
   pause (until: number): void {
-    this.pausedUntil = Math.max(this.pausedUntil, until)
+    this.paused = Math.max(this.paused, until)
   }
 
   /**
@@ -188,6 +327,11 @@ export class WebhookActor {
    */
   idle (now: number): boolean {
     const troubled = this.troubleSince !== null && now - this.troubleSince < FORGET_TROUBLE_MS
-    return this.mailbox.length === 0 && this.inFlight === 0 && !this.isPaused(now) && !troubled && now >= this.holdUntil
+    return this.mailbox.length === 0 && this.sent === 0 && now >= this.paused && !troubled && now >= this.held
+  }
+
+  private answered (): void {
+    this.sent -= 1
+    this.tally.total -= 1
   }
 }

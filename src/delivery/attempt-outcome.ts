@@ -1,4 +1,4 @@
-// What one answer means for its delivery: a pure decision, made here once, applied by the engine.
+// What one answer means for its delivery: a pure decision, made here once, applied by the scheduler.
 //
 // - 2xx: delivered. 410: gone (the webhook is disabled). Handed back unattempted: nothing happened.
 // - 429 or 503 from an endpoint that is not down: the receiver pushing back. It is an attempt (the log
@@ -7,17 +7,14 @@
 // - Anything else, and 429/503 from an endpoint that is down (no 2xx for a while): a failure, retried at
 //   the schedule's next step (or at Retry-After), failed when the schedule is used up. A timeout or a
 //   connection error also shrinks the window (it may be the load that caused it).
-// Tested in test/unit/delivery-settle.test.ts.
+// Tested in test/unit/delivery-attempt-outcome.test.ts.
+import { isPushbackStatus } from '../domain/pushback.js'
 import type { DeliveryOutcome, DeliveryWork } from '../store/deliveries.js'
 import { clampRetryAfter, nextAttemptAt, type RetryPolicy } from './backoff.js'
+import { workIdentity } from './held.js'
 import type { DeliveryResult } from './http-sender.js'
 
 export type Answer = 'delivered' | 'gone' | 'returned' | 'pushback' | 'failure'
-
-/** Statuses by which a receiver says "not now, I am busy". */
-export function isPushbackStatus (status: number | undefined): boolean {
-  return status === 429 || status === 503
-}
 
 export function classify (result: DeliveryResult, down: boolean): Answer {
   switch (result.outcome) {
@@ -33,17 +30,18 @@ export function isOverload (result: DeliveryResult): boolean {
   return result.outcome === 'retry' && result.status === undefined
 }
 
-type OutcomeOf = { id: string; webhookId: string; lease: number; origin?: DeliveryWork['origin'] }
-
 /**
  * The outcome to record for an attempt that was made. `pushbackWaitMs` is how long the actor asks a
  * pushed-back delivery to wait (see actor.ts); only pushbacks use it.
  */
-export function settle (result: DeliveryResult, work: DeliveryWork, answer: Exclude<Answer, 'returned'>, policy: RetryPolicy, now: number, pushbackWaitMs = 0): DeliveryOutcome {
-  const of: OutcomeOf = work.origin === undefined
-    ? { id: work.id, webhookId: work.webhookId, lease: work.lease }
-    : { id: work.id, webhookId: work.webhookId, lease: work.lease, origin: work.origin }
-  if (answer === 'delivered') return { kind: 'succeeded', ...of, at: now, statusCode: result.status ?? 200, durationMs: result.durationMs }
+export function attemptOutcome (result: DeliveryResult, work: DeliveryWork, answer: Exclude<Answer, 'returned'>, policy: RetryPolicy, now: number, pushbackWaitMs = 0): DeliveryOutcome {
+  if (answer === 'delivered') {
+    // The common case, built in one object (no spread): most of what the engine records.
+    return work.origin === undefined
+      ? { kind: 'succeeded', id: work.id, webhookId: work.webhookId, lease: work.lease, at: now, statusCode: result.status ?? 200, durationMs: result.durationMs }
+      : { kind: 'succeeded', id: work.id, webhookId: work.webhookId, lease: work.lease, origin: work.origin, at: now, statusCode: result.status ?? 200, durationMs: result.durationMs }
+  }
+  const of = workIdentity(work)
   if (answer === 'gone') return { kind: 'gone', ...of, at: now, statusCode: result.status ?? 410, durationMs: result.durationMs }
   const common = {
     ...of, at: now, error: result.error ?? 'failed', durationMs: result.durationMs,

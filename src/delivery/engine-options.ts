@@ -1,15 +1,22 @@
 // The engine's options, and the actors', limits and worker threads' settings they resolve to (defaults
 // written here once).
 import type { Registry } from 'prom-client'
-import type { Clock } from '../domain/clock.js'
+import type { Clock, Timers } from '../domain/clock.js'
 import type { ResolvedAddress } from '../domain/webhook-url.js'
 import type { Store } from '../store/types.js'
 import type { DeliverWorkerData } from '../../workers/deliver.js'
 import type { ActorOptions } from './actor.js'
 import type { EngineLogger } from './engine-logger.js'
+import type { DeliveryPortFactory } from './port.js'
+
+/** What the engine uses of the store (the service's whole store is one; a unit test's fake has just these). */
+export type EngineStore = Pick<Store,
+  | 'subscribe' | 'health' | 'routeEvents' | 'readEvents' | 'renewRouting' | 'claimDeliveries' | 'unparkDeliveries'
+  | 'renewLeases' | 'releaseLeases' | 'recordOutcomes' | 'redriveDeliveries' | 'hitRateLimit'
+  | 'deliveryStats' | 'pruneDeliveries' | 'pruneEvents'>
 
 export interface EngineOptions {
-  store: Store
+  store: EngineStore
   clock: Clock
   registry: Registry
   logger?: EngineLogger
@@ -63,6 +70,13 @@ export interface EngineOptions {
    * leased to this node, so that the durable cursor moves past its event; default 2 s.
    */
   firstAttemptHoldMs?: number
+  /**
+   * Where batches of work go and answers come from. Default: `threads` worker threads signing and POSTing
+   * (port.ts); a unit test gives a fake that answers by hand.
+   */
+  port?: DeliveryPortFactory
+  /** Timeouts of the engine's own waits (pacing, outcome batching); default Node's. Tests fire them by hand. */
+  timers?: Timers
 }
 
 /** Each webhook actor's options: the adaptive window's bounds and the breaker's settings. */
@@ -90,7 +104,7 @@ export interface EngineLimits {
   batchSize: number
 }
 
-export function limitsOf (opts: Pick<EngineOptions, keyof EngineLimits>): EngineLimits {
+export function engineLimitsOf (opts: Pick<EngineOptions, keyof EngineLimits>): EngineLimits {
   const maxRequests = opts.maxRequests ?? 1024
   return {
     pollMs: opts.pollMs ?? 250,

@@ -1,75 +1,70 @@
 // The delivery engine: stored events in, signed webhook POSTs out, every outcome written back.
 //
 //   event source ──new events──┐
-//   store ──claimDeliveries────┴► intake ──► actors (one per webhook) ──batches──► worker threads (sign +
-//   POST) ──results, streamed──► settle (what each answer means) ──► outcome writer ──batches──► store
+//   store ──claimDeliveries────┴► intake ──► scheduler: actors (one per webhook) ──batches──► port: worker
+//   threads (sign + POST) ──results, streamed──► scheduler: what each answer means ──► outcome writer
+//   ──batches──► store
 //
 // The store is the truth: work is leased, never just taken, so a node that dies loses nothing (its
 // leases expire and any node picks the work up), and every retry further out than "now" is a time in the
 // store, not a timer in memory. Memory is bounded by `maxInFlight`: what does not fit stays in the store
 // and is paged in as room frees.
 //
-// This file keeps the lifecycle and the wiring; each part does one job in its own file:
+// This file keeps the lifecycle, the reads from the store and the wiring; each part does one job in its
+// own file:
 //   event-source.ts  new events: the routing lease and durable cursor (written once), or routed rows
 //   intake.ts        work into actors: parking, saturation, refill
 //   held.ts          what is held in memory from its lease until its outcome is queued; the leases
-//   settle.ts        what one answer means (pure)
+//   scheduler.ts     what goes out when (the node's budget, actors' turns) and what each answer does
+//   attempt-outcome.ts  what one answer means (pure)
 //   outcome-writer.ts  batched, retried outcome writes that carry the cursor
 //   retention.ts     store statistics and pruning
-//   actor.ts, pacer.ts, window.ts, dispatcher.ts  per-webhook state, pacing, and the worker threads
+//   actor.ts, pacer.ts, window.ts  per-webhook state and pacing
+//   port.ts, dispatcher.ts  where work goes: the worker threads (or a test's fake)
 import { hostname } from 'node:os'
 import { leaseOwner } from '../domain/lease-owner.js'
+import { PLANS } from '../domain/plans.js'
 import type { Component } from '../component.js'
 import type { Clock } from '../domain/clock.js'
 import type { DeliveryStats, DeliveryWork } from '../store/deliveries.js'
-import type { Store } from '../store/types.js'
-import { WebhookActor, type ActorOptions, type BreakerState } from './actor.js'
-import { clampRetryAfter, type RetryPolicy } from './backoff.js'
-import { Dispatcher, shardOf } from './dispatcher.js'
+import type { BreakerState } from './actor.js'
 import { noopLogger, type EngineLogger } from './engine-logger.js'
-import { actorOptionsOf, limitsOf, workerDataOf, type EngineLimits, type EngineOptions } from './engine-options.js'
+import { actorOptionsOf, engineLimitsOf, workerDataOf, type EngineLimits, type EngineOptions, type EngineStore } from './engine-options.js'
 import { eventSourceFor, type EventSource } from './event-source.js'
-import { HeldWork, Leases, outcomeOf } from './held.js'
-import type { DeliveryResult } from './http-sender.js'
+import { HeldWork, Leases, workIdentity } from './held.js'
 import { Intake } from './intake.js'
 import { createDeliveryMetrics, type DeliveryMetrics } from './metrics.js'
 import { OutcomeWriter } from './outcome-writer.js'
-import { Pacer, WakeList } from './pacer.js'
+import { workerThreadPort, type DeliveryPort } from './port.js'
 import { Retention } from './retention.js'
+import { Scheduler } from './scheduler.js'
 import { SecretOpener } from './secret-opener.js'
-import { classify, isOverload, settle } from './settle.js'
+
+/** An event fans out to at most this many webhooks: the most any plan allows an account. */
+const MAX_WEBHOOKS_PER_EVENT = Math.max(...Object.values(PLANS).map((plan) => plan.webhooks))
 
 export type { EngineLogger, EngineOptions }
 
 export class DeliveryEngine implements Component {
   readonly name = 'delivery-engine'
   readonly owner: string
-  private readonly store: Store
+  private readonly store: EngineStore
   private readonly clock: Clock
   private readonly log: EngineLogger
   private readonly leases: Leases
   private readonly limits: EngineLimits
   /** The least room a busy engine reads into (see fetch). */
   private readonly minRead: number
-  /** Requests handed to the workers and not yet answered. */
-  private requests = 0
-  private readonly policy: RetryPolicy
-  private readonly actorOptions: ActorOptions
-  private readonly dispatcher: Dispatcher
+  private readonly port: DeliveryPort
   private readonly metrics: DeliveryMetrics
 
-  private readonly actors = new Map<string, WebhookActor>()
   private readonly held: HeldWork
   private readonly source: EventSource
   private readonly writer: OutcomeWriter
   private readonly intake: Intake
+  private readonly scheduler: Scheduler
   private readonly retention: Retention
   private readonly secrets: SecretOpener
-  private readonly ready = new Set<WebhookActor>()
-  /** Actors with work that may not send before a time (a pushback hold, a rate-limit window). */
-  private readonly later: WakeList
-  /** Rate-limited webhooks' permits, from the store's shared counters. */
-  private readonly pacer: Pacer
 
   private running = false
   /** True between start() and stop(). */
@@ -79,12 +74,10 @@ export class DeliveryEngine implements Component {
 
   private fetching = false
   private fetchAgain = false
-  private pumpScheduled = false
   /** The last fetch stopped for want of room, not of work: freed room should trigger another. */
   private starved = false
   private timers: NodeJS.Timeout[] = []
   private unsubscribe: (() => void) | undefined
-  private idleWaiters: Array<() => void> = []
 
   constructor (opts: EngineOptions) {
     this.store = opts.store
@@ -92,18 +85,12 @@ export class DeliveryEngine implements Component {
     this.log = opts.logger ?? noopLogger
     this.owner = opts.owner ?? leaseOwner(opts.nodeId ?? hostname())
     this.leases = new Leases(this.owner, opts.leaseMs ?? 30_000)
-    this.limits = limitsOf(opts)
+    this.limits = engineLimitsOf(opts)
     this.minRead = Math.min(this.limits.readAhead, this.limits.maxInFlight) / 8
-    this.policy = { schedule: opts.retrySchedule, ...(opts.random ? { random: opts.random } : {}) }
-    this.actorOptions = actorOptionsOf(opts)
-    this.dispatcher = new Dispatcher({
-      threads: opts.threads,
-      workerData: workerDataOf(opts),
-      onResults: (results) => this.onResults(results),
-      onLost: (ids, error) => {
-        this.log.error({ deliveries: ids.length, error }, 'a delivery worker thread died; its unanswered deliveries will be retried')
-        this.onResults(ids.map((deliveryId) => ({ deliveryId, outcome: 'retry', error, durationMs: 0 })))
-      },
+    const actorOptions = actorOptionsOf(opts)
+    this.port = (opts.port ?? workerThreadPort(opts.threads, workerDataOf(opts)))({
+      results: (results) => this.scheduler.answer(results),
+      lost: (ids, error) => this.scheduler.lost(ids, error),
     })
     // Events that made no delivery let the cursor move: a write soon carries it.
     this.source = eventSourceFor(this.store, this.owner, this.log, () => this.writer.schedule())
@@ -115,8 +102,40 @@ export class DeliveryEngine implements Component {
       autoDisableMs: opts.autoDisableMs,
       onQueued: (outcome) => this.metrics.outcomes.inc({ outcome: outcome.kind }),
       onStale: (n) => this.metrics.staleOutcomes.inc(n),
+      ...(opts.timers ? { timers: opts.timers } : {}),
     })
     this.held = new HeldWork((outcome) => this.writer.queue(outcome))
+    this.metrics = createDeliveryMetrics(opts.registry, {
+      stats: () => this.stats(),
+      inFlight: () => this.held.size,
+      breakers: () => this.scheduler.breakerCounts(),
+      utilization: () => this.port.utilization(),
+      threadIds: () => this.port.threadIds(),
+      windows: () => this.scheduler.windows(),
+    })
+    this.scheduler = new Scheduler({
+      clock: this.clock,
+      log: this.log,
+      held: this.held,
+      port: this.port,
+      maxRequests: this.limits.maxRequests,
+      batchSize: this.limits.batchSize,
+      policy: { schedule: opts.retrySchedule, ...(opts.random ? { random: opts.random } : {}) },
+      actorOptions,
+      counter: this.store,
+      metrics: this.metrics,
+      ...(opts.timers ? { timers: opts.timers } : {}),
+      host: {
+        running: () => this.running,
+        isSaturated: (id) => this.intake.isSaturated(id),
+        refill: (actor) => this.intake.refill(actor),
+        redrive: (id) => this.redrive(id),
+        answered: () => {
+          // Room freed: there may be more waiting in the store.
+          if (this.starved && this.held.size < this.limits.maxInFlight / 2 && this.waiting() < this.limits.readAhead / 2) this.wake()
+        },
+      },
+    })
     this.intake = new Intake({
       store: this.store,
       clock: this.clock,
@@ -125,39 +144,19 @@ export class DeliveryEngine implements Component {
       leases: this.leases,
       source: this.source,
       maxInFlight: this.limits.maxInFlight,
-      mailboxLimit: this.actorOptions.mailboxLimit,
+      mailboxLimit: actorOptions.mailboxLimit,
       host: {
         running: () => this.running,
-        actorFor: (id) => this.actorFor(id),
-        actorCount: () => this.actors.size,
-        ready: (actor) => { this.ready.add(actor) },
-        pump: () => this.schedulePump(),
+        actorFor: (id) => this.scheduler.actorFor(id),
+        actorCount: () => this.scheduler.actorCount,
+        ready: (actor) => this.scheduler.markReady(actor),
+        pump: () => this.scheduler.schedulePump(),
         room: () => this.room(),
         flushOutcomes: () => this.writer.flush(),
       },
     })
     this.secrets = new SecretOpener(opts.openSecret, this.log)
     this.retention = new Retention({ store: this.store, clock: this.clock, log: this.log, retentionMs: opts.retentionMs })
-    const makeReady = (actors: WebhookActor[]) => {
-      if (!this.running) return
-      for (const a of actors) this.ready.add(a)
-      this.schedulePump()
-    }
-    this.later = new WakeList(this.clock, makeReady)
-    this.pacer = new Pacer(this.store, this.clock, (actor, at) => {
-      if (at === null) makeReady([actor])
-      else this.later.add(actor, at)
-    }, (err, actor) => {
-      if (!this.store.health.failed(err)) this.log.error({ err, webhookId: actor.webhookId }, 'asking for rate-limit permits failed')
-    })
-    this.metrics = createDeliveryMetrics(opts.registry, {
-      stats: () => this.stats(),
-      inFlight: () => this.held.size,
-      breakers: () => this.breakerCounts(),
-      utilization: () => this.dispatcher.utilization(),
-      threadIds: () => this.dispatcher.threadIds(),
-      windows: () => [...this.actors.values()].map((a) => a.window.limit),
-    })
   }
 
   async start (): Promise<void> {
@@ -187,18 +186,8 @@ export class DeliveryEngine implements Component {
     for (const t of this.timers) clearInterval(t)
     this.timers = []
     await this.retention.stop()
-    this.later.close()
-    const now = this.clock.now()
-    for (const actor of this.actors.values()) {
-      for (const work of actor.mailbox.splice(0)) this.held.defer(work, now)
-    }
-    this.ready.clear()
-    // What the threads hold queued and have not started comes back too, unattempted.
-    this.dispatcher.holdAll()
-    await new Promise<void>((resolve) => {
-      if (this.inFlightRequests() === 0) resolve()
-      else this.idleWaiters.push(resolve)
-    })
+    // Nothing more goes out; what waits comes back, and what is in flight is answered (bounded by the timeout).
+    await this.scheduler.stop()
     try {
       await this.writer.flush()
       await this.store.releaseLeases(this.owner, this.clock.now())
@@ -206,7 +195,7 @@ export class DeliveryEngine implements Component {
       // The store is gone: the leases expire on their own and the work is picked up again.
       this.log.error({ err }, 'could not hand back deliveries while stopping')
     }
-    await this.dispatcher.close()
+    await this.port.close()
   }
 
   /** Something may be due: look in the store soon. Cheap to call often. */
@@ -256,9 +245,9 @@ export class DeliveryEngine implements Component {
     return Math.min(this.limits.maxInFlight - this.held.size - this.writer.pending, this.limits.readAhead - this.waiting())
   }
 
-  /** Held in mailboxes, not yet handed to a worker thread. */
+  /** Held in mailboxes, not yet handed to the port. */
   private waiting (): number {
-    return this.held.size - this.requests
+    return this.held.size - this.scheduler.inFlight
   }
 
   private async fetch (): Promise<void> {
@@ -270,15 +259,15 @@ export class DeliveryEngine implements Component {
       // A busy engine (requests in flight, so results and their wake-ups are coming) does not read a
       // sliver: at every commit of new events it used to read the few that fitted, thousands of reads a
       // second. It reads once an eighth of what it may hold is free, as one larger page.
-      if (room <= 0 || (round === 0 && room < this.minRead && this.requests > 0)) {
+      if (room <= 0 || (round === 0 && room < this.minRead && this.scheduler.inFlight > 0)) {
         this.starved = true
         return
       }
       const now = this.clock.now()
       const req = { owner: this.owner, now, leaseUntil: this.leases.until(now), limit: Math.min(room, 2000), saturated: this.intake.saturated() }
-      // An event fans out to up to 10 webhooks (the Pro plan's limit): route no more events than there
-      // is room for their deliveries.
-      const eventLimit = Math.max(1, Math.floor(req.limit / 10))
+      // An event fans out to up to MAX_WEBHOOKS_PER_EVENT webhooks: route no more events than there is
+      // room for their deliveries.
+      const eventLimit = Math.max(1, Math.floor(req.limit / MAX_WEBHOOKS_PER_EVENT))
       const routed = await this.source.read({ ...req, limit: eventLimit })
       this.intake.accept(this.secrets.apply(routed.work))
       const claimRoom = this.room()
@@ -304,71 +293,15 @@ export class DeliveryEngine implements Component {
     const before = now - this.limits.firstAttemptHoldMs
     for (const w of this.held.values()) {
       if (w.origin === undefined || w.origin.createdAt > before) continue
-      this.writer.queue({ kind: 'leased', ...outcomeOf(w), owner: this.owner, leaseUntil: this.leases.until(now) })
+      this.writer.queue({ kind: 'leased', ...workIdentity(w), owner: this.owner, leaseUntil: this.leases.until(now) })
       delete w.origin
       w.lease = 1
     }
   }
 
-  private actorFor (webhookId: string): WebhookActor {
-    let actor = this.actors.get(webhookId)
-    if (!actor) {
-      actor = new WebhookActor(webhookId, shardOf(webhookId, this.dispatcher.shards), this.actorOptions)
-      this.actors.set(webhookId, actor)
-    }
-    return actor
-  }
-
-  private schedulePump (): void {
-    if (this.pumpScheduled) return
-    this.pumpScheduled = true
-    setImmediate(() => {
-      this.pumpScheduled = false
-      this.pump()
-    })
-  }
-  /**
-   * Moves work from actors with room into per-shard batches of up to batchSize, within the node's budget
-   * of requests in flight. Actors take turns: one that still has work after its turn goes to the back.
-   */
-  private pump (): void {
-    const now = this.clock.now()
-    const batches = new Map<number, DeliveryWork[]>()
-    for (const actor of [...this.ready]) {
-      const budget = this.limits.maxRequests - this.requests
-      if (budget <= 0) break
-      if (actor.rateLimit !== null && !actor.isPaused(now) && (now >= actor.permitsUntil || actor.permits <= 0)) {
-        // A rate-limited webhook spends permits from the shared counters; it is made ready again when they come.
-        this.ready.delete(actor)
-        this.pacer.ask(actor, now)
-        continue
-      }
-      const taken = actor.take(now, Math.min(budget, actor.mailbox.length))
-      this.ready.delete(actor)
-      if (actor.mailbox.length > 0 && actor.capacity(now) > 0) this.ready.add(actor)
-      else if (actor.mailbox.length > 0 && now < actor.holdUntil) this.later.add(actor, actor.holdUntil)
-      if (taken.length === 0) continue
-      this.requests += taken.length
-      let batch = batches.get(actor.shard)
-      if (!batch) batches.set(actor.shard, batch = [])
-      for (const w of taken) {
-        batch.push(w)
-        if (batch.length >= this.limits.batchSize) {
-          this.dispatcher.sendWork(actor.shard, batch)
-          batches.set(actor.shard, batch = [])
-        }
-      }
-    }
-    for (const [shard, batch] of batches) if (batch.length > 0) this.dispatcher.sendWork(shard, batch, this.windowOf)
-  }
-
-  /** Each webhook's adaptive window, as it travels with its batches to the worker threads. */
-  private readonly windowOf = (webhookId: string): number => this.actors.get(webhookId)?.window.limit ?? this.actorOptions.window.initial
-
   /** A webhook's adaptive delivery state on this node, or null when it holds no work for it (the API shows it). */
   deliveryState (webhookId: string): { window: number; roundTripMs: number; breaker: BreakerState } | null {
-    const a = this.actors.get(webhookId)
-    return a ? { window: a.window.limit, roundTripMs: Math.round(a.window.roundTrip), breaker: a.state(this.clock.now()) } : null
+    return this.scheduler.deliveryState(webhookId)
   }
 
   /**
@@ -387,103 +320,6 @@ export class DeliveryEngine implements Component {
         this.wake()
       })
       .catch((err) => this.log.error({ err, webhookId }, 're-driving waiting deliveries failed'))
-  }
-
-  private onResults (results: DeliveryResult[]): void {
-    const now = this.clock.now()
-    const requeue = new Map<WebhookActor, DeliveryWork[]>()
-    for (const r of results) {
-      const work = this.held.get(r.deliveryId)
-      if (!work) continue
-      this.requests -= 1
-      const actor = this.actorFor(work.webhookId)
-      if (r.outcome === 'returned') {
-        // Handed back unattempted by its worker thread (after a failure, a pause, or when stopping): no
-        // attempt is counted. It goes out again as soon as the actor may send (still held), or back to the store.
-        actor.returned()
-        if (this.running && !actor.isPaused(now)) {
-          let list = requeue.get(actor)
-          if (!list) requeue.set(actor, list = [])
-          list.push(work)
-        } else {
-          this.held.defer(work, actor.isPaused(now) ? actor.pausedUntil : now)
-        }
-      } else {
-        this.metrics.requestDuration.observe(r.durationMs / 1000)
-        this.settleAttempt(actor, work, r, now)
-      }
-      if (actor.mailbox.length > 0) this.ready.add(actor)
-      else if (actor.idle(now) && !this.intake.isSaturated(actor.webhookId) && !requeue.has(actor)) this.actors.delete(actor.webhookId)
-      this.intake.refill(actor)
-    }
-    // Handed back in order: they go to the front of their mailbox, ahead of what came later.
-    for (const [actor, works] of requeue) {
-      actor.mailbox.unshift(...works)
-      this.ready.add(actor)
-    }
-    this.schedulePump()
-    // Room freed: there may be more waiting in the store.
-    if (this.starved && this.held.size < this.limits.maxInFlight / 2 && this.waiting() < this.limits.readAhead / 2) this.wake()
-    if (this.idleWaiters.length > 0 && this.inFlightRequests() === 0) for (const resolve of this.idleWaiters.splice(0)) resolve()
-  }
-
-  /** An attempt that was made: what it means (settle.ts), applied to the actor, and its outcome queued. */
-  private settleAttempt (actor: WebhookActor, work: DeliveryWork, r: DeliveryResult, now: number): void {
-    const answer = classify(r, actor.isDown(now))
-    if (answer === 'returned') return
-    const wasPaused = actor.isPaused(now)
-    let pushbackWaitMs = 0
-    if (answer === 'delivered') {
-      if (actor.succeeded(now, r.durationMs)) this.redrive(actor.webhookId)
-      this.metrics.latency.observe(Math.max(0, now - work.eventAt) / 1000)
-    } else if (answer === 'gone') {
-      actor.failed(now)
-      // The receiver is gone and its webhook is being disabled: send it nothing more for a while. What
-      // waits for it goes back to the store, where the disable cancels it (the claim would, too).
-      actor.pause(now + this.actorOptions.cooldownMs)
-    } else if (answer === 'pushback') {
-      // Busy, not down: the window shrinks and this delivery waits a moment (or its Retry-After).
-      pushbackWaitMs = actor.pushedBack(now)
-      this.metrics.pushbacks.inc()
-    } else {
-      if (isOverload(r)) actor.shrink(now)
-      const opened = actor.failed(now)
-      // A Retry-After from an endpoint that is down pauses the whole webhook (from a busy one, only the delivery).
-      if (r.retryAfterMs !== undefined) actor.pause(now + clampRetryAfter(r.retryAfterMs))
-      if (opened) this.log.warn({ webhookId: work.webhookId, until: new Date(actor.pausedUntil).toISOString() }, 'webhook circuit breaker opened')
-    }
-    const outcome = settle(r, work, answer, this.policy, now, pushbackWaitMs)
-    this.held.release(work, outcome)
-    // Every attempt that ends or moves the retry schedule counts (a retry after a pushback does not).
-    if (answer === 'delivered' || answer === 'gone' || (answer === 'failure' && outcome.kind === 'failed')) this.metrics.attempts.observe(work.attempts + 1)
-    if (answer === 'gone' || answer === 'failure') this.giveBackWhilePaused(actor, now, wasPaused)
-  }
-
-  /**
-   * A paused actor sends nothing, so it keeps nothing: its mailbox goes back to the store, due when the
-   * pause ends, and what its worker thread holds queued behind the window comes back to be deferred too.
-   * (A paused actor with a mailbox would never be made ready again.)
-   */
-  private giveBackWhilePaused (actor: WebhookActor, now: number, wasPaused: boolean): void {
-    if (!actor.isPaused(now)) return
-    for (const queued of actor.mailbox.splice(0)) this.held.defer(queued, actor.pausedUntil)
-    if (!wasPaused) this.dispatcher.hold(actor.shard, [actor.webhookId])
-  }
-
-  private inFlightRequests (): number {
-    let n = 0
-    for (const actor of this.actors.values()) n += actor.inFlight
-    return n
-  }
-
-  private breakerCounts (): { open: number; half_open: number } {
-    const now = this.clock.now()
-    const counts = { open: 0, half_open: 0 }
-    for (const actor of this.actors.values()) {
-      const state = actor.state(now)
-      if (state !== 'closed') counts[state] += 1
-    }
-    return counts
   }
 
   /** Store statistics for /metrics, cached briefly (retention.ts). */

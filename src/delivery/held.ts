@@ -12,8 +12,11 @@ export class Leases {
   }
 }
 
-/** What an outcome names of its work; a first attempt held in memory brings its origin (its row is made from it). */
-export function outcomeOf (w: DeliveryWork): { id: string; webhookId: string; lease: number; origin?: DeliveryOrigin } {
+/**
+ * The fields by which an outcome names its work (id, webhook, lease token); a first attempt held in memory
+ * brings its origin too (its row is made from it).
+ */
+export function workIdentity (w: DeliveryWork): { id: string; webhookId: string; lease: number; origin?: DeliveryOrigin } {
   return w.origin === undefined ? { id: w.id, webhookId: w.webhookId, lease: w.lease } : { id: w.id, webhookId: w.webhookId, lease: w.lease, origin: w.origin }
 }
 
@@ -50,7 +53,7 @@ export class HeldWork {
 
   /** Gives work back to the store, due at `at`, without counting an attempt. */
   defer (work: DeliveryWork, at: number): void {
-    this.release(work, { kind: 'deferred', ...outcomeOf(work), nextAttemptAt: at })
+    this.release(work, { kind: 'deferred', ...workIdentity(work), nextAttemptAt: at })
   }
 
   /** Resolves when nothing is held (at once when nothing is). */

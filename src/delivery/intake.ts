@@ -9,7 +9,7 @@ import type { DeliveryStore, DeliveryWork } from '../store/deliveries.js'
 import type { WebhookActor } from './actor.js'
 import type { EngineLogger } from './engine-logger.js'
 import type { EventSource } from './event-source.js'
-import { outcomeOf, type HeldWork, type Leases } from './held.js'
+import { workIdentity, type HeldWork, type Leases } from './held.js'
 
 /** What intake needs of the engine around it. */
 export interface IntakeHost {
@@ -82,7 +82,7 @@ export class Intake {
       source.count(w.origin, 1)
       const actor = host.actorFor(w.webhookId)
       // The latest claim carries the webhook's rate limit as it is now.
-      if (w.rateLimit !== undefined) actor.rateLimit = w.rateLimit
+      if (w.rateLimit !== undefined) actor.limitRate(w.rateLimit)
       if (w.origin !== undefined && this.saturatedIds.has(w.webhookId)) {
         // This webhook's backlog waits in the store: a new delivery goes behind it, not ahead.
         this.park(w, now)
@@ -94,7 +94,7 @@ export class Intake {
         this.park(w, now)
         this.saturatedIds.add(w.webhookId)
       } else {
-        actor.mailbox.push(w)
+        actor.enqueue(w)
         host.ready(actor)
       }
     }
@@ -103,7 +103,7 @@ export class Intake {
 
   /** Stored as parked: still leased to this node, out of memory until its actor pages it in. */
   private park (w: DeliveryWork, now: number): void {
-    this.opts.held.release(w, { kind: 'parked', ...outcomeOf(w), owner: this.opts.leases.owner, leaseUntil: this.opts.leases.until(now) })
+    this.opts.held.release(w, { kind: 'parked', ...workIdentity(w), owner: this.opts.leases.owner, leaseUntil: this.opts.leases.until(now) })
   }
 
   /**
@@ -120,8 +120,8 @@ export class Intake {
     const id = actor.webhookId
     if (!host.running() || !this.saturatedIds.has(id) || this.refilling.has(id)) return
     const limit = Math.max(this.opts.mailboxLimit, this.mailboxShare())
-    const want = Math.min(host.room(), limit - actor.mailbox.length)
-    if (actor.mailbox.length > limit / 2 || want <= 0) return
+    const want = Math.min(host.room(), limit - actor.queued)
+    if (actor.queued > limit / 2 || want <= 0) return
     this.refilling.add(id)
     // Outcomes first: a deferred delivery must be back in the store before it can be claimed again.
     host.flushOutcomes()

@@ -6,12 +6,11 @@
 //
 // Tested in test/unit/delivery-parts.test.ts.
 import pRetry from 'p-retry'
-import type { Clock } from '../domain/clock.js'
+import { realTimers, type Clock, type Timers } from '../domain/clock.js'
 import type { DeliveryOutcome, DeliveryStore } from '../store/deliveries.js'
 import type { StoreHealth } from '../store/faults.js'
 import type { EngineLogger } from './engine-logger.js'
 import type { EventSource } from './event-source.js'
-import { realTimers, type Timers } from './pacer.js'
 
 export const OUTCOME_BATCH = 512
 export const LINGER_MS = 5
@@ -83,7 +82,7 @@ export class OutcomeWriter {
   }
 
   /** Resolves when the write under way (if any) is done. */
-  settled (): Promise<void> {
+  lastWrite (): Promise<void> {
     return this.writing
   }
 

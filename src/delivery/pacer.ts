@@ -6,24 +6,9 @@
 // - Pacer: a rate-limited webhook's permits, from the counters every node shares (the store's rate-limit
 //   windows, see webhookPace in ../domain/rate-limits.ts). It asks for at most one window's permits at a
 //   time, and once a window's are spent, waits for the next window instead of asking again.
-import type { Clock } from '../domain/clock.js'
+import { realTimers, type Clock, type Timers } from '../domain/clock.js'
 import { webhookPace, webhookPaceKey, windowOf } from '../domain/rate-limits.js'
 import type { WebhookActor } from './actor.js'
-
-export interface Timers {
-  set (fn: () => void, ms: number): unknown
-  clear (handle: unknown): void
-}
-
-export const realTimers: Timers = {
-  set: (fn, ms) => setTimeout(fn, ms).unref(),
-  clear: (handle) => clearTimeout(handle as NodeJS.Timeout),
-}
-
-/** When an actor with work may send again (0: now), as the actor says. */
-export function readyTime (actor: WebhookActor): number {
-  return Math.max(actor.holdUntil, actor.rateLimit === null ? 0 : actor.nextPermitAt)
-}
 
 export class WakeList {
   private readonly waiting = new Set<WebhookActor>()
@@ -53,13 +38,13 @@ export class WakeList {
     const now = this.clock.now()
     const ready: WebhookActor[] = []
     for (const actor of [...this.waiting]) {
-      if (actor.mailbox.length === 0) this.waiting.delete(actor)
-      else if (now >= readyTime(actor)) {
+      if (actor.queued === 0) this.waiting.delete(actor)
+      else if (now >= actor.readyAt()) {
         this.waiting.delete(actor)
         ready.push(actor)
       }
     }
-    for (const actor of this.waiting) this.add(actor, readyTime(actor))
+    for (const actor of this.waiting) this.add(actor, actor.readyAt())
     if (ready.length > 0) this.ready(ready)
   }
 
@@ -86,7 +71,7 @@ export class Pacer {
 
   /** Asks for this window's permits of a rate-limited actor (nothing if a request is under way). */
   ask (actor: WebhookActor, now: number): void {
-    if (actor.pacing || actor.rateLimit === null || actor.mailbox.length === 0) return
+    if (actor.askingForPermits || actor.rateLimit === null || actor.queued === 0) return
     if (now < actor.nextPermitAt) {
       this.then(actor, actor.nextPermitAt)
       return
@@ -94,23 +79,20 @@ export class Pacer {
     const pace = webhookPace(actor.rateLimit)
     const window = windowOf(now, pace.windowMs)
     const key = webhookPaceKey(actor.webhookId, pace.windowMs)
-    const want = Math.min(pace.permits, actor.mailbox.length)
-    actor.pacing = true
+    const want = Math.min(pace.permits, actor.queued)
+    actor.permitsAsked()
     Promise.all(Array.from({ length: want }, () => this.counter.hitRateLimit({ key, ...window })))
       .then((counts) => {
         const granted = counts.filter((n) => n <= pace.permits).length
-        actor.permits = granted
-        actor.permitsUntil = window.windowEnd
         // This window had less than asked for: it is spent; ask again when the next one opens.
-        actor.nextPermitAt = granted < want ? window.windowEnd : this.clock.now()
+        actor.permitsGranted(granted, window.windowEnd, granted < want ? window.windowEnd : this.clock.now())
       }, (err: unknown) => {
+        actor.permitsUnavailable(this.clock.now() + 100)
         this.onError(err, actor)
-        actor.nextPermitAt = this.clock.now() + 100
       })
       .finally(() => {
-        actor.pacing = false
         const now = this.clock.now()
-        this.then(actor, actor.permits > 0 && now < actor.permitsUntil ? null : actor.nextPermitAt)
+        this.then(actor, actor.hasPermits(now) ? null : actor.nextPermitAt)
       })
   }
 }

@@ -1,8 +1,8 @@
-// What one answer means (src/delivery/settle.ts): pure, so every row is checked without threads or sockets.
+// What one answer means (src/delivery/attempt-outcome.ts): pure, so every row is checked without threads or sockets.
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import type { DeliveryResult } from '../../src/delivery/http-sender.js'
-import { classify, isOverload, settle } from '../../src/delivery/settle.js'
+import { attemptOutcome, classify, isOverload } from '../../src/delivery/attempt-outcome.js'
 import type { DeliveryWork } from '../../src/store/deliveries.js'
 
 const POLICY = { schedule: [5_000, 30_000], random: () => 0.5 }
@@ -13,7 +13,7 @@ function work (attempts = 0, pushbacks = 0): DeliveryWork {
 }
 const result = (r: Partial<DeliveryResult>): DeliveryResult => ({ deliveryId: 'dlv_1', outcome: 'retry', durationMs: 7, ...r })
 
-describe('settle: what one answer means', () => {
+describe('attempt outcome: what one answer means', () => {
   test('classification: 429 and 503 are pushback while the endpoint is not down, failures once it is; other statuses are failures', () => {
     assert.equal(classify(result({ outcome: 'delivered', status: 200 }), false), 'delivered')
     assert.equal(classify(result({ outcome: 'gone', status: 410 }), false), 'gone')
@@ -33,24 +33,24 @@ describe('settle: what one answer means', () => {
   })
 
   test('a pushback is an attempt but no step: due after the actor\'s wait, or its Retry-After, and never failed', () => {
-    const o = settle(result({ status: 429 }), work(9, 0), 'pushback', POLICY, NOW, 40)
+    const o = attemptOutcome(result({ status: 429 }), work(9, 0), 'pushback', POLICY, NOW, 40)
     assert.deepEqual(o, { kind: 'retry', id: 'dlv_1', webhookId: 'wh_1', lease: 3, at: NOW, error: 'failed', durationMs: 7, statusCode: 429, nextAttemptAt: NOW + 40, pushback: true })
-    const ra = settle(result({ status: 503, retryAfterMs: 30_000 }), work(), 'pushback', POLICY, NOW, 40)
+    const ra = attemptOutcome(result({ status: 503, retryAfterMs: 30_000 }), work(), 'pushback', POLICY, NOW, 40)
     assert.equal(ra.kind === 'retry' && ra.nextAttemptAt, NOW + 30_000, 'Retry-After wins')
   })
 
   test('a failure takes the schedule\'s next step, counting attempts that were not pushbacks; after the last it fails', () => {
-    const first = settle(result({ status: 500 }), work(0), 'failure', POLICY, NOW)
+    const first = attemptOutcome(result({ status: 500 }), work(0), 'failure', POLICY, NOW)
     assert.equal(first.kind === 'retry' && first.nextAttemptAt, NOW + 5_000)
-    const afterPushbacks = settle(result({ status: 500 }), work(5, 5), 'failure', POLICY, NOW)
+    const afterPushbacks = attemptOutcome(result({ status: 500 }), work(5, 5), 'failure', POLICY, NOW)
     assert.equal(afterPushbacks.kind === 'retry' && afterPushbacks.nextAttemptAt, NOW + 5_000, 'five pushbacks before: still the first step')
-    assert.equal(settle(result({ status: 500 }), work(2, 0), 'failure', POLICY, NOW).kind, 'failed', 'the schedule is used up')
-    assert.equal(settle(result({ status: 500 }), work(4, 2), 'failure', POLICY, NOW).kind, 'failed')
+    assert.equal(attemptOutcome(result({ status: 500 }), work(2, 0), 'failure', POLICY, NOW).kind, 'failed', 'the schedule is used up')
+    assert.equal(attemptOutcome(result({ status: 500 }), work(4, 2), 'failure', POLICY, NOW).kind, 'failed')
   })
 
   test('a first attempt held in memory carries its origin into the outcome', () => {
     const origin = { seq: 1, accountId: 'a', eventId: 'e', eventType: 'email.sent' as const, emailId: 'm', eventAt: 0, router: 1, createdAt: 0 }
-    const o = settle(result({ outcome: 'delivered', status: 204 }), { ...work(), lease: 0, origin }, 'delivered', POLICY, NOW)
+    const o = attemptOutcome(result({ outcome: 'delivered', status: 204 }), { ...work(), lease: 0, origin }, 'delivered', POLICY, NOW)
     assert.deepEqual(o, { kind: 'succeeded', id: 'dlv_1', webhookId: 'wh_1', lease: 0, origin, at: NOW, statusCode: 204, durationMs: 7 })
   })
 })

@@ -3,7 +3,8 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { WebhookActor } from '../../src/delivery/actor.js'
-import { Pacer, WakeList, type PermitCounter, type Timers } from '../../src/delivery/pacer.js'
+import { Pacer, WakeList, type PermitCounter } from '../../src/delivery/pacer.js'
+import type { Timers } from '../../src/domain/clock.js'
 import { webhookPace } from '../../src/domain/rate-limits.js'
 import type { DeliveryWork } from '../../src/store/deliveries.js'
 
@@ -69,8 +70,8 @@ describe('pacing', () => {
     const a = new WebhookActor('wh_1', 0, OPTS)
     const b = new WebhookActor('wh_1', 0, OPTS)
     for (const actor of [a, b]) {
-      actor.rateLimit = 50
-      actor.mailbox.push(...work(100))
+      actor.limitRate(50)
+      for (const w of work(100)) actor.enqueue(w)
     }
     const { permits, windowMs } = webhookPace(50)
     time.now = 5
@@ -90,8 +91,8 @@ describe('pacing', () => {
     const calls: Array<number | null> = []
     const pacer = new Pacer(counter, time.clock, (_a, at) => calls.push(at), (err) => { throw err })
     const a = new WebhookActor('wh_1', 0, OPTS)
-    a.rateLimit = 20
-    a.mailbox.push(...work(10))
+    a.limitRate(20)
+    for (const w of work(10)) a.enqueue(w)
     pacer.ask(a, 0)
     pacer.ask(a, 0)
     await new Promise((resolve) => setImmediate(resolve))
@@ -113,10 +114,14 @@ describe('pacing', () => {
     const early = new WebhookActor('wh_early', 0, OPTS)
     const late = new WebhookActor('wh_late', 0, OPTS)
     const empty = new WebhookActor('wh_empty', 0, OPTS)
-    early.mailbox.push(...work(1))
-    late.mailbox.push(...work(1))
-    early.holdUntil = 10
-    late.holdUntil = 50
+    // Two pushbacks in a row hold an actor's new requests 10 ms: until 10 for one, until 50 for the other.
+    for (const [actor, at] of [[early, 0], [late, 40]] as const) {
+      for (const w of work(3)) actor.enqueue(w)
+      actor.take(at, 2)
+      actor.pushedBack(at)
+      actor.pushedBack(at)
+    }
+    assert.deepEqual([early.holdUntil, late.holdUntil], [10, 50])
     list.add(late, 50)
     list.add(early, 10)
     list.add(empty, 5)

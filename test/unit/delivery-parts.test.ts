@@ -178,7 +178,7 @@ describe('outcome writer', () => {
     assert.equal(store.writes.length, 0)
     assert.equal(timers.pending.size, 1, 'one linger timer for the batch')
     timers.fireAll()
-    await writer.settled()
+    await writer.lastWrite()
     assert.deepEqual(store.writes.map((w) => w.outcomes.map((o) => o.id)), [['dlv_1', 'dlv_2']])
     assert.deepEqual(counted, [[undefined, -1], [4, -1]])
     assert.equal(writer.pending, 0)
@@ -260,13 +260,12 @@ describe('intake', () => {
   test('work fills its actor; what does not fit is parked, leased to this node, and the webhook is saturated', () => {
     const { queued, held, actors, ready, intake, clock } = setup()
     intake.accept([work('dlv_1'), work('dlv_2'), work('dlv_3')])
-    assert.deepEqual(actors.get('wh_1')?.mailbox.map((w) => w.id), ['dlv_1', 'dlv_2'])
+    assert.deepEqual(actors.get('wh_1')?.emptyMailbox().map((w) => w.id), ['dlv_1', 'dlv_2'])
     assert.deepEqual([...ready], ['wh_1'])
     assert.deepEqual(queued, [{ kind: 'parked', id: 'dlv_3', webhookId: 'wh_1', lease: 1, owner: 'me', leaseUntil: clock.t + 1_000 }])
     assert.equal(held.size, 2)
     assert.deepEqual(intake.saturated(), ['wh_1'])
     // A new first attempt for a saturated webhook goes behind its backlog, even with room.
-    actors.get('wh_1')?.mailbox.splice(0)
     intake.accept([work('dlv_4', { lease: 0, origin: origin(1) })])
     assert.equal(queued.at(-1)?.kind, 'parked')
     assert.equal(queued.at(-1)?.id, 'dlv_4')
@@ -276,7 +275,7 @@ describe('intake', () => {
     const { queued, actors, intake, clock } = setup()
     intake.accept([work('dlv_1')])
     const actor = actors.get('wh_1')!
-    actor.mailbox.splice(0)
+    actor.emptyMailbox()
     actor.pause(clock.t + 500)
     intake.accept([work('dlv_2')])
     assert.deepEqual(queued, [deferred('dlv_2', clock.t + 500)])
@@ -287,7 +286,7 @@ describe('intake', () => {
     intake.accept([work('dlv_1', { lease: 1 })])
     intake.accept([work('dlv_1', { lease: 4 })])
     assert.equal(held.get('dlv_1')?.lease, 4)
-    assert.equal(actors.get('wh_1')?.mailbox.length, 1)
+    assert.equal(actors.get('wh_1')?.queued, 1)
   })
 
   test('a saturated actor whose mailbox has half emptied pages its backlog in, outcomes written first; a short page ends the saturation', async () => {
@@ -296,13 +295,13 @@ describe('intake', () => {
     const actor = actors.get('wh_1')!
     intake.refill(actor)
     assert.deepEqual(unparked, [], 'the mailbox is still full')
-    actor.mailbox.splice(0)
+    actor.emptyMailbox()
     intake.refill(actor)
     intake.refill(actor) // one page at a time
     await new Promise((resolve) => setImmediate(resolve))
     assert.equal(flushed(), 1)
     assert.deepEqual(unparked, [{ webhookId: 'wh_1', limit: 2 }])
-    assert.deepEqual(actor.mailbox.map((w) => w.id), ['dlv_9'])
+    assert.deepEqual(actor.emptyMailbox().map((w) => w.id), ['dlv_9'])
     assert.deepEqual(intake.saturated(), [], 'fewer came back than asked for: the backlog is in')
   })
 })

@@ -34,6 +34,10 @@ function work (n: number): DeliveryWork[] {
   }))
 }
 
+function fill (actor: WebhookActor, n: number): void {
+  for (const w of work(n)) actor.enqueue(w)
+}
+
 const OPTS = {
   window: { min: 1, max: 3, initial: 3 }, ahead: 0, mailboxLimit: 10, failureThreshold: 2, cooldownMs: 1000, maxCooldownMs: 4000, downAfterMs: 500, maxHoldMs: 1000,
 }
@@ -41,7 +45,7 @@ const OPTS = {
 describe('webhook actor', () => {
   test('hands over its window and what may wait ahead of it (in windows), no more', () => {
     const actor = new WebhookActor('wh_1', 0, { ...OPTS, ahead: 1 })
-    actor.mailbox.push(...work(7))
+    fill(actor, 7)
     assert.equal(actor.take(0, 10).length, 6, 'three in flight, three queued in the worker thread')
     assert.equal(actor.take(0, 10).length, 0)
     actor.succeeded(0, 5)
@@ -50,7 +54,7 @@ describe('webhook actor', () => {
 
   test('a delivery handed back unattempted counts neither as a success nor as a failure', () => {
     const actor = new WebhookActor('wh_1', 0, OPTS)
-    actor.mailbox.push(...work(6))
+    fill(actor, 6)
     actor.take(0, 3)
     actor.failed(0)
     actor.returned()
@@ -65,7 +69,7 @@ describe('webhook actor', () => {
 
   test('never has more than its window in flight', () => {
     const actor = new WebhookActor('wh_1', 0, OPTS)
-    actor.mailbox.push(...work(5))
+    fill(actor, 5)
     assert.equal(actor.take(0, 10).length, 3)
     assert.equal(actor.take(0, 10).length, 0)
     actor.succeeded(0, 5)
@@ -74,7 +78,7 @@ describe('webhook actor', () => {
 
   test('a down endpoint opens the breaker; the probe comes after a quarter of the outage, within bounds; a 2xx closes it and asks for a re-drive', () => {
     const actor = new WebhookActor('wh_1', 0, OPTS)
-    actor.mailbox.push(...work(8))
+    fill(actor, 8)
     actor.take(0, 3)
     assert.equal(actor.failed(0), false)
     assert.equal(actor.failed(100), false, 'two failures within downAfterMs: not down yet')
@@ -99,7 +103,7 @@ describe('webhook actor', () => {
   test('a flaky endpoint (failures between successes) never opens the breaker, however many failures in all', () => {
     const actor = new WebhookActor('wh_1', 0, OPTS)
     for (let t = 0; t < 10_000; t += 10) {
-      actor.mailbox.push(...work(2))
+      fill(actor, 2)
       actor.take(t, 2)
       assert.equal(actor.failed(t), false)
       assert.equal(actor.succeeded(t, 5), false, 'one failure between successes is no outage')
@@ -109,7 +113,7 @@ describe('webhook actor', () => {
 
   test('many failures in a row open it without waiting for downAfterMs (a dead endpoint fails fast)', () => {
     const actor = new WebhookActor('wh_1', 0, { ...OPTS, window: { min: 1, max: 10, initial: 10 } })
-    actor.mailbox.push(...work(10))
+    fill(actor, 10)
     actor.take(0, 10)
     const opened = Array.from({ length: 8 }, () => actor.failed(1))
     assert.deepEqual(opened.map((o, i) => o ? i + 1 : 0).filter((n) => n > 0), [8], 'at failureThreshold × 4 in a row')
@@ -117,13 +121,13 @@ describe('webhook actor', () => {
 
   test('pushbacks shrink the window, hold new requests from the second in a row, and are not failures', () => {
     const actor = new WebhookActor('wh_1', 0, { ...OPTS, window: { min: 1, max: 16, initial: 16 } })
-    actor.mailbox.push(...work(40))
+    fill(actor, 40)
     assert.equal(actor.take(0, 40).length, 16)
     assert.equal(actor.pushedBack(0), 10, 'the first waits the shortest moment')
-    assert.equal(actor.window.limit, 8, 'halved')
+    assert.equal(actor.windowLimit, 8, 'halved')
     assert.equal(actor.holdUntil, 0, 'no hold after one pushback')
     actor.pushedBack(5)
-    assert.equal(actor.window.limit, 4, 'halved again a round trip later')
+    assert.equal(actor.windowLimit, 4, 'halved again a round trip later')
     assert.equal(actor.holdUntil, 15, 'the second in a row holds new requests 10 ms')
     assert.equal(actor.capacity(10), 0)
     assert.equal(actor.failures, 0, 'no failure counted')
@@ -135,7 +139,7 @@ describe('webhook actor', () => {
 
   test('an endpoint with no 2xx for downAfterMs is down: its 429/503 are failures from then on', () => {
     const actor = new WebhookActor('wh_1', 0, OPTS)
-    actor.mailbox.push(...work(3))
+    fill(actor, 3)
     actor.take(0, 3)
     actor.pushedBack(0)
     assert.equal(actor.isDown(499), false)
@@ -146,14 +150,13 @@ describe('webhook actor', () => {
 
   test('a rate-limited actor sends only the permits it holds, within their window', () => {
     const actor = new WebhookActor('wh_1', 0, OPTS)
-    actor.rateLimit = 50
-    actor.mailbox.push(...work(5))
+    actor.limitRate(50)
+    fill(actor, 5)
     assert.equal(actor.take(0, 10).length, 0, 'no permits: nothing')
-    actor.permits = 2
-    actor.permitsUntil = 60
+    actor.permitsGranted(2, 60, 10)
     assert.equal(actor.take(10, 10).length, 2)
     assert.equal(actor.take(10, 10).length, 0, 'spent')
-    actor.permits = 2
+    actor.permitsGranted(2, 60, 10)
     assert.equal(actor.take(60, 10).length, 0, 'permits of a window that ended are void')
   })
 })
