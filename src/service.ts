@@ -2,19 +2,16 @@
 // built around one store. server.ts and the tests both start svc through here, so what is tested is
 // what runs.
 import path from 'node:path'
-import Fastify from 'fastify'
+import type { FastifyBaseLogger } from 'fastify'
+import pino from 'pino'
 import { Registry } from 'prom-client'
 import type { Config } from '../config/index.js'
 import type { Component } from './component.js'
-import { buildApp, createServices, type App, type AppDeps } from './app.js'
+import { createUseCases, type Services, type UseCaseDeps } from './app/services.js'
 import { DeliveryEngine, type EngineOptions } from './delivery/engine.js'
 import { systemClock } from './domain/clock.js'
 import type { ResolvedAddress } from './domain/webhook-url.js'
-import { registerErrorHandling } from './http/errors.js'
-import { registerHttpMetrics } from './http/metrics.js'
-import { fastifyTrustProxy } from './http/trust-proxy.js'
-import { addSharedSchemas } from './http/schemas.js'
-import healthRoutes from './http/routes/health.js'
+import { buildApp, buildOperationsApp, type App } from './http/build-app.js'
 import { Mailer, type MailerTuning } from './mail/mailer.js'
 import { instrumentStore } from './metrics.js'
 import { createSandboxTransport } from './mail/sandbox-transport.js'
@@ -24,15 +21,19 @@ import { createComposer } from './mail/compose-pool.js'
 import { leaseOwner } from './domain/lease-owner.js'
 import { verpKey } from './domain/verp.js'
 import { openWebhookSecret } from './domain/secrets.js'
-import { createReturnedMailService } from './app/returned-mail.js'
 import { DomainChecker, type DomainCheckerOptions } from './mail/domain-checker.js'
 import type { InboundOptions } from './mail/inbound/listener.js'
 import type { ReceivingOptions } from './mail/inbound/receiving.js'
 import type { MailTransport } from './mail/transport.js'
+import type { Store } from './store/types.js'
 
 export type { Component }
 
-export interface ServiceDeps extends AppDeps {
+export interface ServiceDeps extends UseCaseDeps {
+  /** A pino logger; default: none (silent). The server passes its own. */
+  logger?: FastifyBaseLogger
+  /** Where metrics register; default: a fresh Registry. */
+  registry?: Registry
   /** Fixed DNS answers for the delivery worker threads (tests: a hostname without public DNS). */
   deliveryHosts?: Record<string, ResolvedAddress[]>
   /** Engine tuning beyond the configuration (tests, benchmarks). */
@@ -67,27 +68,6 @@ export interface Service {
 export const EXTERNAL_WRITES_POLL_MS = 10
 
 /**
- * The HTTP side of a process without the API role: /healthz, /readyz and /metrics on its PORT (operators
- * scrape every node), every other path the 404 envelope. A separate, minimal app rather than the API app
- * with its routes left out: nothing of the API (body parsers, sessions, rate limits, docs) is loaded,
- * and nothing of it can be reached by mistake.
- */
-async function buildOperationsApp (config: Config, deps: AppDeps): Promise<App> {
-  const services = createServices(config, deps)
-  const registry = deps.registry ?? new Registry()
-  const app = Fastify({
-    ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
-    bodyLimit: 1024,
-    trustProxy: fastifyTrustProxy(config.trustProxy),
-  })
-  addSharedSchemas(app)
-  registerErrorHandling(app)
-  registerHttpMetrics(app, registry, config.metricsToken, config.metricsServed)
-  await app.register(healthRoutes, { services, config })
-  return Object.assign(app, { services, registry }) as unknown as App
-}
-
-/**
  * Wakes this process's mailer and engine when another process commits to the store. The store's
  * subscribe() hint is heard only inside the process that wrote; without this, a send accepted by an API
  * process would wait for the mailer's poll (1 s) and its event for the engine's (250 ms). SQLite tells
@@ -100,7 +80,7 @@ class ExternalWrites implements Component {
   private last: number | null = null
   private reading = false
 
-  constructor (private readonly store: AppDeps['store'], private readonly wake: Array<() => void>, private readonly everyMs: number) {}
+  constructor (private readonly store: Store, private readonly wake: Array<() => void>, private readonly everyMs: number) {}
 
   async start (): Promise<void> {
     this.last = await this.store.externalWriteVersion()
@@ -134,11 +114,11 @@ class ExternalWrites implements Component {
 /** Emails in flight at once on the sandbox (what 8 per connection gave with the pool's old default of 10). */
 const SANDBOX_CONCURRENCY = 80
 
-function sandbox (config: Config, app: App): MailTransport {
+function sandbox (config: Config, log: FastifyBaseLogger): MailTransport {
   // The mailer hands the sandbox drafts: a copy per recipient is made only for the emails it writes.
   const copies = { publicUrl: config.publicUrl, secret: config.secret! }
   if (config.sandboxKeep === 0) return createSandboxTransport({ keep: 0, copies })
-  const logger = app.log.child({ component: 'mailer' })
+  const logger = log.child({ component: 'mailer' })
   return createSandboxTransport({
     keep: 0,
     dir: path.join(config.dataDir, 'sandbox'),
@@ -153,14 +133,19 @@ export async function createService (config: Config, given: ServiceDeps): Promis
   // Everything the service does with the store is measured (src/metrics.ts); the watcher of other
   // processes' writes, which reads a version number every 10 ms, uses the store as given.
   const registry = given.registry ?? new Registry()
-  const deps: ServiceDeps = { ...given, registry, store: instrumentStore(given.store, registry) }
-  const app = roles.api ? await buildApp(config, deps) : await buildOperationsApp(config, deps)
+  // Silent unless given one, like the HTTP app's own (Fastify's logger: false).
+  const logger = given.logger ?? pino({ enabled: false })
+  const deps: ServiceDeps = { ...given, registry, logger, store: instrumentStore(given.store, registry) }
+  const clock = deps.clock ?? systemClock
+  // Built once, here, and handed to each part: the background workers first, the HTTP app last (it is
+  // given what the workers report).
+  const useCases = createUseCases(config, deps)
   const engine = roles.delivery
     ? new DeliveryEngine({
       store: deps.store,
-      clock: deps.clock ?? systemClock,
-      registry: app.registry,
-      logger: app.log,
+      clock,
+      registry,
+      logger,
       threads: config.deliveryThreads,
       timeoutMs: config.delivery.timeoutMs,
       retrySchedule: config.delivery.retrySchedule,
@@ -185,24 +170,24 @@ export async function createService (config: Config, given: ServiceDeps): Promis
   const mailer = roles.mailer
     ? new Mailer({
       store: deps.store,
-      transport: deps.transport ?? (config.smtpUrl !== undefined ? createSmtpThreadTransport(config.smtpUrl, { registry: app.registry, maxConnections: config.smtpPoolSize, connectionLimits: config.smtpConnectionLimits, copies: { publicUrl: config.publicUrl, secret: config.secret! } }) : sandbox(config, app)),
+      transport: deps.transport ?? (config.smtpUrl !== undefined ? createSmtpThreadTransport(config.smtpUrl, { registry, maxConnections: config.smtpPoolSize, connectionLimits: config.smtpConnectionLimits, copies: { publicUrl: config.publicUrl, secret: config.secret! } }) : sandbox(config, logger)),
       closeTransport: deps.transport === undefined,
       emails: {
         onAccepted: (listener) => {
-          const local = app.services.emails.onAccepted(listener)
+          const local = useCases.emails.onAccepted(listener)
           // 0: another process accepted something; the accepted-emails metric counts this node's sends only.
           const remote = () => listener(0)
           remoteSends.add(remote)
           return () => { local(); remoteSends.delete(remote) }
         },
         // Sends accepted here go to this mailer in the write that stores them, when it has room.
-        handOffTo: (intake) => app.services.emails.handOffTo(intake),
+        handOffTo: (intake) => useCases.emails.handOffTo(intake),
         // Scheduled sends accepted or moved here: the mailer wakes at their time, not at its next poll.
-        onScheduled: (listener) => app.services.emails.onScheduled(listener),
+        onScheduled: (listener) => useCases.emails.onScheduled(listener),
       },
-      clock: deps.clock ?? systemClock,
-      logger: app.log.child({ component: 'mailer' }),
-      registry: app.registry,
+      clock,
+      logger: logger.child({ component: 'mailer' }),
+      registry,
       publicUrl: config.publicUrl,
       secret: config.secret!,
       owner: leaseOwner(config.nodeId),
@@ -213,24 +198,19 @@ export async function createService (config: Config, given: ServiceDeps): Promis
       // The sandbox answers at once: more in flight would only take the main thread from the API and the
       // webhooks.
       concurrency: config.smtpUrl !== undefined ? Math.max(32, 8 * config.smtpPoolSize) : SANDBOX_CONCURRENCY,
-      composer: createComposer({ publicUrl: config.publicUrl, secret: config.secret!, registry: app.registry }),
-      outbound: createOutbound({ domains: app.services.domains, verpKey: verpKey(config.secret!), bounceDomain: config.mail.bounceDomain }),
+      composer: createComposer({ publicUrl: config.publicUrl, secret: config.secret!, registry }),
+      outbound: createOutbound({ domains: useCases.domains, verpKey: verpKey(config.secret!), bounceDomain: config.mail.bounceDomain }),
       ...deps.mailer,
     })
     : undefined
   // The mailer starts after the engine (its events find the engine running) and stops before it; the
   // watcher of other processes' writes starts last and stops first.
   const components: Component[] = []
-  if (engine) {
-    components.push(engine)
-    app.services.readiness.set('delivery', () => (engine.started ? null : 'The delivery engine is not running'))
-    app.services.deliveryState = (webhookId) => engine.deliveryState(webhookId)
-  }
+  if (engine) components.push(engine)
   if (mailer) {
     components.push(mailer)
-    app.services.readiness.set('mail', () => (mailer.started ? null : 'The mail queue is not running'))
     // Sender domains are re-checked, and returning mail heard, by the mailer role.
-    components.push(new DomainChecker({ domains: app.services.domains, logger: app.log.child({ component: 'domains' }), ...deps.domainChecker }))
+    components.push(new DomainChecker({ domains: useCases.domains, logger: logger.child({ component: 'domains' }), ...deps.domainChecker }))
     if (config.mail.inbound.port !== undefined) {
       // Loaded only where it listens: the SMTP server and the MIME parser hold about 9 MiB of the main
       // thread's heap for as long as the process runs, and V8 lets the heap grow to a multiple of what
@@ -238,12 +218,12 @@ export async function createService (config: Config, given: ServiceDeps): Promis
       const { InboundMail } = await import('./mail/inbound/listener.js')
       const { Receiving } = await import('./mail/inbound/receiving.js')
       const receiving = new Receiving({
-        received: app.services.received,
+        received: useCases.received,
         maxBytes: config.mail.receivingMaxBytes,
         dnsServers: config.dnsServers,
         mta: config.mail.mxHost,
-        logger: app.log.child({ component: 'inbound' }),
-        registry: app.registry,
+        logger: logger.child({ component: 'inbound' }),
+        registry,
         ...deps.receiving,
         judging: { deadlineMs: config.mail.receivingDeadlineMs, ...deps.receiving?.judging },
       })
@@ -255,9 +235,9 @@ export async function createService (config: Config, given: ServiceDeps): Promis
         tls: config.mail.inbound.tls,
         verpKey: verpKey(config.secret!),
         complaintsAddress: config.mail.complaintsAddress,
-        returnedMail: createReturnedMailService({ store: deps.store, clock: deps.clock ?? systemClock }),
-        logger: app.log.child({ component: 'inbound' }),
-        registry: app.registry,
+        returnedMail: useCases.returnedMail,
+        logger: logger.child({ component: 'inbound' }),
+        registry,
         receiving,
         ...deps.inbound,
       }))
@@ -269,6 +249,18 @@ export async function createService (config: Config, given: ServiceDeps): Promis
     if (mailer) wake.push(() => { for (const remote of remoteSends) remote() })
     components.push(new ExternalWrites(given.store, wake, EXTERNAL_WRITES_POLL_MS))
   }
+  // What the workers report to /readyz and the webhook routes, read from them when asked.
+  const readiness = new Map<string, () => string | null>()
+  if (engine) readiness.set('delivery', () => (engine.started ? null : 'The delivery engine is not running'))
+  if (mailer) readiness.set('mail', () => (mailer.started ? null : 'The mail queue is not running'))
+  const services: Services = {
+    ...useCases,
+    readiness,
+    deliveryState: engine ? (webhookId) => engine.deliveryState(webhookId) : () => null,
+  }
+  const app = roles.api
+    ? await buildApp(config, services, { store: deps.store, registry, logger: given.logger })
+    : await buildOperationsApp(config, services, { registry, logger: given.logger })
   let started: Component[] = []
   return {
     app,
@@ -281,7 +273,7 @@ export async function createService (config: Config, given: ServiceDeps): Promis
     async start () {
       await app.ready()
       // Webhook secrets stored before svc sealed them are sealed now, before anything reads them.
-      const sealed = await app.services.webhooks.sealStoredSecrets()
+      const sealed = await useCases.webhooks.sealStoredSecrets()
       if (sealed > 0) {
         await deps.store.forgetOverwritten?.()
         app.log.info({ webhooks: sealed }, 'sealed webhook signing secrets stored in the clear by an earlier version')

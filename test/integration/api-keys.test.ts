@@ -5,7 +5,7 @@ import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { apiKeyAuth } from '../../src/http/auth.js'
 import { hashToken } from '../../src/domain/secrets.js'
-import type { App } from '../../src/app.js'
+import type { App } from '../../src/http/build-app.js'
 import {
   TEST_SECRET, errorOf, signedUp, startServer, type Client, type Response, type TestServer,
 } from '../helpers/server.js'

@@ -1,5 +1,6 @@
-// buildApp(config, deps): the Fastify instance with every plugin and route registered, and no listen().
-// Tests build it around a real store; src/server.ts builds it and listens.
+// The HTTP side of a process, built around services made elsewhere (src/app/services.ts, by src/service.ts):
+// buildApp, the API with every plugin and route registered, and buildOperationsApp, health and metrics
+// only, for a process without the API role. Neither calls listen(): src/server.ts does.
 import cookie from '@fastify/cookie'
 import rateLimit from '@fastify/rate-limit'
 import swagger from '@fastify/swagger'
@@ -7,62 +8,46 @@ import swaggerUi from '@fastify/swagger-ui'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type preValidationAsyncHookHandler } from 'fastify'
 import { readFileSync } from 'node:fs'
-import { Registry } from 'prom-client'
-import type { Config } from '../config/index.js'
-import { createAccountService } from './app/accounts.js'
-import { createUsageService } from './app/account-usage.js'
-import { createEmailListService } from './app/email-list.js'
-import { createStatsService } from './app/stats.js'
-import { createApiKeyService } from './app/api-keys.js'
-import { systemClock, type Clock } from './domain/clock.js'
-import { createDeliveryService } from './app/deliveries.js'
-import { createEmailService } from './app/emails.js'
-import { createSuppressionService } from './app/suppressions.js'
-import { createWebhookService } from './app/webhooks.js'
-import { parseCidrList, type Resolver } from './domain/webhook-url.js'
-import { createDns } from './domain/dns.js'
-import { createDomainService, spfMechanism } from './app/domains.js'
-import { createReceivedService } from './app/received.js'
-import receivedRoutes from './http/routes/received/index.js'
-import { createTemplateService } from './app/templates.js'
-import templateRoutes from './http/routes/templates/index.js'
-import domainRoutes from './http/routes/domains/index.js'
-import { RateLimited, ValidationError } from './errors.js'
-import { registerDashboard } from './http/dashboard.js'
-import { registerAccountLimits } from './http/account-limits.js'
-import { registerErrorHandling } from './http/errors.js'
-import { clientErrorHandler, frameworkErrorHandler } from './http/framework-errors.js'
-import { parseJsonBody } from './http/json.js'
-import { loggedPath } from './http/logging.js'
-import { fastifyTrustProxy } from './http/trust-proxy.js'
-import { newRequestId } from './http/request-id.js'
-import { BODY_LIMITS, addSharedSchemas, withStandardErrors } from './http/schemas.js'
-import { registerHttpMetrics } from './http/metrics.js'
-import accountRoutes from './http/routes/auth/index.js'
-import type { RouteContext, Services } from './http/routes/context.js'
-import healthRoutes from './http/routes/health.js'
-import keyRoutes from './http/routes/keys/index.js'
-import webhookRoutes from './http/routes/webhooks/index.js'
-import emailRoutes from './http/routes/emails/index.js'
-import suppressionRoutes from './http/routes/suppressions/index.js'
-import trackingRoutes from './http/routes/tracking/index.js'
-import deliveryRoutes from './http/routes/deliveries/index.js'
-import { sharedRateLimitStore } from './http/rate-limit-store.js'
-import emailListRoutes from './http/routes/email-list/index.js'
-import statsRoutes from './http/routes/stats/index.js'
-import { buildCachedSerializer } from './http/serializers.js'
-import { validatorCompiler } from './http/validation.js'
-import type { Store } from './store/types.js'
+import type { Registry } from 'prom-client'
+import type { Config } from '../../config/index.js'
+import type { Services } from '../app/services.js'
+import { RateLimited, ValidationError } from '../errors.js'
+import type { Store } from '../store/types.js'
+import { registerDashboard } from './dashboard.js'
+import { registerAccountLimits } from './account-limits.js'
+import { registerErrorHandling } from './errors.js'
+import { clientErrorHandler, frameworkErrorHandler } from './framework-errors.js'
+import { bodyText, parseJsonBody } from './json.js'
+import { loggedPath } from './logging.js'
+import { fastifyTrustProxy } from './trust-proxy.js'
+import { newRequestId } from './request-id.js'
+import { BODY_LIMITS, addSharedSchemas, withStandardErrors } from './schemas.js'
+import { registerHttpMetrics } from './metrics.js'
+import { sharedRateLimitStore } from './rate-limit-store.js'
+import { buildCachedSerializer } from './serializers.js'
+import { validatorCompiler } from './validation.js'
+import type { RouteContext } from './routes/context.js'
+import accountRoutes from './routes/auth/index.js'
+import deliveryRoutes from './routes/deliveries/index.js'
+import domainRoutes from './routes/domains/index.js'
+import emailListRoutes from './routes/email-list/index.js'
+import emailRoutes from './routes/emails/index.js'
+import healthRoutes from './routes/health.js'
+import keyRoutes from './routes/keys/index.js'
+import receivedRoutes from './routes/received/index.js'
+import statsRoutes from './routes/stats/index.js'
+import suppressionRoutes from './routes/suppressions/index.js'
+import templateRoutes from './routes/templates/index.js'
+import trackingRoutes from './routes/tracking/index.js'
+import webhookRoutes from './routes/webhooks/index.js'
 
-export interface AppDeps {
+export interface HttpDeps {
+  /** The store, for the rate limits' shared counters (RATE_LIMIT_STORE=store). */
   store: Store
+  /** Where metrics register. */
+  registry: Registry
   /** A pino logger; default: none (silent). The server passes its own. */
   logger?: FastifyBaseLogger
-  /** Where metrics register; default: a fresh Registry. */
-  registry?: Registry
-  /** DNS for the webhook URL guard; tests inject one and never touch public DNS. */
-  resolver?: Resolver
-  clock?: Clock
 }
 
 export type App = FastifyInstance & { services: Services; registry: Registry }
@@ -75,61 +60,6 @@ const refuseBody: preValidationAsyncHookHandler = async (request) => {
   if (body === undefined) return
   if (typeof body === 'object' && body !== null && !Array.isArray(body) && Object.keys(body).length === 0) return
   throw ValidationError('This route takes no request body', [{ path: 'body', message: 'must be absent (or {}): this route takes no body' }])
-}
-
-export function createServices (config: Config, deps: AppDeps): Services {
-  if (config.secret === undefined) throw new Error('config.secret must be resolved before building the app')
-  const clock = deps.clock ?? systemClock
-  const { store } = deps
-  // DNS_SERVERS: one resolver for sender-domain checks and webhook hosts.
-  const dns = createDns(config.dnsServers)
-  const webhooks = createWebhookService({
-    store,
-    clock,
-    secret: config.secret,
-    urlPolicy: { production: config.production, allowedCidrs: parseCidrList(config.webhookAllowedCidrs) },
-    resolver: deps.resolver ?? dns.hosts,
-    onBackgroundError: (err) => deps.logger?.error({ err }, 'replaying deliveries failed'),
-  })
-  const domains = createDomainService({
-    store,
-    clock,
-    secret: config.secret,
-    dns,
-    settings: {
-      bounceDomain: config.mail.bounceDomain,
-      mxHost: config.mail.mxHost,
-      spfMechanism: spfMechanism({ spfInclude: config.mail.spfInclude, smtpUrl: config.smtpUrl, mxHost: config.mail.mxHost }),
-    },
-    requireVerified: config.mail.requireVerifiedDomain,
-  })
-  const templates = createTemplateService({ store, clock })
-  return {
-    clock,
-    storeStatus: store,
-    usage: createUsageService({ store }),
-    stats: createStatsService({ store, clock }),
-    emailList: createEmailListService({ store }),
-    accounts: createAccountService({
-      store, secret: config.secret, clock, sessionTtlMs: config.sessionTtlMs, sessionMaxMs: config.sessionMaxMs, signupOpen: config.signupOpen,
-    }),
-    apiKeys: createApiKeyService({ store, secret: config.secret, clock }),
-    webhooks,
-    emails: createEmailService({
-      store, clock, mailFrom: config.mailFrom, senders: domains, quotas: config.quotas, attachmentLimits: config.attachments,
-      scheduleHorizonDays: config.mail.scheduleHorizonDays, trackingDefaults: (accountId, from) => domains.trackingDefaults(accountId, from),
-      templates,
-    }),
-    domains,
-    templates,
-    received: createReceivedService({ store, clock, retentionMs: config.retentionDays * 86_400_000 }),
-    suppressions: createSuppressionService({ store, clock }),
-    readiness: new Map(),
-    deliveryState: () => null,
-    deliveries: createDeliveryService({
-      store, clock, webhooks, onBackgroundError: (err) => deps.logger?.error({ err }, 'recovering deliveries failed'),
-    }),
-  }
 }
 
 type Header = Record<string, unknown>
@@ -180,11 +110,10 @@ function finishDocument (doc: OpenApiDocument): OpenApiDocument {
 }
 
 /** The name, version and licence of this package (package.json: one source for the document too). */
-const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { name: string; version: string; license?: string }
+const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { name: string; version: string; license?: string }
 
-export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
-  const services = createServices(config, deps)
-  const registry = deps.registry ?? new Registry()
+export async function buildApp (config: Config, services: Services, deps: HttpDeps): Promise<App> {
+  const { registry } = deps
 
   const app = Fastify({
     ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
@@ -239,9 +168,9 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
   // "no body" (DELETE with a Content-Type header); nesting is bounded before parsing, and __proto__ keys
   // are refused outright (src/http/json.ts).
   app.removeAllContentTypeParsers()
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => {
     try {
-      done(null, parseJsonBody(body as string))
+      done(null, parseJsonBody(bodyText(body as Buffer)))
     } catch (err) {
       done(err as Error, undefined)
     }
@@ -309,7 +238,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
   await app.register(rateLimit, {
     // RATE_LIMIT_STORE=store: counters in the store, shared by every node; memory: this process's own.
     ...(config.rateLimitStore === 'store'
-      ? { store: sharedRateLimitStore(deps.store, deps.clock ?? systemClock, (err) => app.log.warn({ err }, 'pruning rate-limit windows failed')) }
+      ? { store: sharedRateLimitStore(deps.store, services.clock, (err) => app.log.warn({ err }, 'pruning rate-limit windows failed')) }
       : {}),
     global: false,
     enableDraftSpec: true,
@@ -356,4 +285,23 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<App> {
   })
 
   return Object.assign(app, { services, registry }) as unknown as App
+}
+
+/**
+ * The HTTP side of a process without the API role: /healthz, /readyz and /metrics on its PORT (operators
+ * scrape every node), every other path the 404 envelope. A separate, minimal app rather than the API app
+ * with its routes left out: nothing of the API (body parsers, sessions, rate limits, docs) is loaded,
+ * and nothing of it can be reached by mistake.
+ */
+export async function buildOperationsApp (config: Config, services: Services, deps: Omit<HttpDeps, 'store'>): Promise<App> {
+  const app = Fastify({
+    ...(deps.logger ? { loggerInstance: deps.logger } : { logger: false }),
+    bodyLimit: 1024,
+    trustProxy: fastifyTrustProxy(config.trustProxy),
+  })
+  addSharedSchemas(app)
+  registerErrorHandling(app)
+  registerHttpMetrics(app, deps.registry, config.metricsToken, config.metricsServed)
+  await app.register(healthRoutes, { services, config })
+  return Object.assign(app, { services, registry: deps.registry }) as unknown as App
 }
