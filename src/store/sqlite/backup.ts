@@ -16,7 +16,8 @@ import Database from 'better-sqlite3'
 import { chmodSync, closeSync, copyFileSync, constants, existsSync, fsyncSync, linkSync, mkdirSync, openSync, readdirSync, rmSync, statSync, unlinkSync } from 'node:fs'
 import path from 'node:path'
 import { judgeBackupSecret, noSecretToCheckMessage, otherSecretMessage, secretCheckValue, type BackupSecret, type SecretSource } from '../../domain/secret-check.js'
-import { migrate } from './index.js'
+import { deliveryLeaseRelease, emailLeaseRelease } from './leases.js'
+import { migrate } from './migrations.js'
 import { readSecretCheck, writeSecretCheck } from './meta.js'
 import { migrations } from './migrations.js'
 
@@ -144,12 +145,11 @@ export function backupSqlite (dataDir: string, file: string): BackupResult {
  * backup was taken is sent again (at least once).
  */
 function releaseLeases (db: Database.Database, now: number): void {
+  const emails = emailLeaseRelease(db, 'every')
+  const deliveries = deliveryLeaseRelease(db, 'every')
   db.transaction(() => {
-    db.prepare('UPDATE emails SET lease_owner = NULL, lease_expires_at = NULL WHERE lease_owner IS NOT NULL').run()
-    db.prepare(`UPDATE deliveries SET lease_owner = NULL, parked = 0, next_attempt_at = ?, lease = lease + 1
-      WHERE lease_owner IS NOT NULL AND status IN ('pending', 'retrying')`).run(now)
-    db.prepare(`UPDATE deliveries SET lease_owner = NULL, parked = 0 WHERE lease_owner IS NOT NULL AND status NOT IN ('pending', 'retrying')`).run()
-    db.prepare('UPDATE routing SET router_owner = NULL, router_until = 0').run()
+    emails()
+    deliveries(now)
   })()
 }
 

@@ -1,11 +1,10 @@
 // The delivery engine's tables in SQLite. Every method that changes rows runs inside the shared write
 // queue, so routing, leasing and outcomes share commits with everything else.
 import type Database from 'better-sqlite3'
-import { isoOrNull as iso } from '../../domain/clock.js'
-import type { EventRecord, EventType } from '../../domain/events.js'
+import type { EventRecord } from '../../domain/events.js'
 import { decodeDeliveryCursor as decodeCursor, deliveryId, encodeDeliveryCursor as encodeCursor } from '../../domain/ids.js'
-import { OUTCOME_KINDS, firstStatus, firstTransition, shownNextAttempt, transition, type OutcomeKind, type Transition } from '../../domain/delivery-transition.js'
-import { GONE_ERROR, appliedAttempts, cancelReasonFor, decideHealth, unchanged, type CancelReason } from '../../domain/webhook-health.js'
+import { OUTCOME_KINDS, firstStatus, firstTransition, type OutcomeKind } from '../../domain/delivery-transition.js'
+import { appliedAttempts, cancelReasonFor, decideHealth, unchanged, type CancelReason } from '../../domain/webhook-health.js'
 import type {
   DeliveryOrigin, DeliveryOutcome, DeliveryPage, DeliveryRecord, DeliveryStats, DeliveryStatus, DeliveryStore, DeliveryWork, LeaseRequest,
   RoutedThrough, RoutingPosition,
@@ -13,102 +12,9 @@ import type {
 import type { WriteQueue } from './write-queue.js'
 import { RecentEvents } from './recent-events.js'
 import { compileStoredFilter, emailTagsOf, filterAccepts, receivedFacts, routeFacts, sentEmailFacts, type EmailFacts } from '../../domain/webhook-filter.js'
-import { deliveryIdAt, type ReplayRange } from '../../domain/replay.js'
-
-type Row = Record<string, any>
-
-const LIVE = `status IN ('pending', 'retrying')`
-/** An outcome's row: this delivery, still under the lease token the outcome was claimed under (fencing). */
-const HELD = `id = @id AND lease = @lease AND status IN ('pending', 'retrying', 'cancelled')`
-
-/** What each column becomes under one row of the transition table (named parameters: see outcomeParams). */
-function columnsOf (t: Transition): Record<string, string> {
-  return {
-    status: t.status === 'same' ? 'status' : `'${t.status}'`,
-    attempts: t.attempt ? 'attempts + 1' : 'attempts',
-    pushbacks: t.attempt ? 'pushbacks + @pushbacks' : 'pushbacks',
-    next_attempt_at: t.next === null ? 'NULL' : t.next === 'nextAttemptAt' ? '@next' : '@leaseUntil',
-    lease_owner: t.lease === 'ended' ? 'NULL' : '@owner',
-    parked: t.lease === 'parked' ? '1' : '0',
-    lease: t.lease === 'ended' ? 'lease + 1' : 'lease',
-    last_attempt_at: t.attempt ? '@at' : 'last_attempt_at',
-    last_status_code: t.attempt ? '@code' : 'last_status_code',
-    last_error: t.attempt ? '@error' : 'last_error',
-    last_duration_ms: t.attempt ? '@duration' : 'last_duration_ms',
-    updated_at: t.attempt ? '@now' : 'updated_at',
-  }
-}
-
-/** The UPDATE that applies an outcome of `kind` (src/domain/delivery-transition.ts), live or cancelled alike. */
-function outcomeSql (kind: OutcomeKind): string | null {
-  const live = transition('live', kind)
-  const cancelled = transition('cancelled', kind)
-  if (live === null || cancelled === null) return null
-  const l = columnsOf(live)
-  const c = columnsOf(cancelled)
-  const set = Object.keys(l)
-    .filter((col) => l[col] !== col || c[col] !== col)
-    .map((col) => `${col} = ${l[col] === c[col] ? l[col] : `CASE WHEN status = 'cancelled' THEN ${c[col]} ELSE ${l[col]} END`}`)
-  return `UPDATE deliveries SET ${set.join(', ')} WHERE ${HELD}`
-}
-
-/** Every named parameter an outcome's UPDATE may use. */
-function outcomeParams (o: DeliveryOutcome, now: number): Record<string, unknown> {
-  const attempt = 'at' in o
-  return {
-    id: o.id,
-    lease: o.lease,
-    now,
-    pushbacks: o.kind === 'retry' && o.pushback ? 1 : 0,
-    next: 'nextAttemptAt' in o ? o.nextAttemptAt : null,
-    leaseUntil: 'leaseUntil' in o ? o.leaseUntil : null,
-    owner: 'owner' in o ? o.owner : null,
-    at: attempt ? o.at : null,
-    code: attempt ? (o.statusCode ?? null) : null,
-    error: o.kind === 'gone' ? GONE_ERROR : o.kind === 'retry' || o.kind === 'failed' ? o.error : null,
-    duration: attempt ? o.durationMs : null,
-  }
-}
-
-/**
- * The engine's bookkeeping is written without fsync (see WriteQueue): losing the last of it to a power
- * cut makes deliveries happen again, never disappear, because the work they describe is leased and its
- * lease runs out.
- */
-const ENGINE = { durable: false }
-
-function toRecord (r: Row): DeliveryRecord {
-  return {
-    id: r.id,
-    webhookId: r.webhook_id,
-    eventId: r.event_id,
-    event: r.event_type as EventType,
-    emailId: r.email_id,
-    status: r.status as DeliveryStatus,
-    attempts: r.attempts,
-    lastAttemptAt: iso(r.last_attempt_at),
-    nextAttemptAt: iso(shownNextAttempt(r.status, r.lease_owner !== null, r.next_attempt_at)),
-    lastStatusCode: r.last_status_code ?? null,
-    lastError: r.last_error ?? null,
-    lastDurationMs: r.last_duration_ms ?? null,
-    createdAt: iso(r.created_at)!,
-  }
-}
-
-/** A replay range's named parameters: its delivery ids [from, to), its types as JSON (null: all). */
-function rangeParams (accountId: string, webhookId: string, range: ReplayRange) {
-  return {
-    account: accountId, webhook: webhookId, from: deliveryIdAt(range.since), to: deliveryIdAt(range.until),
-    types: range.types === null ? null : JSON.stringify(range.types),
-  }
-}
-
-/** The secrets that sign now: the current one, and the previous one until its overlap ends. */
-function liveSecrets (r: Row, now: number): string[] {
-  const secrets = [r.secret as string]
-  if (r.previous_secret && r.previous_secret_expires_at && Date.parse(r.previous_secret_expires_at) > now) secrets.push(r.previous_secret)
-  return secrets
-}
+import type { ReplayRange } from '../../domain/replay.js'
+import { deliveryLeaseRelease } from './leases.js'
+import { ENGINE, LIVE, liveSecrets, outcomeParams, outcomeSql, rangeParams, toRecord, type Row } from './delivery-rows.js'
 
 export abstract class SqliteDeliveries implements DeliveryStore {
   private readonly d
@@ -142,7 +48,6 @@ export abstract class SqliteDeliveries implements DeliveryStore {
       takeRouting: p(`UPDATE routing SET router_owner = ?, router_until = ?, router_token = router_token + 1
                       WHERE id = 1 AND router_token = ? RETURNING router_token, routed_through`),
       renewRouting: p('UPDATE routing SET router_until = ? WHERE id = 1 AND router_owner = ? AND router_token = ?'),
-      releaseRouting: p('UPDATE routing SET router_owner = NULL, router_until = 0 WHERE id = 1 AND router_owner = ?'),
       advanceRouting: p('UPDATE routing SET routed_through = max(routed_through, ?) WHERE id = 1 AND router_owner = ? AND router_token = ?'),
       lastStoredSeq: p('SELECT coalesce(max(event_seq), 0) AS seq FROM deliveries'),
       eventsAfter: p(`SELECT seq, id, account_id, email_id, type, occurred_at, payload, route FROM events
@@ -181,8 +86,7 @@ export abstract class SqliteDeliveries implements DeliveryStore {
       // runs out and they are due for any claim, so nothing can stay parked for ever.
       renew: p(`UPDATE deliveries SET next_attempt_at = ?
                 WHERE id IN (SELECT value FROM json_each(?)) AND lease_owner = ? AND parked = 0 AND ${LIVE}`),
-      release: p(`UPDATE deliveries SET lease_owner = NULL, parked = 0, next_attempt_at = ?, lease = lease + 1 WHERE lease_owner = ? AND ${LIVE}`),
-      releaseStale: p(`UPDATE deliveries SET lease_owner = NULL, parked = 0 WHERE lease_owner = ? AND NOT (${LIVE})`),
+      release: deliveryLeaseRelease(db, 'owner'),
 
       // Re-drive (see redriveDeliveries): what waits for a later time is due now; leased and parked work is not touched.
       redrive: p(`UPDATE deliveries SET next_attempt_at = ? WHERE webhook_id = ? AND ${LIVE} AND next_attempt_at > ? AND lease_owner IS NULL`),
@@ -422,11 +326,7 @@ export abstract class SqliteDeliveries implements DeliveryStore {
   }
 
   async releaseLeases (owner: string, now: number): Promise<void> {
-    await this.writes.run(() => {
-      this.d.release.run(now, owner)
-      this.d.releaseStale.run(owner)
-      this.d.releaseRouting.run(owner)
-    })
+    await this.writes.run(() => this.d.release(now, owner))
   }
 
   async recordOutcomes (outcomes: DeliveryOutcome[], opts: { now: number; autoDisableMs: number; routed?: RoutedThrough }): Promise<{ stale: number }> {

@@ -12,6 +12,7 @@ import type {
 import { SqliteAttachments, attachmentsOf } from './attachments.js'
 import { FreshEmails } from './fresh-emails.js'
 import type { WriteQueue } from './write-queue.js'
+import { emailLeaseRelease } from './leases.js'
 
 type Row = Record<string, unknown>
 
@@ -166,7 +167,7 @@ export class SqliteEmails implements EmailStore {
                   WHERE id = ? AND lease_owner = ? AND lease_token = ?`),
       renew: p(`UPDATE emails SET lease_expires_at = max(coalesce(lease_expires_at, ''), ?)
                 WHERE id = ? AND lease_owner = ? AND lease_token = ?`),
-      release: p('UPDATE emails SET lease_owner = NULL, lease_expires_at = NULL WHERE lease_owner = ?'),
+      release: emailLeaseRelease(db, 'owner'),
       releaseOne: p('UPDATE emails SET lease_owner = NULL, lease_expires_at = NULL WHERE id = ? AND lease_owner = ? AND lease_token = ?'),
       anyDue: p('SELECT 1 FROM emails WHERE next_attempt_at <= ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?) LIMIT 1'),
       // The first entry of emails_due after now: one seek, whatever is scheduled behind it.
@@ -400,7 +401,7 @@ export class SqliteEmails implements EmailStore {
       }, { durable: false })
     }
     if (this.q.anyLeased.get(owner) === undefined) return 0
-    return await this.writes.run(() => this.q.release.run(owner).changes, { durable: false })
+    return await this.writes.run(() => this.q.release(owner), { durable: false })
   }
 
   async findSuppressions (accountId: string, emails: string[]): Promise<SuppressionRecord[]> {

@@ -9,11 +9,13 @@ import type { Plan } from '../../domain/plans.js'
 import type {
   AccountRecord, ApiKeyRecord, DomainCheck, DomainRecord, LimitedInsert, SessionRecord, Store, WebhookPatch, WebhookRecord, WebhookStatus,
 } from '../types.js'
-import { migrations } from './migrations.js'
-import { CANCEL_REASONS, cancelOnEdit } from '../../domain/webhook-health.js'
-import { readStoredFilter, serialiseFilter, withFilterAndReplay } from '../../domain/webhook-filter.js'
-import { replayStateOf, type ReplayState } from '../../domain/replay.js'
+import { migrate } from './migrations.js'
+
+export { migrate }
+import type { ReplayState } from '../../domain/replay.js'
 import { SqliteAccounts } from './accounts.js'
+import { SqliteApiKeys } from './api-keys.js'
+import { SqliteWebhooks } from './webhooks.js'
 import { SqliteDeliveries } from './deliveries.js'
 import { SqliteEmails } from './emails.js'
 import { SqliteDomains } from './domains.js'
@@ -46,38 +48,6 @@ export interface SqliteOptions {
 type Row = Record<string, unknown>
 
 const str = (v: unknown): string => v as string
-const strOrNull = (v: unknown): string | null => (v ?? null) as string | null
-
-function toApiKey (r: Row): ApiKeyRecord {
-  return {
-    id: str(r.id),
-    accountId: str(r.account_id),
-    name: str(r.name),
-    keyHash: str(r.key_hash),
-    keyPrefix: str(r.key_prefix),
-    createdAt: str(r.created_at),
-    lastUsedAt: strOrNull(r.last_used_at),
-    revokedAt: strOrNull(r.revoked_at),
-    permission: str(r.permission) as ApiKeyRecord['permission'],
-  }
-}
-
-function toWebhook (r: Row): WebhookRecord {
-  return {
-    id: str(r.id),
-    accountId: str(r.account_id),
-    url: str(r.url),
-    events: JSON.parse(str(r.events)) as EventType[],
-    secret: str(r.secret),
-    previousSecret: strOrNull(r.previous_secret),
-    previousSecretExpiresAt: strOrNull(r.previous_secret_expires_at),
-    status: r.status as WebhookStatus,
-    rateLimit: typeof r.rate_limit === 'number' ? r.rate_limit : null,
-    createdAt: str(r.created_at),
-    updatedAt: str(r.updated_at),
-    ...withFilterAndReplay(readStoredFilter(r.route_filter), replayStateOf(r.replay)),
-  }
-}
 
 function toEvent (r: Row): EventRecord {
   return {
@@ -88,19 +58,6 @@ function toEvent (r: Row): EventRecord {
     recipient: str(r.recipient),
     occurredAt: str(r.occurred_at),
     payload: str(r.payload),
-  }
-}
-
-export function migrate (db: Database.Database): void {
-  const current = db.pragma('user_version', { simple: true }) as number
-  if (current > migrations.length) {
-    throw new Error(`the database schema is version ${current}, newer than this svc knows (${migrations.length}); upgrade svc`)
-  }
-  for (let v = current; v < migrations.length; v++) {
-    db.transaction(() => {
-      db.exec(migrations[v]!)
-      db.pragma(`user_version = ${v + 1}`)
-    }).immediate()
   }
 }
 
@@ -159,6 +116,8 @@ export class SqliteStore extends SqliteDeliveries implements Store {
   private readonly flushListeners = new Set<(seconds: number) => void>()
   private readonly q
   private readonly accounts: SqliteAccounts
+  private readonly apiKeys: SqliteApiKeys
+  private readonly webhooks: SqliteWebhooks
   private readonly mail: SqliteEmails
   private readonly domains: SqliteDomains
   private readonly received: SqliteReceived
@@ -183,6 +142,8 @@ export class SqliteStore extends SqliteDeliveries implements Store {
     this.writes.onFault = (err) => { this.health.failed(err) }
     this.writes.onSynced = (seconds) => { for (const listener of this.flushListeners) listener(seconds) }
     this.accounts = new SqliteAccounts(db, this.writes)
+    this.apiKeys = new SqliteApiKeys(db, this.writes)
+    this.webhooks = new SqliteWebhooks(db, this.writes, (id, reason, now) => this.cancelPendingFor(id, reason, now))
     this.mail = new SqliteEmails(db, this.writes, (events) => this.insertEventRows(events))
     this.domains = new SqliteDomains(db, this.writes, () => { this.workHint = true })
     this.received = new SqliteReceived(db, this.writes, (events) => this.insertEventRows(events))
@@ -191,33 +152,6 @@ export class SqliteStore extends SqliteDeliveries implements Store {
     const p = (sql: string) => db.prepare(sql)
     this.q = {
       ping: p('SELECT 1'),
-      webhookSecrets: p(`SELECT id, secret, previous_secret FROM webhooks
-                         WHERE substr(secret, 1, length(@prefix)) = @prefix OR substr(previous_secret, 1, length(@prefix)) = @prefix LIMIT @limit`),
-      replaceSecrets: p(`UPDATE webhooks SET secret = ?, previous_secret = ?
-                         WHERE id = ? AND secret = ? AND previous_secret IS ?`),
-
-      countActiveKeys: p('SELECT count(*) AS n FROM api_keys WHERE account_id = ? AND revoked_at IS NULL'),
-      insertKey: p(`INSERT INTO api_keys (id, account_id, name, key_hash, key_prefix, created_at, last_used_at, revoked_at, permission)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-      listKeys: p('SELECT * FROM api_keys WHERE account_id = ? ORDER BY id DESC'),
-      keyByHash: p('SELECT * FROM api_keys WHERE key_hash = ?'),
-      keyById: p('SELECT * FROM api_keys WHERE account_id = ? AND id = ?'),
-      revokeKey: p('UPDATE api_keys SET revoked_at = ? WHERE account_id = ? AND id = ? AND revoked_at IS NULL'),
-      revocations: p('SELECT n FROM api_key_revocations WHERE id = 1').pluck(),
-      countRevocation: p('UPDATE api_key_revocations SET n = n + 1 WHERE id = 1'),
-      touchKey: p('UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)'),
-
-      countWebhooks: p('SELECT count(*) AS n FROM webhooks WHERE account_id = ? AND deleted_at IS NULL'),
-      webhooksByStatus: p('SELECT status, count(*) AS n FROM webhooks WHERE deleted_at IS NULL GROUP BY status'),
-      insertWebhook: p(`INSERT INTO webhooks (id, account_id, url, events, secret, previous_secret, previous_secret_expires_at,
-                          status, rate_limit, route_filter, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-      listWebhooks: p('SELECT * FROM webhooks WHERE account_id = ? AND deleted_at IS NULL ORDER BY id DESC'),
-      webhookById: p('SELECT * FROM webhooks WHERE account_id = ? AND id = ? AND deleted_at IS NULL'),
-      updateWebhook: p(`UPDATE webhooks SET url = ?, events = ?, status = ?, rate_limit = ?, route_filter = ?, secret = ?, previous_secret = ?,
-                          previous_secret_expires_at = ?, updated_at = ? WHERE account_id = ? AND id = ? AND deleted_at IS NULL`),
-      setReplay: p('UPDATE webhooks SET replay = ? WHERE account_id = ? AND id = ? AND deleted_at IS NULL'),
-      clearFailing: p('UPDATE webhooks SET failing_since = NULL WHERE id = ?'),
-      deleteWebhook: p('UPDATE webhooks SET deleted_at = ?, updated_at = ? WHERE account_id = ? AND id = ? AND deleted_at IS NULL'),
 
       insertEvent: p(`INSERT INTO events (id, account_id, email_id, type, recipient, occurred_at, payload, route)
                       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
@@ -252,20 +186,6 @@ export class SqliteStore extends SqliteDeliveries implements Store {
     })
   }
 
-  /**
-   * Every queued write committed and on disk first; then, outside any transaction (a checkpoint cannot
-   * run inside one), the WAL is copied into the database and truncated, so that the values replaced by
-   * those writes are in neither file any more (secure_delete zeroes them in the database's pages). Best
-   * effort: a reader holding the WAL makes the checkpoint stop short, and the next one finishes it.
-   */
-  async forgetOverwritten (): Promise<void> {
-    await this.writes.drain()
-    // With the checkpoint thread holding back: a checkpoint of its in flight would make this one stop short.
-    const truncate = () => this.db.pragma('wal_checkpoint(TRUNCATE)')
-    if (this.checkpoints !== undefined) await this.checkpoints.quiet(truncate)
-    else truncate()
-  }
-
   /** Resolves once the checkpoint thread has nothing running or waiting to start (tests). */
   async checkpointsIdle (): Promise<void> {
     await this.checkpoints?.idle()
@@ -297,125 +217,26 @@ export class SqliteStore extends SqliteDeliveries implements Store {
   deleteSession (tokenHash: string): Promise<void> { return this.accounts.deleteSession(tokenHash) }
   deleteExpiredSessions (now: string): Promise<number> { return this.accounts.deleteExpiredSessions(now) }
 
-  // API keys
+  // API keys (src/store/sqlite/api-keys.ts)
 
-  insertApiKey (k: ApiKeyRecord, limit: number): Promise<LimitedInsert> {
-    return this.writes.run(() => {
-      const { n } = this.q.countActiveKeys.get(k.accountId) as { n: number }
-      if (n >= limit) return 'limit_reached'
-      this.q.insertKey.run(k.id, k.accountId, k.name, k.keyHash, k.keyPrefix, k.createdAt, k.lastUsedAt, k.revokedAt, k.permission)
-      return 'created'
-    })
-  }
+  insertApiKey (k: ApiKeyRecord, limit: number): Promise<LimitedInsert> { return this.apiKeys.insertApiKey(k, limit) }
+  listApiKeys (accountId: string): Promise<ApiKeyRecord[]> { return this.apiKeys.listApiKeys(accountId) }
+  findApiKeyByHash (keyHash: string): Promise<ApiKeyRecord | null> { return this.apiKeys.findApiKeyByHash(keyHash) }
+  revokeApiKey (accountId: string, id: string, at: string): Promise<ApiKeyRecord | null> { return this.apiKeys.revokeApiKey(accountId, id, at) }
+  apiKeyRevocations (): number { return this.apiKeys.apiKeyRevocations() }
+  touchApiKeys (uses: Array<{ id: string; lastUsedAt: string }>): Promise<void> { return this.apiKeys.touchApiKeys(uses) }
+  countActiveApiKeys (accountId: string): Promise<number> { return this.apiKeys.countActiveApiKeys(accountId) }
 
-  async listApiKeys (accountId: string): Promise<ApiKeyRecord[]> {
-    return (this.q.listKeys.all(accountId) as Row[]).map(toApiKey)
-  }
+  // Webhooks (src/store/sqlite/webhooks.ts)
 
-  async findApiKeyByHash (keyHash: string): Promise<ApiKeyRecord | null> {
-    const row = this.q.keyByHash.get(keyHash) as Row | undefined
-    return row ? toApiKey(row) : null
-  }
-
-  revokeApiKey (accountId: string, id: string, at: string): Promise<ApiKeyRecord | null> {
-    return this.writes.run(() => {
-      if (this.q.revokeKey.run(at, accountId, id).changes === 1) this.q.countRevocation.run()
-      const row = this.q.keyById.get(accountId, id) as Row | undefined
-      return row ? toApiKey(row) : null
-    })
-  }
-
-  apiKeyRevocations (): number {
-    return this.q.revocations.get() as number
-  }
-
-  async touchApiKeys (uses: Array<{ id: string; lastUsedAt: string }>): Promise<void> {
-    if (uses.length === 0) return
-    await this.writes.run(() => {
-      for (const u of uses) this.q.touchKey.run(u.lastUsedAt, u.id, u.lastUsedAt)
-    })
-  }
-
-  async countActiveApiKeys (accountId: string): Promise<number> {
-    return (this.q.countActiveKeys.get(accountId) as { n: number }).n
-  }
-
-  // Webhooks
-
-  async listWebhookSecrets (prefix: string, limit: number): Promise<Array<{ id: string; secret: string; previousSecret: string | null }>> {
-    return (this.q.webhookSecrets.all({ prefix, limit }) as Row[]).map((r) => ({ id: str(r.id), secret: str(r.secret), previousSecret: strOrNull(r.previous_secret) }))
-  }
-
-  replaceWebhookSecrets (id: string, expected: { secret: string; previousSecret: string | null }, next: { secret: string; previousSecret: string | null }): Promise<boolean> {
-    return this.writes.run(() => this.q.replaceSecrets.run(next.secret, next.previousSecret, id, expected.secret, expected.previousSecret).changes === 1)
-  }
-
-  insertWebhook (w: WebhookRecord, limit: number): Promise<LimitedInsert> {
-    return this.writes.run(() => {
-      const { n } = this.q.countWebhooks.get(w.accountId) as { n: number }
-      if (n >= limit) return 'limit_reached'
-      this.q.insertWebhook.run(w.id, w.accountId, w.url, JSON.stringify(w.events), w.secret, w.previousSecret,
-        w.previousSecretExpiresAt, w.status, w.rateLimit ?? null, serialiseFilter(w.filter ?? null), w.createdAt, w.updatedAt)
-      return 'created'
-    })
-  }
-
-  async listWebhooks (accountId: string): Promise<WebhookRecord[]> {
-    return (this.q.listWebhooks.all(accountId) as Row[]).map(toWebhook)
-  }
-
-  async findWebhook (accountId: string, id: string): Promise<WebhookRecord | null> {
-    const row = this.q.webhookById.get(accountId, id) as Row | undefined
-    return row ? toWebhook(row) : null
-  }
-
-  updateWebhook (accountId: string, id: string, patch: WebhookPatch, updatedAt: string): Promise<WebhookRecord | null> {
-    return this.writes.run(() => {
-      const row = this.q.webhookById.get(accountId, id) as Row | undefined
-      if (!row) return null
-      const w = { ...toWebhook(row), updatedAt }
-      // Only the fields a patch may carry, and only those given: ids and ownership never change here.
-      if (patch.url !== undefined) w.url = patch.url
-      if (patch.events !== undefined) w.events = patch.events
-      if (patch.status !== undefined) w.status = patch.status
-      if (patch.rateLimit !== undefined) w.rateLimit = patch.rateLimit
-      // As find reads it back: no filter field when there is none.
-      if (patch.filter === null) delete w.filter
-      else if (patch.filter !== undefined) w.filter = patch.filter
-      if (patch.secret !== undefined) w.secret = patch.secret
-      if (patch.previousSecret !== undefined) w.previousSecret = patch.previousSecret
-      if (patch.previousSecretExpiresAt !== undefined) w.previousSecretExpiresAt = patch.previousSecretExpiresAt
-      this.q.updateWebhook.run(w.url, JSON.stringify(w.events), w.status, w.rateLimit ?? null, serialiseFilter(w.filter ?? null), w.secret, w.previousSecret,
-        w.previousSecretExpiresAt, updatedAt, accountId, id)
-      const cancel = cancelOnEdit(patch.status)
-      if (cancel !== null) this.cancelPendingFor(id, cancel, Date.parse(updatedAt))
-      // Enabling starts the health record afresh: an old failing streak must not disable it again at once.
-      if (patch.status === 'enabled') this.q.clearFailing.run(id)
-      return w
-    })
-  }
-
-  deleteWebhook (accountId: string, id: string, deletedAt: string): Promise<boolean> {
-    return this.writes.run(() => {
-      if (this.q.deleteWebhook.run(deletedAt, deletedAt, accountId, id).changes !== 1) return false
-      this.cancelPendingFor(id, CANCEL_REASONS.deleted, Date.parse(deletedAt))
-      return true
-    })
-  }
-
-  async countWebhooks (accountId: string): Promise<number> {
-    return (this.q.countWebhooks.get(accountId) as { n: number }).n
-  }
-
-  async countWebhooksByStatus (): Promise<Record<WebhookStatus, number>> {
-    const counts: Record<WebhookStatus, number> = { enabled: 0, disabled: 0, auto_disabled: 0 }
-    for (const r of this.q.webhooksByStatus.all() as Array<{ status: WebhookStatus; n: number }>) counts[r.status] = r.n
-    return counts
-  }
-
-  setWebhookReplay (accountId: string, id: string, replay: ReplayState): Promise<boolean> {
-    return this.writes.run(() => this.q.setReplay.run(JSON.stringify(replay), accountId, id).changes === 1)
-  }
+  insertWebhook (w: WebhookRecord, limit: number): Promise<LimitedInsert> { return this.webhooks.insertWebhook(w, limit) }
+  listWebhooks (accountId: string): Promise<WebhookRecord[]> { return this.webhooks.listWebhooks(accountId) }
+  findWebhook (accountId: string, id: string): Promise<WebhookRecord | null> { return this.webhooks.findWebhook(accountId, id) }
+  updateWebhook (accountId: string, id: string, patch: WebhookPatch, updatedAt: string): Promise<WebhookRecord | null> { return this.webhooks.updateWebhook(accountId, id, patch, updatedAt) }
+  deleteWebhook (accountId: string, id: string, deletedAt: string): Promise<boolean> { return this.webhooks.deleteWebhook(accountId, id, deletedAt) }
+  countWebhooks (accountId: string): Promise<number> { return this.webhooks.countWebhooks(accountId) }
+  countWebhooksByStatus (): Promise<Record<WebhookStatus, number>> { return this.webhooks.countWebhooksByStatus() }
+  setWebhookReplay (accountId: string, id: string, replay: ReplayState): Promise<boolean> { return this.webhooks.setWebhookReplay(accountId, id, replay) }
 
   // Events
 

@@ -1,5 +1,7 @@
 // Versioned schema. PRAGMA user_version holds the number of migrations applied; each runs once, in its
 // own transaction, at open. Append only: never edit a migration that has shipped.
+import type Database from 'better-sqlite3'
+
 export const migrations: string[] = [
   /* 1: accounts, sessions, API keys, webhooks */ `
   CREATE TABLE accounts (
@@ -367,3 +369,17 @@ export const migrations: string[] = [
   ALTER TABLE events ADD COLUMN route TEXT;
   `,
 ]
+
+/** Applies the migrations this database has not had yet, each in its own transaction; refuses a newer schema. */
+export function migrate (db: Database.Database): void {
+  const current = db.pragma('user_version', { simple: true }) as number
+  if (current > migrations.length) {
+    throw new Error(`the database schema is version ${current}, newer than this svc knows (${migrations.length}); upgrade svc`)
+  }
+  for (let v = current; v < migrations.length; v++) {
+    db.transaction(() => {
+      db.exec(migrations[v]!)
+      db.pragma(`user_version = ${v + 1}`)
+    }).immediate()
+  }
+}
