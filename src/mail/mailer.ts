@@ -1,25 +1,27 @@
 // The mail queue's worker. Accepted emails wait in the store (status, pending recipients, attempts,
 // nextAttemptAt, a lease); the mailer leases the due ones, sends each through the transport with bounded
-// concurrency, and writes the outcome of every attempt (the email's new state, its events, its
-// suppressions) as one atomic write. Nothing lives only in memory: a restart resumes from the store.
+// concurrency (./attempt-send.ts composes and sends one), and writes the outcome of every attempt (the
+// email's new state, its events, its suppressions) as one atomic write. Nothing lives only in memory: a
+// restart resumes from the store.
 import os from 'node:os'
 import { leaseOwner } from '../domain/lease-owner.js'
 import type { FastifyBaseLogger } from 'fastify'
 import pRetry from 'p-retry'
 import { Counter, type Registry } from 'prom-client'
 import { iso, type Clock } from '../domain/clock.js'
-import { DEFAULT_RETRY_DELAYS_MS, planAttempt, planBuildFailure, type EmailService, type LocalIntake, type RecipientOutcome } from '../app/emails.js'
+import { DEFAULT_RETRY_DELAYS_MS, planAttempt, type EmailService, type LocalIntake } from '../app/emails.js'
 import type { Component } from '../component.js'
 import type { EmailAttempt, EmailLease, EmailRecord } from '../store/emails.js'
 import type { Store } from '../store/types.js'
-import { MessageBuildError, MessageRefusedError, buildFailureReason, composeMessage, type MessageDraft } from './compose.js'
+import { AttemptSender } from './attempt-send.js'
+import { MessageBuildError, composeMessage } from './compose.js'
 import type { Composer } from './compose-pool.js'
 import { HandOffGate } from './hand-off.js'
 import { RecordBatch } from './record-batch.js'
 import { stageTimer, type StageTimer } from './stages.js'
 import { instrumentHtml } from './tracking.js'
 import type { MailTransport, OutgoingMessage } from './transport.js'
-import { ByteBudget, DEFAULT_ATTACHMENT_BYTES_IN_FLIGHT, DEFAULT_ATTACHMENT_RETENTION_MS, attachmentBytes, withAttachments } from './attachments.js'
+import { DEFAULT_ATTACHMENT_BYTES_IN_FLIGHT, DEFAULT_ATTACHMENT_RETENTION_MS } from './attachments.js'
 
 export { MessageBuildError, composeMessage }
 
@@ -83,7 +85,7 @@ const RECORD_RETRY = { retries: 4, minTimeout: 200, factor: 2 } as const
 export class Mailer implements Component, LocalIntake {
   readonly name = 'mailer'
   readonly owner: string
-  private readonly o: MailerOptions
+  private readonly options: MailerOptions
   private readonly concurrency: number
   private readonly leaseMs: number
   private readonly pollMs: number
@@ -131,11 +133,11 @@ export class Mailer implements Component, LocalIntake {
   private promised = 0
   /** Whether a new send may be taken at once (./hand-off.ts). */
   private readonly gate: HandOffGate
-  /** Attachment bytes in flight at most (ByteBudget). */
-  private readonly attachmentBudget: ByteBudget
+  /** Each attempt's compose and send (./attempt-send.ts). */
+  private readonly sender: AttemptSender
 
   constructor (options: MailerOptions) {
-    this.o = options
+    this.options = options
     this.owner = options.owner ?? leaseOwner(os.hostname())
     // Sending is I/O: many attempts in flight at once keep a relay (or the sandbox) busy and let their
     // claims and outcomes share commits.
@@ -145,11 +147,10 @@ export class Mailer implements Component, LocalIntake {
     // so the emails leased at once (a claim reads past every one of them). A full `concurrency` of
     // outcomes is written at once; fewer wait for the batch's linger.
     this.maxRecording = 2 * this.concurrency
-    this.records = new RecordBatch((a) => this.o.store.recordEmailAttempt(a), { maxItems: this.concurrency })
+    this.records = new RecordBatch((a) => this.options.store.recordEmailAttempt(a), { maxItems: this.concurrency })
     this.leaseMs = options.leaseMs ?? 30_000
     this.pollMs = options.pollMs ?? 1_000
     this.gate = new HandOffGate(this.pollMs)
-    this.attachmentBudget = new ByteBudget(options.attachmentBytesInFlight ?? DEFAULT_ATTACHMENT_BYTES_IN_FLIGHT)
     this.policy = { retryDelaysMs: options.retryDelaysMs ?? DEFAULT_RETRY_DELAYS_MS, random: options.random ?? Math.random }
     // A bad PUBLIC_URL or secret would make every message fail to build, and each would be failed for it:
     // refuse to start instead.
@@ -170,20 +171,25 @@ export class Mailer implements Component, LocalIntake {
       ? new Counter({ name: 'svc_emails_accepted_total', help: 'Emails accepted (202) by this node', registers: [options.registry] })
       : undefined
     this.stages = stageTimer(options.registry)
+    this.sender = new AttemptSender({
+      ...options,
+      attachmentBytesInFlight: options.attachmentBytesInFlight ?? DEFAULT_ATTACHMENT_BYTES_IN_FLIGHT,
+      stages: this.stages,
+    })
   }
 
   async start (): Promise<void> {
     // The owner is this process's own (src/domain/lease-owner.ts): what an earlier run held is taken
     // again when its leases run out, never released here, where it could still be another live process's.
     await this.housekeep()
-    this.unsubscribe = this.o.emails.onAccepted((n) => {
+    this.unsubscribe = this.options.emails.onAccepted((n) => {
       this.accepted?.inc(n)
       // 0: another process wrote: it may have scheduled (or moved) an email; look again after the claim.
       if (n === 0) this.lookAhead = true
       this.wake()
     })
-    this.stopScheduled = this.o.emails.onScheduled?.((at) => this.dueBy(at))
-    this.stopHandOff = this.o.emails.handOffTo?.(this)
+    this.stopScheduled = this.options.emails.onScheduled?.((at) => this.dueBy(at))
+    this.stopHandOff = this.options.emails.handOffTo?.(this)
     this.running = true
     this.loop = this.run()
     this.housekeeping = setInterval(() => { void this.housekeep() }, HOUSEKEEPING_MS).unref()
@@ -201,9 +207,9 @@ export class Mailer implements Component, LocalIntake {
     // Sends in flight finish and their outcomes are written; nothing new starts.
     await Promise.allSettled([...this.inFlight])
     clearInterval(this.renewing)
-    await this.o.store.releaseEmailLeases(this.owner).catch(() => 0)
-    if (this.o.closeTransport) await this.o.transport.close()
-    await this.o.composer?.close()
+    await this.options.store.releaseEmailLeases(this.owner).catch(() => 0)
+    if (this.options.closeTransport) await this.options.transport.close()
+    await this.options.composer?.close()
   }
 
   /**
@@ -217,7 +223,7 @@ export class Mailer implements Component, LocalIntake {
     const taken = this.gate.offer(count, 2 * this.concurrency - this.sending - this.ready.length - this.promised)
     if (taken === 0) return null
     this.promised += taken
-    return { owner: this.owner, leaseUntil: this.o.clock.now() + this.leaseMs, count: taken }
+    return { owner: this.owner, leaseUntil: this.options.clock.now() + this.leaseMs, count: taken }
   }
 
   /** The emails offer() promised, as stored (none if the send was refused or its write failed). */
@@ -226,7 +232,7 @@ export class Mailer implements Component, LocalIntake {
     if (emails.length === 0) return
     if (!this.running) {
       // Stopped meanwhile: let them go now rather than when their lease runs out.
-      void this.o.store.releaseEmailLeases(this.owner, emails.map((e) => ({ id: e.id, leaseToken: e.leaseToken }))).catch(() => 0)
+      void this.options.store.releaseEmailLeases(this.owner, emails.map((e) => ({ id: e.id, leaseToken: e.leaseToken }))).catch(() => 0)
       return
     }
     for (const email of emails) {
@@ -256,7 +262,7 @@ export class Mailer implements Component, LocalIntake {
     if (!this.lookAhead && now - this.lookedAt < this.pollMs) return
     this.lookAhead = false
     this.lookedAt = now
-    const next = await this.o.store.nextDueAt?.(iso(now)) ?? null
+    const next = await this.options.store.nextDueAt?.(iso(now)) ?? null
     if (next === null) return
     const at = Date.parse(next)
     if (this.nextDue === undefined || at < this.nextDue) this.nextDue = at
@@ -290,10 +296,10 @@ export class Mailer implements Component, LocalIntake {
       this.fill()
       // At least once a poll, what other nodes' sends, expired leases and retries left due is looked for
       // (a node kept busy by its own sends would otherwise never claim for an API-only node).
-      this.gate.tick(this.o.clock.now())
+      this.gate.tick(this.options.clock.now())
       const room = this.claimRoom()
       if (room > 0) {
-        const now = this.o.clock.now()
+        const now = this.options.clock.now()
         if (this.nextDue !== undefined && this.nextDue <= now) {
           this.nextDue = undefined
           this.gate.shutNow()
@@ -303,7 +309,7 @@ export class Mailer implements Component, LocalIntake {
         try {
           const t0 = performance.now()
           const began = this.gate.claiming(now)
-          const claimed = await this.o.store.claimDueEmails({ owner: this.owner, now: iso(now), leaseUntil: iso(now + this.leaseMs), limit: room })
+          const claimed = await this.options.store.claimDueEmails({ owner: this.owner, now: iso(now), leaseUntil: iso(now + this.leaseMs), limit: room })
           if (claimed.length > 0) this.stages.since('claim', t0)
           this.gate.claimed(began, claimed.length, room)
           for (const email of claimed) {
@@ -314,10 +320,10 @@ export class Mailer implements Component, LocalIntake {
           if (claimed.length < room) await this.lookForNextDue(now)
         } catch (err) {
           // A store fault (disk full…) is logged once by the store's health, not at every poll.
-          if (!this.o.store.health.failed(err)) this.o.logger.error({ err }, 'mailer: could not read the mail queue')
+          if (!this.options.store.health.failed(err)) this.options.logger.error({ err }, 'mailer: could not read the mail queue')
         }
       }
-      const untilDue = this.nextDue === undefined ? this.pollMs : Math.max(0, this.nextDue - this.o.clock.now())
+      const untilDue = this.nextDue === undefined ? this.pollMs : Math.max(0, this.nextDue - this.options.clock.now())
       // Woken early by a new send, room opening in the pipeline, or stop().
       await this.sleep(Math.min(this.pollMs, untilDue))
     }
@@ -371,85 +377,11 @@ export class Mailer implements Component, LocalIntake {
     })
   }
 
-  /** Building it again would fail again: a poison email is failed now, not retried at every start. */
-  private buildFailed (email: EmailRecord, err: unknown): Omit<EmailAttempt, 'owner' | 'leaseToken'> {
-    const reason = buildFailureReason(err)
-    if (err instanceof MessageRefusedError) {
-      this.o.logger.warn({ emailId: email.id, reason }, 'mailer: the relay cannot take the email; it is failed, not retried')
-      return planBuildFailure(email, reason, this.o.clock.now(), 'not sent')
-    }
-    this.o.logger.warn({ emailId: email.id, reason }, 'mailer: the email could not be built; it is failed, not retried')
-    return planBuildFailure(email, reason, this.o.clock.now())
-  }
-
   /** One attempt: compose and send (then `onSent`), and write its outcome. Never throws. */
   private async attempt (email: EmailRecord, onSent: () => void): Promise<void> {
-    const pending = email.recipients.filter((r) => r.state === 'pending').map((r) => r.address)
-    let results: RecipientOutcome[] = []
-    let msg: OutgoingMessage | undefined
-    let draft: MessageDraft | undefined
-    let plan: Omit<EmailAttempt, 'owner' | 'leaseToken'> | undefined
-    // A transport that makes each recipient's copy itself gets the draft: the copies (tracking tokens,
-    // the html filled in) are then made in its thread rather than this one.
-    const drafts = this.o.composer !== undefined && this.o.transport.sendDraft !== undefined
-    if (pending.length > 0) {
-      const t0 = performance.now()
-      try {
-        if (drafts) {
-          draft = await this.o.composer!.draft(email)
-          msg = draft.msg
-        } else {
-          msg = this.o.composer ? await this.o.composer.compose(email) : composeMessage(email, this.o)
-        }
-      } catch (err) {
-        plan = this.buildFailed(email, err)
-      }
-      this.stages.since('compose', t0)
-    }
-    // The attachment bytes held by this attempt until the transport has answered (./attachments.ts ByteBudget).
-    let held = 0
-    if (msg !== undefined && email.attachments !== undefined && email.attachments.length > 0) {
-      held = attachmentBytes(email)
-      await this.attachmentBudget.take(held)
-      // The bytes, once per attempt, whatever the recipients (./attachments.ts).
-      try {
-        msg = await withAttachments(this.o.store, email, msg)
-      } catch (err) {
-        msg = undefined
-        if (err instanceof MessageBuildError) plan = this.buildFailed(email, err)
-        else {
-          const reason = `the attachments could not be read (${err instanceof Error ? err.message : String(err)})`
-          this.o.logger.warn({ emailId: email.id, reason }, 'mailer: the email will be retried')
-          results = pending.map((recipient) => ({ recipient, outcome: 'deferred' as const, response: reason }))
-        }
-      }
-    }
-    if (msg !== undefined) {
-      try {
-        let out = msg
-        if (this.o.outbound) {
-          const t1 = performance.now()
-          out = await this.o.outbound(email, msg)
-          this.stages.since('outbound', t1)
-        }
-        results = draft !== undefined ? await this.o.transport.sendDraft!({ ...draft, msg: out }) : await this.o.transport.send(out)
-      } catch (err) {
-        if (err instanceof MessageBuildError) {
-          // The transport could not render it (over SMTP, in its worker thread).
-          plan = this.buildFailed(email, err)
-        } else {
-          // Never the message itself in the log: only what went wrong.
-          const reason = err instanceof Error ? err.message : String(err)
-          this.o.logger.warn({ emailId: email.id, reason }, 'mailer: the transport failed; the email will be retried')
-          results = pending.map((recipient) => ({ recipient, outcome: 'deferred' as const, response: `transport error: ${reason}` }))
-        }
-      }
-    }
-    // The transport is done with the files: their bytes may go, and the next email with files may start.
-    msg = undefined
-    this.attachmentBudget.give(held)
+    const { results, buildFailure } = await this.sender.send(email)
     onSent()
-    plan ??= planAttempt(email, results, this.o.clock.now(), this.policy)
+    const plan = buildFailure ?? planAttempt(email, results, this.options.clock.now(), this.policy)
     const record = { ...plan, owner: this.owner, leaseToken: email.leaseToken }
     let recorded: boolean
     try {
@@ -458,16 +390,16 @@ export class Mailer implements Component, LocalIntake {
       this.stages.since('record', t2)
     } catch (err) {
       // A store fault (disk full…) is logged once by the store's health, not for every email.
-      if (!this.o.store.health.failed(err)) this.o.logger.error({ err, emailId: email.id }, 'mailer: could not record an attempt; the email is sent again when its lease expires')
+      if (!this.options.store.health.failed(err)) this.options.logger.error({ err, emailId: email.id }, 'mailer: could not record an attempt; the email is sent again when its lease expires')
       // Dropped: no longer renewed, and released (if the store answers) so that it is due again at once;
       // new sends wait behind it.
       this.forget(email)
       this.gate.shutNow()
-      await this.o.store.releaseEmailLeases(this.owner, [{ id: email.id, leaseToken: email.leaseToken }]).catch(() => 0)
+      await this.options.store.releaseEmailLeases(this.owner, [{ id: email.id, leaseToken: email.leaseToken }]).catch(() => 0)
       return
     }
     if (!recorded) {
-      this.o.logger.warn({ emailId: email.id }, 'mailer: the lease on an email was lost during its attempt; its outcome was not recorded')
+      this.options.logger.warn({ emailId: email.id }, 'mailer: the lease on an email was lost during its attempt; its outcome was not recorded')
       return
     }
     for (const r of results) this.outcomes?.inc({ outcome: r.outcome })
@@ -475,7 +407,7 @@ export class Mailer implements Component, LocalIntake {
       const due = Date.parse(plan.nextAttemptAt)
       if (this.nextDue === undefined || due < this.nextDue) this.nextDue = due
     }
-    this.o.logger.debug({
+    this.options.logger.debug({
       emailId: email.id, attempt: plan.attempts, status: plan.status,
       outcomes: results.reduce<Record<string, number>>((n, r) => ({ ...n, [r.outcome]: (n[r.outcome] ?? 0) + 1 }), {}),
     }, 'mailer: attempt recorded')
@@ -491,11 +423,11 @@ export class Mailer implements Component, LocalIntake {
     if (this.held.size === 0) return
     const leases: EmailLease[] = [...this.held].map(([id, leaseToken]) => ({ id, leaseToken }))
     try {
-      const held = await this.o.store.renewEmailLeases(this.owner, leases, iso(this.o.clock.now() + this.leaseMs))
+      const held = await this.options.store.renewEmailLeases(this.owner, leases, iso(this.options.clock.now() + this.leaseMs))
       // Fewer: recorded meanwhile, or lost (expired and taken over); a lost one's outcome is refused as stale.
-      if (held < leases.length) this.o.logger.debug({ notRenewed: leases.length - held }, 'mailer: some leases were no longer held')
+      if (held < leases.length) this.options.logger.debug({ notRenewed: leases.length - held }, 'mailer: some leases were no longer held')
     } catch (err) {
-      this.o.logger.warn({ err }, 'mailer: could not renew the mail leases; trying again shortly')
+      this.options.logger.warn({ err }, 'mailer: could not renew the mail leases; trying again shortly')
     }
   }
 
@@ -504,10 +436,10 @@ export class Mailer implements Component, LocalIntake {
    * per store call; returns how many emails lost theirs.
    */
   async pruneAttachments (): Promise<number> {
-    const before = iso(this.o.clock.now() - (this.o.attachmentRetentionMs ?? DEFAULT_ATTACHMENT_RETENTION_MS))
+    const before = iso(this.options.clock.now() - (this.options.attachmentRetentionMs ?? DEFAULT_ATTACHMENT_RETENTION_MS))
     let total = 0
     for (;;) {
-      const n = await this.o.store.pruneAttachmentContents(before, 100)
+      const n = await this.options.store.pruneAttachmentContents(before, 100)
       total += n
       if (n < 100) return total
     }
@@ -515,13 +447,13 @@ export class Mailer implements Component, LocalIntake {
 
   /** Drops expired idempotency keys and finishes writes a crash interrupted (MongoDB). */
   private async housekeep (): Promise<void> {
-    const now = this.o.clock.now()
+    const now = this.options.clock.now()
     try {
-      await this.o.store.repairInterruptedWrites(iso(now - REPAIR_GRACE_MS))
-      await this.o.store.pruneIdempotencyKeys(iso(now))
+      await this.options.store.repairInterruptedWrites(iso(now - REPAIR_GRACE_MS))
+      await this.options.store.pruneIdempotencyKeys(iso(now))
       await this.pruneAttachments()
     } catch (err) {
-      this.o.logger.warn({ err }, 'mailer: housekeeping failed; it runs again later')
+      this.options.logger.warn({ err }, 'mailer: housekeeping failed; it runs again later')
     }
   }
 }
