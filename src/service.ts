@@ -272,12 +272,6 @@ export async function createService (config: Config, given: ServiceDeps): Promis
     components,
     async start () {
       await app.ready()
-      // Webhook secrets stored before svc sealed them are sealed now, before anything reads them.
-      const sealed = await useCases.webhooks.sealStoredSecrets()
-      if (sealed > 0) {
-        await deps.store.forgetOverwritten?.()
-        app.log.info({ webhooks: sealed }, 'sealed webhook signing secrets stored in the clear by an earlier version')
-      }
       for (const c of components) {
         await c.start()
         started.push(c)

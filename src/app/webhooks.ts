@@ -3,7 +3,7 @@ import { iso, type Clock } from '../domain/clock.js'
 import type { EventType } from '../domain/events.js'
 import { newId } from '../domain/ids.js'
 import { PLANS, limitsOf } from '../domain/plans.js'
-import { WEBHOOK_SECRET_PREFIX, newWebhookSecret, openWebhookSecret, sealWebhookSecret } from '../domain/secrets.js'
+import { newWebhookSecret, sealWebhookSecret } from '../domain/secrets.js'
 import { checkWebhookUrl, type Resolver, type UrlPolicy } from '../domain/webhook-url.js'
 import { normaliseWebhookFilter, type WebhookFilter, type WebhookFilterInput } from '../domain/webhook-filter.js'
 import { normaliseDomainName } from './domains.js'
@@ -129,32 +129,12 @@ export function createWebhookService ({ store, clock, secret, urlPolicy, resolve
       const plain = newWebhookSecret()
       const updated = await store.updateWebhook(accountId, id, {
         secret: sealWebhookSecret(secret, id, plain),
-        // Sealed as it is kept (one stored before sealing is sealed now).
-        previousSecret: sealWebhookSecret(secret, id, openWebhookSecret(secret, id, current.secret)),
+        // Kept as it is stored: sealed, and bound to this webhook.
+        previousSecret: current.secret,
         previousSecretExpiresAt: iso(now + ROTATION_OVERLAP_MS),
       }, iso(now))
       if (!updated) throw NotFound('No webhook with this id')
       return { ...updated, secret: plain }
-    },
-
-    /**
-     * Seals the secrets stored before svc sealed them (`whsec_…` in the store), deleted webhooks' too, in
-     * pages; run at start. Returns how many webhooks it sealed. A webhook changed meanwhile (rotated) is
-     * left to the next page: its compare-and-set finds other secrets than it read.
-     */
-    async sealStoredSecrets (): Promise<number> {
-      let sealed = 0
-      for (;;) {
-        const page = await store.listWebhookSecrets(WEBHOOK_SECRET_PREFIX, 500)
-        let changed = 0
-        for (const w of page) {
-          const seal = (stored: string) => stored.startsWith(WEBHOOK_SECRET_PREFIX) ? sealWebhookSecret(secret, w.id, stored) : stored
-          const next = { secret: seal(w.secret), previousSecret: w.previousSecret === null ? null : seal(w.previousSecret) }
-          if (await store.replaceWebhookSecrets(w.id, w, next)) changed++
-        }
-        sealed += changed
-        if (page.length < 500 || changed === 0) return sealed
-      }
     },
   }
 }

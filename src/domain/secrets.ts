@@ -164,19 +164,12 @@ export function open (secret: string, purpose: SealPurpose, recordId: string, se
   return Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()]).toString('utf8')
 }
 
-/** How a sealed webhook secret starts in the store; a secret starting with `whsec_` was stored before sealing. */
-export const SEALED_WEBHOOK_SECRET_PREFIX = 'sealed:'
-
 /** The stored form of a webhook's signing secret, bound to the webhook's id. */
 export function sealWebhookSecret (secret: string, webhookId: string, plain: string): string {
-  return SEALED_WEBHOOK_SECRET_PREFIX + seal(secret, 'webhook signing secret', webhookId, plain)
+  return seal(secret, 'webhook signing secret', webhookId, plain)
 }
 
-/**
- * The signing secret of a stored one. A secret stored before sealing (`whsec_…`, until the start-up
- * sealing reaches it) is itself; a sealed one that does not open (another SVC_SECRET, altered) throws.
- */
+/** The signing secret of a stored one; one that does not open (another SVC_SECRET, altered) throws. */
 export function openWebhookSecret (secret: string, webhookId: string, stored: string): string {
-  if (!stored.startsWith(SEALED_WEBHOOK_SECRET_PREFIX)) return stored
-  return open(secret, 'webhook signing secret', webhookId, stored.slice(SEALED_WEBHOOK_SECRET_PREFIX.length))
+  return open(secret, 'webhook signing secret', webhookId, stored)
 }

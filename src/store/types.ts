@@ -154,12 +154,6 @@ export interface Store extends DeliveryStore, EmailStore, ReceivedStore, Templat
   readonly health: StoreHealth
   close(): Promise<void>
 
-  /**
-   * Optional: makes sure values just overwritten (secrets sealed in place) are gone from the store's files,
-   * not only from its tables (SQLite: the WAL is checkpointed and truncated).
-   */
-  forgetOverwritten?(): Promise<void>
-
   // The check value of the secret the store was written under (src/domain/secret-check.ts decides; the
   // store only keeps it)
   /** The stored check value; null when none was stored yet. */
@@ -229,13 +223,6 @@ export interface Store extends DeliveryStore, EmailStore, ReceivedStore, Templat
   /** false when the account has no such webhook. */
   deleteWebhook(accountId: string, id: string, deletedAt: string): Promise<boolean>
   countWebhooks(accountId: string): Promise<number>
-  /**
-   * Every webhook, deleted ones included, whose secret or previous secret starts with `prefix`, at most
-   * `limit` of them (the sealing of secrets written before they were sealed: src/domain/webhooks.ts).
-   */
-  listWebhookSecrets(prefix: string, limit: number): Promise<Array<{ id: string; secret: string; previousSecret: string | null }>>
-  /** Replaces both secrets of a webhook (deleted or not) when they are still `expected`; false otherwise. */
-  replaceWebhookSecrets(id: string, expected: { secret: string; previousSecret: string | null }, next: { secret: string; previousSecret: string | null }): Promise<boolean>
   /** Every account's webhooks by status, deleted ones left out (operators' svc_webhooks gauge). */
   countWebhooksByStatus(): Promise<Record<WebhookStatus, number>>
   /** Records the replay just started (leaves updatedAt alone: the webhook's settings did not change); false when no such webhook. */

@@ -160,19 +160,6 @@ export function storeContract (name: string, make: MakeStore): void {
       assert.equal(await store.findSession(keep.tokenHash), null)
     })
 
-    test('listWebhookSecrets finds secrets by prefix, deleted webhooks too; replaceWebhookSecrets is a compare-and-set', async () => {
-      const a = await newAccount()
-      const prefix = `legacy${unique()}_`
-      const w = makeWebhook(a.id, { secret: `${prefix}one`, previousSecret: null })
-      assert.equal(await store.insertWebhook(w, 10), 'created')
-      await store.deleteWebhook(a.id, w.id, iso())
-      const found = await store.listWebhookSecrets(prefix, 10)
-      assert.deepEqual(found, [{ id: w.id, secret: `${prefix}one`, previousSecret: null }])
-      assert.equal(await store.replaceWebhookSecrets(w.id, { secret: 'not it', previousSecret: null }, { secret: 'sealed', previousSecret: null }), false)
-      assert.equal(await store.replaceWebhookSecrets(w.id, found[0]!, { secret: 'sealed:x', previousSecret: null }), true)
-      assert.deepEqual(await store.listWebhookSecrets(prefix, 10), [])
-    })
-
     test('findAccountById and findAccountByEmail return null when absent', async () => {
       assert.equal(await store.findAccountById(nextId('acct')), null)
       assert.equal(await store.findAccountByEmail(`nobody-${unique()}@example.test`), null)

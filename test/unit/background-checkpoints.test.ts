@@ -106,23 +106,6 @@ describe('background checkpoints', () => {
     assert.deepEqual(outcomes, [false, true])
   })
 
-  test('quiet() waits for the checkpoint in flight and holds the next one back until its work is done', async () => {
-    const { runner, clock, checkpoints } = setup(100)
-    checkpoints.committed()
-    const order: string[] = []
-    const quiet = checkpoints.quiet(() => {
-      order.push(`own checkpoint with ${runner.running} in flight`)
-      return 'truncated'
-    })
-    clock.t += 500
-    checkpoints.committed()
-    assert.equal(runner.started, 1, 'held back while quiet() waits')
-    await runner.finish()
-    assert.equal(await quiet, 'truncated')
-    assert.deepEqual(order, ['own checkpoint with 0 in flight'])
-    assert.equal(runner.started, 2, 'the commit made meanwhile is checkpointed after it')
-  })
-
   test('close() drops the scheduled checkpoint, waits for the one running, closes the thread; commits after start nothing', async () => {
     const { runner, timers, clock, checkpoints } = setup(100)
     checkpoints.committed()

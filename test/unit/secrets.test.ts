@@ -83,6 +83,7 @@ describe('seal and open', () => {
     assert.equal(openWebhookSecret(SECRET, 'wh_1', stored), 'whsec_plain')
     assert.throws(() => openWebhookSecret(SECRET, 'wh_2', stored))
     assert.throws(() => openWebhookSecret(OTHER_SECRET, 'wh_1', stored))
+    assert.throws(() => openWebhookSecret(SECRET, 'wh_1', 'whsec_plain'), 'a secret in the clear is no stored secret')
   })
 
   test('tracking tokens are keyed by the tracking purpose: another SVC_SECRET makes them fail', () => {

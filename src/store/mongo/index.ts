@@ -344,21 +344,6 @@ export class MongoStore extends MongoForwarders implements Store {
     return false
   }
 
-  async listWebhookSecrets (prefix: string, limit: number): Promise<Array<{ id: string; secret: string; previousSecret: string | null }>> {
-    // A prefix match on a string field: an anchored regex of the escaped prefix (no user input reaches it).
-    const anchored = new RegExp('^' + String(prefix).replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
-    const docs = await this.webhooks.find({ $or: [{ secret: anchored }, { previousSecret: anchored }] },
-      { projection: { _id: 1, secret: 1, previousSecret: 1 }, limit: Math.max(1, Math.trunc(limit)) }).toArray()
-    return docs.map((d) => ({ id: d._id, secret: String(d.secret), previousSecret: nullableString(d.previousSecret) }))
-  }
-
-  async replaceWebhookSecrets (id: string, expected: { secret: string; previousSecret: string | null }, next: { secret: string; previousSecret: string | null }): Promise<boolean> {
-    const r = await this.webhooks.updateOne(
-      { _id: String(id), secret: String(expected.secret), previousSecret: expected.previousSecret === null ? null : String(expected.previousSecret) },
-      { $set: { secret: String(next.secret), previousSecret: next.previousSecret === null ? null : String(next.previousSecret) } })
-    return r.modifiedCount === 1
-  }
-
   async countWebhooks (accountId: string): Promise<number> {
     return await this.webhooks.countDocuments({ accountId: String(accountId), deletedAt: null })
   }

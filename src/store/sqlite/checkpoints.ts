@@ -67,8 +67,6 @@ export class BackgroundCheckpoints {
   /** Commits made since the last checkpoint started. */
   private dirty = false
   private lastStart = Number.NEGATIVE_INFINITY
-  /** quiet() calls waiting or running: no checkpoint starts meanwhile. */
-  private holds = 0
   private closed = false
   private idleWaiters: Array<() => void> = []
 
@@ -83,21 +81,6 @@ export class BackgroundCheckpoints {
     if (this.closed) return
     this.dirty = true
     this.startIfDue()
-  }
-
-  /**
-   * Runs `fn` (the store's own checkpoint, say) with no background checkpoint in flight, and none starting
-   * until it is done.
-   */
-  async quiet<T> (fn: () => T): Promise<T> {
-    this.holds += 1
-    try {
-      await this.running
-      return fn()
-    } finally {
-      this.holds -= 1
-      this.startIfDue()
-    }
   }
 
   /** Resolves once no checkpoint is running or waiting to start. */
@@ -119,7 +102,7 @@ export class BackgroundCheckpoints {
   }
 
   private startIfDue (): void {
-    if (this.closed || !this.dirty || this.running !== null || this.timer !== undefined || this.holds > 0) return
+    if (this.closed || !this.dirty || this.running !== null || this.timer !== undefined) return
     const now = this.clock.now()
     const wait = this.lastStart + this.everyMs - now
     if (wait > 0) {
