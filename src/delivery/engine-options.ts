@@ -3,6 +3,7 @@
 import type { Registry } from 'prom-client'
 import type { Clock, Timers } from '../domain/clock.js'
 import type { ResolvedAddress } from '../domain/webhook-url.js'
+import type { StoreHealth } from '../store/faults.js'
 import type { Store } from '../store/types.js'
 import type { DeliverWorkerData } from '../../workers/deliver.js'
 import type { ActorOptions } from './actor.js'
@@ -11,9 +12,9 @@ import type { DeliveryPortFactory } from './port.js'
 
 /** What the engine uses of the store (the service's whole store is one; a unit test's fake has just these). */
 export type EngineStore = Pick<Store,
-  | 'subscribe' | 'health' | 'routeEvents' | 'readEvents' | 'renewRouting' | 'claimDeliveries' | 'unparkDeliveries'
+  | 'subscribe' | 'routeEvents' | 'readEvents' | 'renewRouting' | 'claimDeliveries' | 'unparkDeliveries'
   | 'renewLeases' | 'releaseLeases' | 'recordOutcomes' | 'redriveDeliveries' | 'hitRateLimit'
-  | 'deliveryStats' | 'pruneDeliveries' | 'pruneEvents'>
+  | 'deliveryStats' | 'pruneDeliveries' | 'pruneEvents'> & { readonly health: Pick<StoreHealth, 'failed'> }
 
 export interface EngineOptions {
   store: EngineStore
