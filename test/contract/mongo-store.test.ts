@@ -49,7 +49,7 @@ if (uri === undefined || uri === '') {
     test('opening twice on the same database is idempotent (indexes included)', async () => {
       const made = await makeMongo(mongoUri)
       try {
-        const again = await made.reopen!()
+        const again = await made.reopen()
         await again.ping()
         const names = (await (again as MongoStore).apiKeys.indexes()).map((i) => i.name).sort()
         assert.deepEqual(names, ['_id_', 'api_keys_account', 'api_keys_hash'])
@@ -66,7 +66,7 @@ if (uri === undefined || uri === '') {
         const emails = (made.store as MongoStore).mail.emails
         await emails.dropIndex('emails_leases')
         await emails.createIndex({ leaseOwner: 1 }, { name: 'emails_leases', sparse: true })
-        const again = (await made.reopen!()) as MongoStore
+        const again = (await made.reopen()) as MongoStore
         const idx = (await again.mail.emails.indexes()).find((i) => i.name === 'emails_leases')
         assert.deepEqual(idx?.partialFilterExpression, { leaseOwner: { $type: 'string' } })
         assert.equal(idx?.sparse, undefined)

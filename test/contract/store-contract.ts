@@ -18,11 +18,8 @@ export interface MadeStore {
   store: Store
   /** Closes every store opened on this data (reopened ones included) and removes the data. */
   cleanup(): Promise<void>
-  /**
-   * Persistent adapters: opens another store on the same data (the first one may already be closed).
-   * Absent when the adapter keeps nothing across a close.
-   */
-  reopen?(): Promise<Store>
+  /** Opens another store on the same data (the first one may already be closed). */
+  reopen(): Promise<Store>
 }
 
 export type MakeStore = () => Promise<MadeStore>
@@ -603,13 +600,9 @@ export function storeContract (name: string, make: MakeStore): void {
 
     // Persistence: the suite's own store stays open, so this test makes (and closes) its own.
 
-    test('data survives close and reopen', async (t) => {
+    test('data survives close and reopen', async () => {
       const own = await make()
       try {
-        if (own.reopen === undefined) {
-          t.skip(`the ${name} store keeps nothing across a close`)
-          return
-        }
         const s = own.store
         const account = makeAccount()
         const key = makeKey(account.id)
@@ -656,13 +649,9 @@ export function storeContract (name: string, make: MakeStore): void {
       assert.equal(await store.hitRateLimit(w2), 2)
     })
 
-    test('hitRateLimit: two stores on the same data (two nodes) share one count', async (t) => {
+    test('hitRateLimit: two stores on the same data (two nodes) share one count', async () => {
       const own = await make()
       try {
-        if (own.reopen === undefined) {
-          t.skip(`the ${name} store keeps nothing a second store could share`)
-          return
-        }
         const other = await own.reopen()
         const key = `rl-${unique()}`
         const windowStart = Math.floor(Date.now() / 1000) * 1000
@@ -695,7 +684,6 @@ export function storeContract (name: string, make: MakeStore): void {
         }
         await own.store.createAccount(makeAccount())
         assert.equal(await own.store.externalWriteVersion(), first, 'its own writes do not count')
-        if (own.reopen === undefined) return
         const other = await own.reopen()
         await other.createAccount(makeAccount())
         assert.notEqual(await own.store.externalWriteVersion(), first, 'another store\'s write changed it')
@@ -714,7 +702,6 @@ export function storeContract (name: string, make: MakeStore): void {
         assert.ok(x === 'v1.first' || x === 'v1.second')
         assert.equal(await own.store.secretCheck(), x)
         assert.equal(await own.store.initSecretCheck('v1.later'), x, 'a later value does not replace it')
-        if (own.reopen === undefined) return
         const other = await own.reopen()
         assert.equal(await other.secretCheck(), x)
         assert.equal(await other.initSecretCheck('v1.other'), x)
