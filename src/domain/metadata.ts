@@ -3,7 +3,7 @@
 // (a handful of events per recipient, once per webhook): at most 20 keys, each 1 to 40 characters of
 // letters, digits, `_` and `-`, each value at most 500 characters, and at most 2,048 bytes (UTF-8) of keys
 // and values together. Also the tag filter of the email list (`tag=name` or `tag=name:value`).
-// Pure and linear: sizes are checked before any per-key work (test/unit/metadata.test.ts).
+// Pure and linear: sizes are checked before any per-key work (test/unit/schedule-metadata.test.ts).
 import type { ErrorDetail } from '../errors.js'
 
 export type EmailMetadata = Record<string, string>

@@ -1,7 +1,7 @@
 // Scheduled sends: what a `scheduledAt` may be. A time with its offset (RFC 3339: `2026-12-01T09:00:00+01:00`
 // or `…Z`), not in the past, and at most the horizon ahead (SCHEDULE_HORIZON_DAYS, 30 days unless the
 // operator says otherwise). A time without an offset is refused: whose 9:00 it means is not svc's guess.
-// Pure: the clock is a parameter (test/unit/schedule.test.ts).
+// Pure: the clock is a parameter (test/unit/schedule-metadata.test.ts).
 
 /** How far ahead an email may be scheduled unless SCHEDULE_HORIZON_DAYS says otherwise. */
 export const DEFAULT_SCHEDULE_HORIZON_DAYS = 30

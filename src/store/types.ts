@@ -48,7 +48,7 @@ export interface ApiKeyRecord {
   createdAt: string
   lastUsedAt: string | null
   revokedAt: string | null
-  /** What the key may do (src/domain/api-keys.ts decides what each permission allows). */
+  /** What the key may do (src/domain/api-key-permissions.ts decides what each permission allows). */
   permission: ApiKeyPermission
 }
 
@@ -92,7 +92,7 @@ export type DomainStatus = 'pending' | 'verified' | 'failed'
 export type DnsRecordStatus = 'pending' | 'verified' | 'failed'
 export type DnsRecordPurpose = 'dkim' | 'spf' | 'return_path' | 'dmarc' | 'receiving'
 
-/** A sender domain (src/domain/domains.ts). The DNS records shown are derived from it and the configuration. */
+/** A sender domain (src/app/domains.ts). The DNS records shown are derived from it and the configuration. */
 export interface DomainRecord {
   id: string
   accountId: string
@@ -112,7 +112,7 @@ export interface DomainRecord {
   lastCheckedAt: string | null
   /** When the domain last became verified; null while it never was. */
   verifiedAt: string | null
-  /** Whether mail to any address at the domain is taken (src/domain/received.ts). */
+  /** Whether mail to any address at the domain is taken (src/app/received.ts). */
   receiving: boolean
   /**
    * The domain's defaults for sends from it that do not choose (src/app/emails.ts): null (or absent)
@@ -204,7 +204,7 @@ export interface Store extends DeliveryStore, EmailStore, ReceivedStore, Templat
   /**
    * Optional: a number that changes (grows) with every revocation made by any process on this store, in
    * the same atomic write as the revocation, and costs one cheap read. A store that offers it lets the
-   * API-key service remember keys it has checked (src/domain/api-keys.ts); without it every request looks
+   * API-key service remember keys it has checked (src/app/api-keys.ts); without it every request looks
    * its key up. A store that can read it without waiting returns the number itself.
    */
   apiKeyRevocations?(): number | Promise<number>

@@ -1,4 +1,4 @@
-// The one rule of what an API key's permission allows (src/domain/api-keys.ts).
+// The one rule of what an API key's permission allows (src/domain/api-key-permissions.ts).
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { API_KEY_PERMISSIONS, DEFAULT_API_KEY_PERMISSION, mayCreateKey, permissionAllows, requirePermission } from '../../src/app/api-keys.js'

@@ -528,7 +528,7 @@ export class InboundMail {
         ? [...(readFieldBlocks(original.content.toString('utf8'))[0] ?? new Map()).entries()].map(([name, value]) => ({ name, value }))
         // An inline original is folded into the text by mailparser: its header lines are still there.
         : scanHeaderFields(`${text}\n${raw.toString('utf8')}`, ['return-path'])
-      // Only signed VERP addresses tie a report to a recipient (src/domain/returned-mail.ts).
+      // Only signed VERP addresses tie a report to a recipient (src/app/returned-mail.ts).
       const match: ComplaintMatch = { verp: [...envelope.verp] }
       const verpOf = (value: string | undefined) => {
         const a = mailboxOf(value)

@@ -185,13 +185,13 @@ export const migrations: string[] = [
      0; a lease held across the upgrade is simply claimed again when it expires. */ `
   ALTER TABLE emails ADD COLUMN lease_token INTEGER NOT NULL DEFAULT 0;
   `,
-  /* 10: api key permissions: what each key may do (src/domain/api-keys.ts). Every key made before this was
-     accepted on the sending routes only, in an account whose owner could do everything; it becomes
-     full_access, the default for a new key. */ `
+  /* 10: api key permissions: what each key may do (src/domain/api-key-permissions.ts). Every key made
+     before this was accepted on the sending routes only, in an account whose owner could do everything;
+     it becomes full_access, the default for a new key. */ `
   ALTER TABLE api_keys ADD COLUMN permission TEXT NOT NULL DEFAULT 'full_access';
   `,
   /* 11: sender domains: one row per account and domain name, the DKIM private key sealed by the
-     application (src/domain/domains.ts); records holds each DNS record's last status as JSON. */ `
+     application (src/app/domains.ts); records holds each DNS record's last status as JSON. */ `
   CREATE TABLE domains (
     id              TEXT PRIMARY KEY,
     account_id      TEXT NOT NULL REFERENCES accounts(id),
@@ -218,7 +218,7 @@ export const migrations: string[] = [
   `,
   /* 13: a count of API-key revocations, bumped in the revocation's own write: every process reads it (one
      row) before trusting a key it remembers, so a revocation made by any process holds from the next
-     request on (src/domain/api-keys.ts). */ `
+     request on (src/app/api-keys.ts). */ `
   CREATE TABLE api_key_revocations (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     n  INTEGER NOT NULL
