@@ -5,7 +5,7 @@
 //
 // Every load generator, peer and sink is a process of its own; svc runs as `node dist/src/server.js` and is
 // measured from outside: its throughput by what the sink verified, its memory by /proc/<pid>/status.
-// Options: --quick; --only=<scenario,…> (ceiling naive engine queue api latency slow scale adversarial smtp smtp-attachment postfix pipeline
+// Options: --quick; --only=<scenario,…> (ceiling naive engine queue api latency slow scale adversarial smtp smtp-attachment scheduled-burst postfix pipeline
 // cap4 ratelimit outage unreliable; writes a
 // "-partial" record); --sink-workers=N (a cluster sink; one process is enough, see benchmarks/README.md);
 // --cpu-prof (svc runs under Node's --cpu-prof; each thread's busiest functions are printed); --sql-cost (svc's
@@ -31,6 +31,7 @@ import { scale } from './scenarios/scale.js'
 import { slow } from './scenarios/slow.js'
 import { smtp, SMTP_CONNECTIONS } from './scenarios/smtp.js'
 import { smtpAttachment } from './scenarios/smtp-attachment.js'
+import { scheduledBurst } from './scenarios/scheduled-burst.js'
 import { pipeline } from './scenarios/pipeline.js'
 import { postfix } from './scenarios/postfix.js'
 import { throughput } from './scenarios/throughput.js'
@@ -105,6 +106,7 @@ async function main (): Promise<void> {
   const unreliableFig = wanted('unreliable') ? await attempt('unreliable', unreliable) : undefined
   const smtpFig = wanted('smtp') ? await attempt('smtp', smtp) : undefined
   const attachFig = wanted('smtp-attachment') ? await attempt('smtp-attachment', smtpAttachment) : undefined
+  const burstFig = wanted('scheduled-burst') ? await attempt('scheduled-burst', scheduledBurst) : undefined
   const postfixFig = wanted('postfix') ? await attempt('postfix', postfix) : undefined
   const pipeFig = wanted('pipeline') ? await attempt('pipeline', pipeline) : undefined
 
@@ -157,6 +159,9 @@ async function main (): Promise<void> {
     ['svc / nodemailer pooled, mail over SMTP with a 1 MiB file (emails/s)', attachFig ? `${per(attachFig.svc)} / ${per(attachFig.peer)}` : 'n/a'],
     ['svc CPU per email with a 1 MiB file: 1 recipient / 50 (a copy each) / each further copy', attachFig
       ? `${fmt(attachFig.cpuPerEmail1)} / ${fmt(attachFig.cpuPerEmail50)} / ${fmt(attachFig.cpuPerExtraCopy)} µs` : 'n/a'],
+    [`svc: ${fmt(burstFig?.emails ?? NaN)} scheduled for one second → relay, 1 node / 2 nodes: T → last; ÷ the relay's rate`, burstFig
+      ? [burstFig.one, burstFig.two].map((r) => r ? `${fmt(r.lastAfterMs / 1000, 1)} s, ${fmt(r.rate / burstFig.relayRate, 2)} ×` : 'n/a').join(' / ') +
+        ` (relay ${per(burstFig.relayRate)}; sent before T: ${fmt((burstFig.one?.beforeT ?? 0) + (burstFig.two?.beforeT ?? 0))})` : 'n/a'],
     ['svc mail over SMTP, single sends at a low rate: POST → relay p50 / p99', smtpFig?.latency ? `${fmt(smtpFig.latency.p50)} / ${fmt(smtpFig.latency.p99)} ms at ${smtpFig.latency.rate}/s` : 'n/a'],
     [`svc / nodemailer pooled (${SMTP_CONNECTIONS} conn.) through a real Postfix (emails/s at the far side)`, postfixFig
       ? `${per(postfixFig.svc)} / ${per(postfixFig.peer)} (${fmt(postfixFig.svc / postfixFig.peer, 2)} ×)` : 'n/a'],
