@@ -96,6 +96,8 @@ export const EnvSchema = Type.Object({
   // The send routes only; unset: room for ATTACHMENTS_MAX_BYTES in base64 and a full html and text (15 MiB by default).
   HTTP_REQUEST_TIMEOUT_SECONDS: positive(120, 'a whole number of seconds from 1 to 3600', 3600),
   SEND_BODY_LIMIT_BYTES: Type.Optional(Type.Integer({ minimum: 1024, description: 'a size in bytes, at least 1024' })),
+  // Send bodies over 1 MiB held at once, from their first byte to their answer (src/http/send-budget.ts).
+  SEND_BYTES_IN_FLIGHT: positive(64 * 1024 * 1024, 'a size in bytes, at least 1'),
   ATTACHMENTS_MAX_BYTES: positive(DEFAULT_ATTACHMENTS_MAX_BYTES, `a size in bytes from 1 to ${MAX_ATTACHMENTS_MAX_BYTES}`, MAX_ATTACHMENTS_MAX_BYTES),
   ATTACHMENT_RETENTION_HOURS: positive(24, 'a whole number of hours from 1 to 8760', 8760),
   SESSION_TTL_HOURS: positive(7 * 24, 'a whole number of hours, at least 1'), // 7 days, sliding
@@ -239,6 +241,11 @@ export interface Config {
   requestTimeoutMs: number
   /** POST /api/send and /api/send/batch: SEND_BODY_LIMIT_BYTES, or room for the attachments' allowance in base64. */
   sendBodyLimit: number
+  /**
+   * Send bodies over 1 MiB held at once (SEND_BYTES_IN_FLIGHT), and how long one waits for room before a
+   * 503 with Retry-After.
+   */
+  sendBudget: { bytes: number; waitMs: number }
   /** An email's attachments: their decoded bytes and count at most, and how long their bytes stay after its last attempt. */
   attachments: { maxBytes: number; maxCount: number; retentionMs: number }
   /** Sliding: a session unused this long ends. */
@@ -451,6 +458,7 @@ export function loadConfig (env: Record<string, string | undefined>, defaults: {
     bodyLimit: e.BODY_LIMIT_BYTES,
     requestTimeoutMs: e.HTTP_REQUEST_TIMEOUT_SECONDS * 1000,
     sendBodyLimit: e.SEND_BODY_LIMIT_BYTES ?? defaultSendBodyLimit(e.ATTACHMENTS_MAX_BYTES),
+    sendBudget: { bytes: e.SEND_BYTES_IN_FLIGHT, waitMs: 30_000 },
     attachments: { maxBytes: e.ATTACHMENTS_MAX_BYTES, maxCount: MAX_ATTACHMENTS, retentionMs: e.ATTACHMENT_RETENTION_HOURS * 3_600_000 },
     sessionTtlMs: e.SESSION_TTL_HOURS * 3_600_000,
     sessionMaxMs: Math.max(e.SESSION_MAX_HOURS, e.SESSION_TTL_HOURS) * 3_600_000,

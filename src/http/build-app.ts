@@ -262,7 +262,7 @@ export async function buildApp (config: Config, services: Services, deps: HttpDe
     },
   }, async () => app.swagger() as unknown as Record<string, unknown>)
 
-  const context: RouteContext = { services, config }
+  const context: RouteContext = { services, config, registry }
   await app.register(healthRoutes, context)
   await app.register(accountRoutes, context)
   await app.register(keyRoutes, context)
@@ -302,6 +302,6 @@ export async function buildOperationsApp (config: Config, services: Services, de
   addSharedSchemas(app)
   registerErrorHandling(app)
   registerHttpMetrics(app, deps.registry, config.metricsToken, config.metricsServed)
-  await app.register(healthRoutes, { services, config })
+  await app.register(healthRoutes, { services, config, registry: deps.registry })
   return Object.assign(app, { services, registry: deps.registry }) as unknown as App
 }

@@ -67,43 +67,6 @@ export function base64Body (bytes: Uint8Array): Buffer {
  */
 export const DEFAULT_ATTACHMENT_BYTES_IN_FLIGHT = 64 * 1024 * 1024
 
-export class ByteBudget {
-  private used = 0
-  private readonly waiting: Array<{ n: number; go: () => void }> = []
-
-  constructor (private readonly limit: number) {}
-
-  /** Resolves once `n` bytes fit (or nothing else is held); give them back with give(n). */
-  take (n: number): Promise<void> {
-    if (n <= 0) return Promise.resolve()
-    if (this.waiting.length === 0 && this.fits(n)) {
-      this.used += n
-      return Promise.resolve()
-    }
-    return new Promise((resolve) => this.waiting.push({ n, go: resolve }))
-  }
-
-  give (n: number): void {
-    if (n <= 0) return
-    this.used -= n
-    // First come, first served: a large one at the head is not overtaken for ever by small ones.
-    while (this.waiting.length > 0 && this.fits(this.waiting[0]!.n)) {
-      const next = this.waiting.shift()!
-      this.used += next.n
-      next.go()
-    }
-  }
-
-  /** Bytes held now. */
-  get held (): number {
-    return this.used
-  }
-
-  private fits (n: number): boolean {
-    return this.used === 0 || this.used + n <= this.limit
-  }
-}
-
 /** The decoded bytes of an email's attachments, from its facts. */
 export function attachmentBytes (email: Pick<EmailRecord, 'attachments'>): number {
   let n = 0

@@ -8,7 +8,8 @@ import { planBuildFailure, type RecipientOutcome } from '../app/emails.js'
 import type { Clock } from '../domain/clock.js'
 import type { EmailAttempt, EmailRecord } from '../store/emails.js'
 import type { Store } from '../store/types.js'
-import { ByteBudget, attachmentBytes, withAttachments } from './attachments.js'
+import { ByteBudget } from '../domain/byte-budget.js'
+import { attachmentBytes, withAttachments } from './attachments.js'
 import { MessageBuildError, MessageRefusedError, buildFailureReason, composeMessage, type MessageDraft } from './compose.js'
 import type { Composer } from './compose-pool.js'
 import type { StageTimer } from './stages.js'
@@ -71,7 +72,7 @@ export class AttemptSender {
       }
       stages.since('compose', t0)
     }
-    // The attachment bytes held by this attempt until the transport has answered (./attachments.ts ByteBudget).
+    // The attachment bytes held by this attempt until the transport has answered (src/domain/byte-budget.ts).
     let held = 0
     if (msg !== undefined && email.attachments !== undefined && email.attachments.length > 0) {
       held = attachmentBytes(email)

@@ -5,6 +5,7 @@
 // bytes are dropped once the email is final, its attachments' facts kept.
 import assert from 'node:assert/strict'
 import { createHash, randomBytes } from 'node:crypto'
+import { request, type ClientRequest } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { describe, test } from 'node:test'
 import { dkimVerify } from 'mailauth'
@@ -13,7 +14,7 @@ import { SMTPServer } from 'smtp-server'
 import { startDnsServer } from '../helpers/dns-server.js'
 import { SAMPLE_PNG, samplePdf } from '../helpers/files.js'
 import { verifiedDomain } from '../helpers/domains.js'
-import { startServer } from '../helpers/server.js'
+import { startServer, type TestServer } from '../helpers/server.js'
 import { sender, timeline } from '../helpers/sending.js'
 import { startSmtpSink } from '../helpers/smtp-sink.js'
 import { waitFor } from '../helpers/wait.js'
@@ -145,6 +146,71 @@ describe('refused at the API, nothing stored', () => {
     assert.equal(email.attachments[0].sha256, sha256(file))
     const hook = await s.client.post('/api/webhooks', { url: `https://example.com/${'x'.repeat(5 * 1024 * 1024)}`, events: ['email.sent'] })
     assert.equal(hook.status, 413)
+  })
+})
+
+describe('large sends take their turn', () => {
+  const metric = async (server: TestServer, name: string) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec((await server.client().get('/metrics')).text)?.[1])
+
+  test('a large body waits while others hold the budget, is refused with 503 and Retry-After past the wait, and goes in once room is made', async (t) => {
+    const server = await startServer(t, { config: { sendBudget: { bytes: 2 * 1024 * 1024, waitMs: 400 } } })
+    const s = await sender(server)
+    const { port } = new URL(server.url)
+    const body = (subject: string) => Buffer.from(JSON.stringify({
+      to: 'a@example.net', subject, text: 'x', attachments: [{ filename: 'data.bin', content: randomBytes(1200 * 1024).toString('base64') }],
+    }))
+    // Holds the budget: its headers and half its body are in, the rest comes later.
+    const first = body('First')
+    const held = request({ host: '127.0.0.1', port: Number(port), method: 'POST', path: '/api/send', headers: { 'content-type': 'application/json', 'content-length': first.length, 'x-api-key': s.key } })
+    const heldAnswer = new Promise<{ status: number; text: string }>((resolve, reject) => {
+      held.on('response', (res) => { let text = ''; res.setEncoding('utf8').on('data', (c) => { text += c }).on('end', () => resolve({ status: res.statusCode!, text })) })
+      held.on('error', reject)
+    })
+    held.write(first.subarray(0, first.length / 2))
+    await waitFor('the first body to hold the budget', async () => (await metric(server, 'svc_send_body_bytes_held')) === first.length)
+
+    // A small send does not wait; a large one does, and past the wait it is told to come back, nothing stored.
+    const small = await s.send({ to: 'b@example.net', subject: 'Small', text: 'x' })
+    assert.equal(small.status, 202, small.text)
+    const refused = await s.client.request('POST', '/api/send', { body: body('Second').toString('latin1'), headers: { 'content-type': 'application/json', 'x-api-key': s.key } })
+    assert.equal(refused.status, 503, refused.text)
+    assert.equal(refused.body.error.code, 'unavailable')
+    assert.equal(refused.headers['retry-after'], '5')
+    assert.match(refused.body.error.message, /large sends/)
+
+    held.end(first.subarray(first.length / 2))
+    const answer = await heldAnswer
+    assert.equal(answer.status, 202, answer.text)
+    // Given back with the answer: the next large send goes straight in.
+    const third = await s.send(JSON.parse(body('Third').toString()))
+    assert.equal(third.status, 202, third.text)
+    const listed = await s.client.get('/api/emails')
+    assert.deepEqual(listed.body.data.map((e: { subject: string }) => e.subject).sort(), ['First', 'Small', 'Third'])
+  })
+
+  test('a sender that hangs up while waiting gives its place away', async (t) => {
+    const server = await startServer(t, { config: { sendBudget: { bytes: 2 * 1024 * 1024, waitMs: 60_000 } } })
+    const s = await sender(server)
+    const { port } = new URL(server.url)
+    const size = 1500 * 1024
+    const open = (): ClientRequest => {
+      const req = request({ host: '127.0.0.1', port: Number(port), method: 'POST', path: '/api/send', headers: { 'content-type': 'application/json', 'content-length': size, 'x-api-key': s.key } })
+      req.on('error', () => {})
+      req.write('{')
+      return req
+    }
+    const holder = open()
+    await waitFor('the first body to hold the budget', async () => (await metric(server, 'svc_send_body_bytes_held')) === size)
+    const waiter = open()
+    await waitFor('the second to wait', async () => (await metric(server, 'svc_send_bodies_waiting')) === 1)
+    // The waiter goes, then the holder: the budget is whole again, a large send goes in.
+    waiter.destroy()
+    await waitFor('the waiter to leave', async () => (await metric(server, 'svc_send_bodies_waiting')) === 0)
+    holder.destroy()
+    await waitFor('the holder to give its bytes back', async () => (await metric(server, 'svc_send_body_bytes_held')) === 0)
+    const content = randomBytes(1100 * 1024).toString('base64')
+    const res = await s.send({ to: 'a@example.net', subject: 'After', text: 'x', attachments: [{ filename: 'data.bin', content }] })
+    assert.equal(res.status, 202, res.text)
   })
 })
 

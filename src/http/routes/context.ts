@@ -1,3 +1,4 @@
+import type { Registry } from 'prom-client'
 import type { Config } from '../../../config/index.js'
 import type { Services } from '../../app/services.js'
 
@@ -8,4 +9,6 @@ export type { Services }
 export interface RouteContext {
   services: Services
   config: Config
+  /** Where a route's own figures go (/metrics). */
+  registry: Registry
 }

@@ -3,6 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { requestHash, sendProblems, type SendAnswer } from '../../../app/emails.js'
 import { RateLimited, ValidationError, type ErrorDetail } from '../../../errors.js'
 import { apiKeyAuth, requireApiKey } from '../../auth.js'
+import { registerSendBudget } from '../../send-budget.js'
 import { toAppError } from '../../errors.js'
 import type { RouteContext } from '../context.js'
 import { SendBatchRoute, SendRoute } from './schema.js'
@@ -56,7 +57,7 @@ function refuseInvalidSend (request: FastifyRequest, batch: boolean): void {
   throw ValidationError('The request is not valid; nothing was sent', details)
 }
 
-const emailRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
+const emailRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config, registry }) => {
   // The key is checked first (a revoked key is refused at once), then counted: the limit is per API key,
   // so one sender's burst never slows another's, and a stranger without a key is never counted at all.
   // The two hooks run in this order, before the body is read.
@@ -77,6 +78,9 @@ const emailRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { servi
         { 'retry-after': String(verdict.ttlInSeconds) })
     }
   })
+
+  // Then a large body waits for room among those being read (src/http/send-budget.ts).
+  registerSendBudget(app, { ...config.sendBudget, bodyLimit: config.sendBodyLimit, registry })
 
   // The body's hash binds an Idempotency-Key to its request; without a key there is nothing to bind (and
   // nothing to hash).
