@@ -35,30 +35,20 @@ import { eventDoc, inTransaction, nullableString, toDate, type EventDoc } from '
 import { syncIndexes } from './indexes.js'
 import { MongoSuppressions } from './suppressions.js'
 import { MongoAttachments, attachmentsDoc } from './attachments.js'
+import { MongoSendUsage } from './send-usage.js'
 import {
   CLAIM_ROUNDS, NO_OUTBOX, REPAIR_BATCH, isDuplicate, onlyDuplicates, outboxSuppression, recipientsDoc, toEmail, toIdempotency, type EmailDoc, type IdempotencyDoc, type SuppressionDoc,
 } from './email-docs.js'
 
 export type { EmailDoc }
 
-/** One account's sending count in one period (src/domain/quotas.ts); _id `<accountId>|<period>`. */
-interface SendUsageDoc {
-  _id: string
-  accountId: string
-  period: string
-  recipients: number
-}
-
-function usageId (accountId: string, period: string): string {
-  return `${String(accountId)}|${String(period)}`
-}
-
 export class MongoEmails implements EmailStore {
   readonly emails: Collection<EmailDoc>
   readonly idempotencyKeys: Collection<IdempotencyDoc>
   readonly suppressions: Collection<SuppressionDoc>
   private readonly events: Collection<EventDoc>
-  readonly sendUsage: Collection<SendUsageDoc>
+  /** What each account has sent in each quota period (./send-usage.ts). */
+  readonly sendUsage: MongoSendUsage
   private readonly suppressionList: MongoSuppressions
   /** The bytes of attachments (./attachments.ts). */
   readonly attachments: MongoAttachments
@@ -69,7 +59,7 @@ export class MongoEmails implements EmailStore {
     this.idempotencyKeys = db.collection<IdempotencyDoc>('idempotency_keys')
     this.suppressions = db.collection<SuppressionDoc>('suppressions')
     this.events = db.collection<EventDoc>('events')
-    this.sendUsage = db.collection<SendUsageDoc>('send_usage')
+    this.sendUsage = new MongoSendUsage(db)
     this.suppressionList = new MongoSuppressions(this.suppressions, this.emails, this.events, (docs) => this.insertEventDocs(docs), hint)
     this.attachments = new MongoAttachments(db, this.emails)
   }
@@ -199,69 +189,20 @@ export class MongoEmails implements EmailStore {
       { $set: { applied: true, journal: null, expiresAtDate: toDate(k.expiresAt) } })
   }
 
-  /**
-   * With a quota charge, the recipients are reserved first, one conditional increment per period (a
-   * count that would pass its limit matches nothing, and the upsert then collides with the existing
-   * document: refused); a send that is then not written gives them back. A crash between the two leaves
-   * the account charged for a send it did not make, never the other way round.
-   */
+  /** With a quota charge, the recipients are reserved first (./send-usage.ts), then the send is written. */
   async acceptEmails (input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord; quota?: QuotaCharge; attachments?: AttachmentContent[] }): Promise<AcceptResult> {
-    if (input.attachments === undefined || input.attachments.length === 0) return await this.acceptCharged(input)
+    const accept = () => this.sendUsage.charged(input.quota, () => this.acceptUncharged(input))
+    if (input.attachments === undefined || input.attachments.length === 0) return await accept()
     // The bytes first (./attachments.ts): a send refused here drops them; one that failed may have been
     // written, so its bytes stay (pruned once old if no email came of them).
     await this.attachments.store(input.emails, input.attachments)
-    const result = await this.acceptCharged(input)
+    const result = await accept()
     if (result.outcome !== 'accepted') await this.attachments.drop(input.emails.map((e) => String(e.id)))
     return result
   }
 
-  private async acceptCharged (input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord; quota?: QuotaCharge }): Promise<AcceptResult> {
-    const charge = input.quota
-    if (charge === undefined) return await this.acceptUncharged(input)
-    const over = charge.periods.find((p) => charge.recipients > p.limit)
-    if (over !== undefined) return { outcome: 'quota_exceeded', period: over.period }
-    const taken: string[] = []
-    const giveBack = async () => {
-      for (const period of taken) {
-        await this.sendUsage.updateOne({ _id: usageId(charge.accountId, period) }, { $inc: { recipients: -charge.recipients } })
-      }
-    }
-    for (const p of charge.periods) {
-      let refused: boolean
-      try {
-        const r = await this.sendUsage.updateOne(
-          { _id: usageId(charge.accountId, p.period), recipients: { $lte: p.limit - charge.recipients } },
-          { $inc: { recipients: charge.recipients }, $setOnInsert: { accountId: String(charge.accountId), period: String(p.period) } },
-          { upsert: true })
-        refused = r.matchedCount + r.upsertedCount !== 1
-      } catch (err) {
-        if (!isDuplicate(err)) {
-          await giveBack()
-          throw err
-        }
-        refused = true
-      }
-      if (refused) {
-        await giveBack()
-        return { outcome: 'quota_exceeded', period: p.period }
-      }
-      taken.push(p.period)
-    }
-    try {
-      const result = await this.acceptUncharged(input)
-      if (result.outcome !== 'accepted') await giveBack()
-      return result
-    } catch (err) {
-      await giveBack()
-      throw err
-    }
-  }
-
-  async readSendUsage (accountId: string, periods: string[]): Promise<Record<string, number>> {
-    const docs = await this.sendUsage.find({ _id: { $in: periods.map((p) => usageId(accountId, p)) } }).toArray()
-    const usage: Record<string, number> = {}
-    for (const period of periods) usage[period] = docs.find((d) => d._id === usageId(accountId, period))?.recipients ?? 0
-    return usage
+  readSendUsage (accountId: string, periods: string[]): Promise<Record<string, number>> {
+    return this.sendUsage.read(accountId, periods)
   }
 
   private async acceptUncharged (input: { emails: EmailRecord[]; events: EventRecord[]; idempotency?: IdempotencyRecord }): Promise<AcceptResult> {
@@ -449,13 +390,7 @@ export class MongoEmails implements EmailStore {
     const doc = await this.emails.findOneAndUpdate(this.stillScheduled(input.accountId, input.id, input.now),
       { $set: { status: 'canceled', nextAttemptAt: null, updatedAt: String(input.now) } }, { returnDocument: 'after', projection: NO_OUTBOX })
     if (doc === null) return await this.findEmail(input.accountId, input.id) === null ? null : 'not_scheduled'
-    const n = Math.floor(Number(input.refund?.recipients ?? 0))
-    for (const period of input.refund?.periods ?? []) {
-      if (!(n > 0)) break
-      await this.sendUsage.updateOne({ _id: usageId(input.accountId, period) }, [
-        { $set: { recipients: { $max: [0, { $subtract: ['$recipients', n] }] } } },
-      ])
-    }
+    if (input.refund !== undefined) await this.sendUsage.refund(input.accountId, input.refund)
     return toEmail(doc)
   }
 
