@@ -158,7 +158,8 @@ export function seal (secret: string, purpose: SealPurpose, recordId: string, pl
 export function open (secret: string, purpose: SealPurpose, recordId: string, sealed: string): string {
   const [version, iv, tag, body, extra] = sealed.split('.', 5)
   if (version !== 'v1' || !iv || !tag || body === undefined || extra !== undefined) throw new Error(`a sealed ${purpose} has an unknown format`)
-  const decipher = createDecipheriv('aes-256-gcm', sealingKey(secret, purpose), Buffer.from(iv, 'base64url'))
+  // The tag's length fixed at 16 bytes: GCM would otherwise also take a truncated tag, a weaker check.
+  const decipher = createDecipheriv('aes-256-gcm', sealingKey(secret, purpose), Buffer.from(iv, 'base64url'), { authTagLength: 16 })
   decipher.setAAD(Buffer.from(recordId))
   decipher.setAuthTag(Buffer.from(tag, 'base64url'))
   return Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()]).toString('utf8')
