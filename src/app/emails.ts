@@ -1,44 +1,31 @@
 // Sending: what a send request must hold, how it becomes a stored email with its email.sent events, the
-// idempotency rules, and what one attempt at delivering it changes. No HTTP and no driver in here.
+// idempotency rules, scheduling and cancelling, and the events tracking links raise. What one attempt at
+// delivering it changes is src/domain/mail-attempt.ts. No HTTP and no driver in here.
 import { createHash } from 'node:crypto'
 import { EmailNotScheduled, IdempotencyConflict, InvalidSchedule, NotFound, QuotaExceeded, RecipientSuppressed, ValidationError, type ErrorDetail } from '../errors.js'
 import type { Quotas } from '../../config/index.js'
 import { quotaPeriods, secondsUntil } from '../domain/quotas.js'
-import type {
-  EmailAttempt, EmailRecipient, EmailRecord, EmailStatus, EmailTag, EngagementEvent, IdempotencyRecord, SuppressionRecord,
-} from '../store/emails.js'
+import type { AttachmentContent, EmailRecord, EngagementEvent, IdempotencyRecord, SuppressionRecord } from '../store/emails.js'
 import type { ApiKeyRecord, Store } from '../store/types.js'
 import { bareOf, formatAddress, parseAddress } from '../domain/addresses.js'
-import { hasControlCharacter } from '../domain/text.js'
 import { iso, type Clock } from '../domain/clock.js'
-import { eventPayload, type EventBodyData, type EventData, type EventLabels, type EventRecord, type EventType, type StoredEventType } from '../domain/events.js'
+import { eventPayload, type EventData, type EventRecord, type EventType } from '../domain/events.js'
+import { labelsOf, makeEvent } from '../domain/email-events.js'
 import { newId } from '../domain/ids.js'
 import { eventRoute } from '../domain/webhook-filter.js'
-import type { AttachmentLimits, AttachmentMeta } from '../domain/attachments.js'
-import type { AttachmentContent } from '../store/emails.js'
+import type { AttachmentLimits } from '../domain/attachments.js'
 import { DEFAULT_ATTACHMENT_LIMITS, attachmentRecords, checkSendAttachments } from './attachments.js'
 import type { TemplateUse } from '../domain/templates.js'
 import type { TemplateService } from './templates.js'
-import type { EmailMetadata } from '../domain/metadata.js'
 import { DEFAULT_SCHEDULE_HORIZON_DAYS, checkSchedule } from '../domain/schedule.js'
 import { MAX_HEADERS, MAX_RECIPIENTS, MAX_REPLY_TO, normaliseSend, sendProblems, type NormalisedSend, type RecipientField, type SendInput } from '../domain/send-input.js'
+import { emailView, type EmailView } from './email-view.js'
+import type { LocalIntake } from '../mail/hand-off.js'
 
-export { MAX_HEADERS, MAX_RECIPIENTS, MAX_REPLY_TO, normaliseSend, sendProblems, type SendInput }
+export { MAX_HEADERS, MAX_RECIPIENTS, MAX_REPLY_TO, normaliseSend, sendProblems, type EmailView, type LocalIntake, type SendInput }
 
 export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000
 export const MAX_BATCH = 100
-/**
- * The wait before each retry of a deferred recipient (before jitter): about 24 hours in all, then the
- * recipient is given up on and bounced.
- */
-export const DEFAULT_RETRY_DELAYS_MS = [
-  30_000, 120_000, 600_000, 1_800_000, 3_600_000, 7_200_000, 14_400_000, 28_800_000, 28_800_000,
-]
-/** Tracking and unsubscribe links stop working this long after the email was accepted. */
-export const TRACKING_TTL_MS = 180 * 24 * 3_600_000
-// Stored reasons are what a remote server said; a page of it helps nobody.
-const MAX_REASON = 500
-
 /** Key order does not make two bodies different; everything else does. */
 export function canonicalJson (value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`
@@ -54,37 +41,10 @@ export function requestHash (route: string, body: unknown): string {
   return createHash('sha256').update(route).update('\n').update(canonicalJson(body)).digest('hex')
 }
 
-/**
- * An event of an email. `labels`: the email's tags and metadata, which every webhook payload of a sent
- * email carries (labelsOf); absent only for events that are not about a sent email (email.received).
- */
-export function makeEvent (
-  e: { accountId: string; emailId: string; type: StoredEventType; recipient: string; at: number; labels?: EventLabels }, data?: EventBodyData,
-): EventRecord {
-  const base = { id: newId('evt', e.at), emailId: e.emailId, type: e.type, recipient: e.recipient, occurredAt: iso(e.at) }
-  return { ...base, accountId: e.accountId, payload: eventPayload(base, data, e.labels), ...(e.labels?.route !== undefined ? { route: e.labels.route } : {}) }
-}
-
-/**
- * What every event of this email carries of the sender's own (empty lists for an email that has none), and
- * what routing matches webhook filters on (its From domain and tags: src/domain/webhook-filter.ts).
- */
-export function labelsOf (email: Pick<EmailRecord, 'from' | 'tags' | 'metadata'>): EventLabels {
-  return { tags: email.tags, metadata: email.metadata ?? {}, route: eventRoute(email.from, email.tags) }
-}
-
 function engagementEvent (type: EventType, email: EmailRecord, recipient: string, at: number, data?: EventData): EngagementEvent {
   const base = { id: newId('evt', at), emailId: email.id, type, recipient, occurredAt: iso(at) }
   const labels = labelsOf(email)
   return { ...base, payload: eventPayload(base, data, labels), route: labels.route ?? null }
-}
-
-/**
- * The email's first recipient (the first `to`, else the first there is): whose copy an attempt with no
- * pending recipient would be made for. Every recipient's own copy names them (src/mail/compose.ts).
- */
-export function trackingRecipient (email: Pick<EmailRecord, 'recipients'>): string {
-  return email.recipients[0]!.address
 }
 
 export interface SendAnswer {
@@ -98,57 +58,6 @@ export interface SendOptions {
   batch: boolean
   /** The request's Idempotency-Key, and the hash of what it is bound to (requestHash: the route and body). */
   idempotency?: { key: string; requestHash: string }
-}
-
-export interface EmailView {
-  id: string
-  from: string
-  to: string[]
-  cc: string[]
-  bcc: string[]
-  replyTo: string[]
-  subject: string
-  status: EmailStatus
-  createdAt: string
-  suppressed: string[]
-  tags: EmailTag[]
-  metadata: EmailMetadata
-  /** When it is (or was) due; null for an email sent at once. */
-  scheduledAt: string | null
-  /** Whether its copies carry an open pixel and tracked links, and the List-Unsubscribe headers. */
-  tracking: { opens: boolean; clicks: boolean }
-  unsubscribe: boolean
-  /** The template and version it was rendered from; null when it named none. */
-  template: TemplateUse | null
-  /** The attachments' facts (filename, contentType, size, sha256, contentId): kept after their bytes are dropped. */
-  attachments: AttachmentMeta[]
-  /** The content as it was sent (before each recipient's tracking and unsubscribe link). */
-  html: string | null
-  text: string | null
-  events: Array<{ id: string; type: StoredEventType; recipient: string; occurredAt: string; reason?: string; url?: string }>
-}
-
-/** What an event's body says in `data`, beside its five fields (a bounce's or complaint's reason, a click's link). */
-function eventFacts (payload: string): EventData {
-  try {
-    const body = (JSON.parse(payload) as { data?: EventData }).data ?? {}
-    return {
-      ...(typeof body.reason === 'string' ? { reason: body.reason } : {}),
-      ...(typeof body.url === 'string' ? { url: body.url } : {}),
-    }
-  } catch {
-    return {}
-  }
-}
-
-/**
- * This node's mailer, taking accepted emails straight from the send (src/mail/mailer.ts): `offer` says
- * how many of the next `count` emails it takes, leased to it in the accept's own write, so no claim is
- * needed for them; `take` hands over the ones stored (none when the accept was refused or failed).
- */
-export interface LocalIntake {
-  offer (count: number): { owner: string; leaseUntil: number; count: number } | null
-  take (promised: number, emails: EmailRecord[]): void
 }
 
 /** The lease token of an email leased in the write that accepts it: its first claim. */
@@ -458,28 +367,7 @@ export function createEmailService ({
       const email = await store.findEmail(accountId, id)
       if (email === null) throw NotFound('No email with this id')
       const events = await store.listEmailEvents(accountId, id)
-      return {
-        id: email.id,
-        from: email.from,
-        to: email.to,
-        cc: email.cc,
-        bcc: email.bcc,
-        replyTo: email.replyTo,
-        subject: email.subject,
-        status: email.status,
-        createdAt: email.createdAt,
-        suppressed: email.suppressed,
-        tags: email.tags,
-        metadata: email.metadata ?? {},
-        scheduledAt: email.scheduledAt ?? null,
-        tracking: email.tracking ?? { opens: true, clicks: true },
-        unsubscribe: email.unsubscribe !== false,
-        template: email.template ?? null,
-        attachments: email.attachments ?? [],
-        html: email.html,
-        text: email.text,
-        events: events.map((e) => ({ id: e.id, type: e.type, recipient: e.recipient, occurredAt: e.occurredAt, ...eventFacts(e.payload) })),
-      }
+      return emailView(email, events)
     },
 
     /** `listener` runs after each accepted send with its number of emails (the mailer's cue); returns the unsubscribe function. */
@@ -523,130 +411,3 @@ export function createEmailService ({
 }
 
 export type EmailService = ReturnType<typeof createEmailService>
-
-// Attempts
-
-/** What a transport said about one recipient (src/mail/transport.ts RecipientResult, without the import). */
-export interface RecipientOutcome {
-  recipient: string
-  outcome: 'delivered' | 'bounced' | 'complained' | 'deferred'
-  code?: number
-  response?: string
-}
-
-export interface AttemptPolicy {
-  retryDelaysMs: number[]
-  /** 0 ≤ random() < 1; jitter spreads retries of many emails deferred at once. */
-  random: () => number
-}
-
-function reasonOf (r: RecipientOutcome): string {
-  const text = r.response ?? (r.code !== undefined ? String(r.code) : 'no reason given')
-  return text.length > MAX_REASON ? text.slice(0, MAX_REASON) + '…' : text
-}
-
-/** ±20 % around the scheduled delay. */
-export function withJitter (delayMs: number, random: () => number): number {
-  return Math.round(delayMs * (0.8 + 0.4 * random()))
-}
-
-/**
- * The email's next state after one attempt at its pending recipients, with the events and suppressions
- * that attempt raises. Pure: the mailer writes what this returns as one atomic write.
- *
- * delivered → email.delivered. bounced (a 5xx) → email.bounced and a suppression of that address only.
- * complained → email.delivered, then email.complained and a suppression. deferred (4xx, connection
- * faults) → stays pending for a retry after the next delay of the schedule; once the schedule is spent,
- * email.bounced without a suppression (the fault may have been ours or the relay's, not the address's).
- */
-export function planAttempt (email: EmailRecord, results: RecipientOutcome[], now: number, policy: AttemptPolicy): Omit<EmailAttempt, 'owner' | 'leaseToken'> {
-  const attempts = email.attempts + 1
-  const delay = policy.retryDelaysMs[attempts - 1]
-  const byAddress = new Map(results.map((r) => [r.recipient.toLowerCase(), r]))
-  const events: EventRecord[] = []
-  const suppressions: SuppressionRecord[] = []
-  const at = iso(now)
-  const base = { accountId: email.accountId, emailId: email.id, at: now, labels: labelsOf(email) }
-  let lastError: string | null = null
-
-  const recipients = email.recipients.map((r): EmailRecipient => {
-    if (r.state !== 'pending') return r
-    const result = byAddress.get(r.address) ?? { recipient: r.address, outcome: 'deferred' as const, response: 'the transport gave no result for this recipient' }
-    const recipient = r.address
-    switch (result.outcome) {
-      case 'delivered':
-        events.push(makeEvent({ ...base, type: 'email.delivered', recipient }))
-        return { address: recipient, state: 'delivered' }
-      case 'bounced':
-        events.push(makeEvent({ ...base, type: 'email.bounced', recipient }, { reason: reasonOf(result) }))
-        suppressions.push({ accountId: email.accountId, email: recipient, reason: 'bounced', createdAt: at })
-        return { address: recipient, state: 'bounced' }
-      case 'complained':
-        events.push(makeEvent({ ...base, type: 'email.delivered', recipient }))
-        events.push(makeEvent({ ...base, type: 'email.complained', recipient }, { reason: reasonOf(result) }))
-        suppressions.push({ accountId: email.accountId, email: recipient, reason: 'complained', createdAt: at })
-        return { address: recipient, state: 'complained' }
-      default:
-        lastError = reasonOf(result)
-        if (delay !== undefined) return r
-        events.push(makeEvent({ ...base, type: 'email.bounced', recipient }, {
-          reason: `gave up after ${attempts} attempts; last answer: ${reasonOf(result)}`,
-        }))
-        return { address: recipient, state: 'bounced' }
-    }
-  })
-
-  const pending = recipients.some((r) => r.state === 'pending')
-  return {
-    emailId: email.id,
-    recipients,
-    status: pending ? 'deferred' : finalStatus(recipients),
-    attempts,
-    nextAttemptAt: pending ? iso(now + withJitter(delay!, policy.random)) : null,
-    lastError,
-    at,
-    events,
-    suppressions,
-  }
-}
-
-/**
- * The largest html (or text) the mailer builds a message from, in characters: far above the request body
- * limit's default, so only an email stored by other means (or under a much larger limit) reaches it.
- */
-export const MAX_BUILD_BODY_CHARS = 10 * 1024 * 1024
-
-/**
- * The email's final state when its message cannot be built (a body over MAX_BUILD_BODY_CHARS, a rewrite
- * that throws): building again would fail again, so it is failed now instead of being retried at every
- * attempt and after every restart. Each pending recipient gets email.bounced with the reason, so webhook
- * subscribers hear of it, and no suppression: the fault is the message's, not the address's. `reason`
- * says what failed and must not quote the content.
- */
-export function planBuildFailure (email: EmailRecord, reason: string, now: number, what = 'could not be built'): Omit<EmailAttempt, 'owner' | 'leaseToken'> {
-  const full = `${what}: ${reason}`
-  const text = full.length > MAX_REASON ? full.slice(0, MAX_REASON) + '…' : full
-  const events: EventRecord[] = []
-  const recipients = email.recipients.map((r): EmailRecipient => {
-    if (r.state !== 'pending') return r
-    events.push(makeEvent({ accountId: email.accountId, emailId: email.id, type: 'email.bounced', recipient: r.address, at: now, labels: labelsOf(email) }, { reason: text }))
-    return { address: r.address, state: 'bounced' }
-  })
-  return {
-    emailId: email.id,
-    recipients,
-    status: 'failed',
-    attempts: email.attempts + 1,
-    nextAttemptAt: null,
-    lastError: text,
-    at: iso(now),
-    events,
-    suppressions: [],
-  }
-}
-
-function finalStatus (recipients: EmailRecipient[]): EmailStatus {
-  const bounced = recipients.filter((r) => r.state === 'bounced').length
-  if (bounced === 0) return 'delivered'
-  return bounced === recipients.length ? 'bounced' : 'partially_delivered'
-}

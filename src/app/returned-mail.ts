@@ -16,7 +16,7 @@
 import type { Store } from '../store/types.js'
 import type { EmailRecord } from '../store/emails.js'
 import type { Clock } from '../domain/clock.js'
-import { labelsOf, makeEvent } from './emails.js'
+import { labelsOf, makeEvent } from '../domain/email-events.js'
 import type { VerpClaims } from '../domain/verp.js'
 
 const MAX_REASON = 500

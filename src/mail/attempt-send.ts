@@ -4,7 +4,7 @@
 // comes back with each pending recipient's outcome, or with the plan of an email that cannot be built
 // (failed now, not retried at every start).
 import type { FastifyBaseLogger } from 'fastify'
-import { planBuildFailure, type RecipientOutcome } from '../app/emails.js'
+import { planBuildFailure, type RecipientOutcome } from '../domain/mail-attempt.js'
 import type { Clock } from '../domain/clock.js'
 import type { EmailAttempt, EmailRecord } from '../store/emails.js'
 import type { Store } from '../store/types.js'

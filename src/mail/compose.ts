@@ -4,7 +4,8 @@
 // for large bodies, in a worker thread, ./compose-pool.ts); each recipient's copy is filled from it when
 // the transport asks (personalize).
 import { bareOf } from '../domain/addresses.js'
-import { MAX_BUILD_BODY_CHARS, TRACKING_TTL_MS, trackingRecipient } from '../app/emails.js'
+import { MAX_BUILD_BODY_CHARS } from '../domain/mail-attempt.js'
+import { TRACKING_TTL_MS, trackingRecipient } from '../domain/tracking-links.js'
 import type { EmailRecord } from '../store/emails.js'
 import { htmlToText } from './html-text.js'
 import { fillHtml, htmlTemplate, unsubscribeHeaders, type HtmlTemplate, type TrackingLinkOptions } from './tracking.js'

@@ -1,12 +1,14 @@
 // When the mailer may take a new send at once, leased to it in the write that accepts it, instead of
-// leaving it to the store for a claim (LocalIntake in src/app/emails.ts). Taking it at once saves a claim
+// leaving it to the store for a claim (LocalIntake, below). Taking it at once saves a claim
 // (a write, and its commit) per email; but a new email must never overtake an older one that waits in the
 // store: a send accepted while the mailer was full, a retry come due, an email a dead node or a failed
 // write released, another node's send. So the gate shuts whenever one of those may be there, and opens
 // again only once a claim that began after that moment found fewer emails due than it asked for.
 //
-// Pure bookkeeping (no store, no timers): the mailer tells it what happens. Tested in
+// The gate is pure bookkeeping (no store, no timers): the mailer tells it what happens. Tested in
 // test/unit/hand-off.test.ts.
+import type { EmailRecord } from '../store/emails.js'
+
 export class HandOffGate {
   /** Shut at first: what the store holds is unknown until a claim has looked. */
   private shut = true
@@ -50,4 +52,27 @@ export class HandOffGate {
     // A shut after the claim began may stand for a send whose write came after the claim's.
     if (got < asked && began === this.shutAt) this.shut = false
   }
+}
+
+/**
+ * This node's mailer, taking accepted emails straight from the send (src/app/emails.ts calls it): `offer`
+ * says how many of the next `count` emails it takes, leased to it in the accept's own write, so no claim
+ * is needed for them; `take` hands over the ones stored (none when the accept was refused or failed).
+ */
+export interface LocalIntake {
+  offer (count: number): { owner: string; leaseUntil: number; count: number } | null
+  take (promised: number, emails: EmailRecord[]): void
+}
+
+/**
+ * What the mailer hears from the sending side (the email service, wired by the composition root): every
+ * accepted send, every scheduled time, and where to hand accepted emails over at once.
+ */
+export interface SendSignals {
+  /** `listener` runs after each accepted send with its number of emails; returns the unsubscribe function. */
+  onAccepted (listener: (emails: number) => void): () => void
+  /** `listener` hears the time of every scheduled send accepted or moved; returns the unsubscribe function. */
+  onScheduled? (listener: (dueAt: number) => void): () => void
+  /** Accepted emails are offered to `local` from now on; returns the function that stops it. */
+  handOffTo? (local: LocalIntake): () => void
 }

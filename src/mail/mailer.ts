@@ -9,14 +9,14 @@ import type { FastifyBaseLogger } from 'fastify'
 import pRetry from 'p-retry'
 import { Counter, type Registry } from 'prom-client'
 import { iso, type Clock } from '../domain/clock.js'
-import { DEFAULT_RETRY_DELAYS_MS, planAttempt, type EmailService, type LocalIntake } from '../app/emails.js'
+import { DEFAULT_RETRY_DELAYS_MS, planAttempt } from '../domain/mail-attempt.js'
 import type { Component } from '../component.js'
 import type { EmailAttempt, EmailLease, EmailRecord } from '../store/emails.js'
 import type { Store } from '../store/types.js'
 import { AttemptSender } from './attempt-send.js'
 import { MessageBuildError, composeMessage } from './compose.js'
 import type { Composer } from './compose-pool.js'
-import { HandOffGate } from './hand-off.js'
+import { HandOffGate, type LocalIntake, type SendSignals } from './hand-off.js'
 import { RecordBatch } from './record-batch.js'
 import { stageTimer, type StageTimer } from './stages.js'
 import { instrumentHtml } from './tracking.js'
@@ -61,7 +61,7 @@ export interface MailerOptions extends MailerTuning {
   transport: MailTransport
   /** True when the mailer made the transport and so must close it. */
   closeTransport: boolean
-  emails: Pick<EmailService, 'onAccepted'> & Partial<Pick<EmailService, 'handOffTo' | 'onScheduled'>>
+  emails: SendSignals
   clock: Clock
   logger: FastifyBaseLogger
   registry?: Registry

@@ -15,25 +15,10 @@ import type { AttachmentMeta } from '../domain/attachments.js'
 import type { TemplateUse } from '../domain/templates.js'
 import type { EventRecord, EventType } from '../domain/events.js'
 import type { EmailMetadata, TagFilter } from '../domain/metadata.js'
+import type { EmailRecipient, EmailStatus, RecipientState, SuppressionReason } from '../domain/mail-attempt.js'
 
-/**
- * scheduled: accepted for a later time (scheduledAt), not attempted yet; it can still be moved or
- * canceled. canceled: final, canceled while scheduled: never mailed.
- * queued: accepted, not attempted yet. deferred: attempted, some recipients wait for a retry.
- * delivered / bounced: every recipient has that outcome (a complaint counts as delivered).
- * partially_delivered: final, some recipients delivered and some bounced. failed: final, the message could
- * not be built (src/app/emails.ts planBuildFailure), so nothing more is sent.
- */
-export type EmailStatus = 'scheduled' | 'queued' | 'deferred' | 'delivered' | 'bounced' | 'partially_delivered' | 'failed' | 'canceled'
-export type RecipientState = 'pending' | 'delivered' | 'bounced' | 'complained'
-export type SuppressionReason = 'bounced' | 'complained' | 'unsubscribed' | 'manual'
-
-export interface EmailRecipient {
-  /** Bare, lower-case. */
-  address: string
-  state: RecipientState
-}
-
+// An email's and its recipients' states are the sending rule's (src/domain/mail-attempt.ts).
+export type { EmailRecipient, EmailStatus, RecipientState, SuppressionReason }
 export type { EmailTag }
 
 export interface EmailRecord {

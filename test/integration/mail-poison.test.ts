@@ -3,7 +3,8 @@
 // cannot block or crash the mailer at every start. Real SQLite store, real mailer, sandbox transport.
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { MAX_BUILD_BODY_CHARS, makeEvent } from '../../src/app/emails.js'
+import { makeEvent } from '../../src/domain/email-events.js'
+import { MAX_BUILD_BODY_CHARS } from '../../src/domain/mail-attempt.js'
 import { newId } from '../../src/domain/ids.js'
 import { createSandboxTransport } from '../../src/mail/sandbox-transport.js'
 import type { EmailRecord } from '../../src/store/emails.js'

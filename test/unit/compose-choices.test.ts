@@ -2,7 +2,7 @@
 // pixel, links as written, no List-Unsubscribe; a copy that names nobody is one message for all.
 import { describe, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { TRACKING_TTL_MS } from '../../src/app/emails.js'
+import { TRACKING_TTL_MS } from '../../src/domain/tracking-links.js'
 import { draftMessage, personalize } from '../../src/mail/compose.js'
 import type { EmailRecord } from '../../src/store/emails.js'
 

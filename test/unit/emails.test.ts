@@ -6,9 +6,8 @@ import addressparser from 'nodemailer/lib/addressparser/index.js'
 import { ConfigError, loadConfig } from '../../config/index.js'
 import { formatAddress, parseAddress } from '../../src/domain/addresses.js'
 import { systemClock } from '../../src/domain/clock.js'
-import {
-  DEFAULT_RETRY_DELAYS_MS, createEmailService, planAttempt, requestHash, withJitter, type RecipientOutcome,
-} from '../../src/app/emails.js'
+import { createEmailService, requestHash } from '../../src/app/emails.js'
+import { DEFAULT_RETRY_DELAYS_MS, planAttempt, withJitter, type RecipientOutcome } from '../../src/domain/mail-attempt.js'
 import { composeMessage } from '../../src/mail/mailer.js'
 import { verifyTrackingToken } from '../../src/mail/tracking.js'
 import type { EmailRecord } from '../../src/store/emails.js'
