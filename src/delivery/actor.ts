@@ -4,7 +4,7 @@
 // While the breaker is open its deliveries go back to the store, due when it reopens, so a dead endpoint
 // holds no memory and no one else's turn.
 //
-// Busy, flaky and down are told apart (see settle.ts for the classification of one answer):
+// Busy, flaky and down are told apart (see attempt-outcome.ts for the classification of one answer):
 // - busy: 429/503 while the endpoint still answers 2xx now and then (its trouble is younger than
 //   `downAfterMs`): the window shrinks, the delivery waits a moment, nothing else;
 // - flaky: failures between successes: each failed delivery waits its retry step, the breaker stays shut;

@@ -22,7 +22,7 @@ export class WakeList {
     return this.waiting.size
   }
 
-  /** `actor` is to be made ready at `at` (or as soon as its own readyTime allows, whichever is later). */
+  /** `actor` is to be made ready at `at` (or as soon as its own readyAt() allows, whichever is later). */
   add (actor: WebhookActor, at: number): void {
     if (this.closed) return
     this.waiting.add(actor)

@@ -74,7 +74,7 @@ export interface DeliveryWork {
   attempts: number
   /**
    * Of those, how many were the receiver pushing back (429/503 while not down): attempts, but not steps of
-   * the retry schedule (see src/delivery/settle.ts). Absent: none.
+   * the retry schedule (see src/delivery/attempt-outcome.ts). Absent: none.
    */
   pushbacks?: number
   /** The webhook's rateLimit (deliveries per second) at claim time; null or absent for none. */
