@@ -9,10 +9,8 @@
 // second kind is answered 452 and the sender sends it in a transaction of its own (a report is read here,
 // on this thread, and only within the reports' size; a received message only in the worker thread).
 //
-// Its slots go to senders that move mail (README "Inbound connections and STARTTLS"): counts per sender
-// network (addressKey), and each admitted connection's clock (ConnectionLife, src/domain/inbound-limits.ts)
-// read by a sweep that closes with 421 4.4.2 the idle, the too old, the too long transactions and the DATA
-// too slow; a newcomer finding every slot taken puts out the connection idle longest. STARTTLS only with the
+// Its slots go to senders that move mail (./slots.ts, README "Inbound connections and STARTTLS"): this
+// file tells them what each connection does and answers with their refusals. STARTTLS only with the
 // operator's certificate.
 import type { FastifyBaseLogger } from 'fastify'
 import { simpleParser, type Attachment } from 'mailparser'
@@ -23,10 +21,11 @@ import { SMTPServer, type SMTPServerSession } from 'smtp-server'
 import {
   addressField, classifyDsn, type ComplaintMatch, type ReturnedMailService, type ReturnedOutcome,
 } from '../../app/returned-mail.js'
-import { addressKey, ConnectionLife, DEFAULT_PREFIXES, type CloseReason, type ConnectionLimits, type PrefixLengths } from '../../domain/inbound-limits.js'
+import { DEFAULT_PREFIXES, type ConnectionLimits } from '../../domain/inbound-limits.js'
 import { parseVerpAddress, type VerpClaims } from '../../domain/verp.js'
 import { readFieldBlocks, scanHeaderFields, type Block } from './fields.js'
 import type { Receiving, ReceivingTarget } from './receiving.js'
+import { CLOSING, ConnectionSlots, TOO_MANY_UNKNOWN, type Closable, type SlotOutcome } from './slots.js'
 
 export const INBOUND_LIMITS = {
   /** Reports carry a part of the original message at most; 256 KiB is ample. */
@@ -101,7 +100,7 @@ export interface InboundOptions {
 }
 
 type Kind = 'dsn' | 'arf' | 'other' | 'rcpt' | 'connection' | 'received'
-type Outcome = ReturnedOutcome | 'refused' | 'forged' | 'mixed' | 'too_large' | 'failed' | 'received' | 'over_limit' | 'unreadable' | CloseReason | 'evicted' | 'refused_rcpts'
+type Outcome = ReturnedOutcome | 'refused' | 'forged' | 'mixed' | 'too_large' | 'failed' | 'received' | 'over_limit' | 'unreadable' | SlotOutcome
 
 const DSN_TYPES = new Set(['message/delivery-status', 'message/global-delivery-status'])
 const ORIGINAL_TYPES = new Set(['message/rfc822', 'text/rfc822-headers', 'message/global', 'message/global-headers'])
@@ -129,22 +128,6 @@ interface Envelope {
   receiving: ReceivingTarget[]
 }
 
-/** An admitted connection: how to close it, the sender it counts for, its clock, and the recipients refused to it. */
-interface Admitted {
-  connection: { send(code: number, data?: string): void }
-  key: string
-  life: ConnectionLife
-  refused: number
-}
-
-const CLOSING: Record<CloseReason | 'evicted', string> = {
-  idle: '4.4.2 No mail moved for too long, closing connection',
-  age: '4.4.2 Connection open too long, closing; reconnect to send more',
-  transaction_age: '4.4.2 This transaction took too long, closing connection',
-  slow_data: '4.4.2 The message is arriving too slowly, closing connection',
-  evicted: '4.4.2 Every slot is taken and this connection was idle, closing it; try again later',
-}
-
 const newEnvelope = (mailFrom = ''): Envelope => ({ verp: [], complaints: false, mailFrom, receiving: [] })
 
 export class InboundMail {
@@ -152,48 +135,44 @@ export class InboundMail {
   private server: SMTPServer | undefined
   private readonly counter: Counter<'kind' | 'outcome'> | undefined
   private readonly maxBytes: number
-  private readonly perMinute: number
-  private readonly perAddress: number
-  private readonly tracked: number
-  /** Per sender (addressKey: the /64, or the IPv4 prefix): its current one-minute window; least recently heard first (Map order). */
-  private readonly windows = new Map<string, { startedAt: number; n: number }>()
-  /** Per sender (addressKey): connections open now (only those admitted and not yet let go). */
-  private readonly openFrom = new Map<string, number>()
-  /** The connections admitted and not yet let go: what maxClients counts and the sweep looks at. */
-  private readonly open = new Map<SMTPServerSession, Admitted>()
-  private readonly prefixes: PrefixLengths
-  private readonly limits: ConnectionLimits
-  private readonly maxClients: number
-  private readonly evictIdleMs: number
+  /** Who may connect, and for how long (./slots.ts). */
+  private readonly slots: ConnectionSlots
+  /** The idle limit, which also bounds the socket's silence. */
+  private readonly idleMs: number
   private sweeper: NodeJS.Timeout | undefined
   private listening: number | undefined
   /** Per connection: aborted when it closes, so that the work on its message stops (receive()). */
   private readonly hangUps = new WeakMap<SMTPServerSession, AbortController>()
 
-  constructor (private readonly o: InboundOptions) {
-    this.maxBytes = o.maxBytes ?? INBOUND_LIMITS.maxBytes
-    this.perMinute = o.connectionsPerMinute ?? INBOUND_LIMITS.connectionsPerMinute
-    this.perAddress = o.connectionsPerAddress ?? INBOUND_LIMITS.connectionsPerAddress
-    this.tracked = o.trackedAddresses ?? INBOUND_LIMITS.trackedAddresses
-    this.prefixes = { ...DEFAULT_PREFIXES, ipv4: o.ipv4Prefix ?? DEFAULT_PREFIXES.ipv4 }
-    this.maxClients = o.maxClients ?? INBOUND_LIMITS.maxClients
-    this.evictIdleMs = o.evictIdleMs ?? INBOUND_LIMITS.evictIdleMs
-    const largest = Math.max(this.maxBytes, o.receiving?.maxBytes ?? 0)
-    this.limits = {
-      idleMs: o.idleMs ?? INBOUND_LIMITS.idleMs,
-      maxAgeMs: o.maxAgeMs ?? INBOUND_LIMITS.maxAgeMs,
-      transactionMs: o.transactionMs ?? INBOUND_LIMITS.transactionBaseMs + Math.ceil(largest / INBOUND_LIMITS.slowestBytesPerSecond) * 1000,
+  constructor (private readonly options: InboundOptions) {
+    this.maxBytes = options.maxBytes ?? INBOUND_LIMITS.maxBytes
+    const largest = Math.max(this.maxBytes, options.receiving?.maxBytes ?? 0)
+    const limits: ConnectionLimits = {
+      idleMs: options.idleMs ?? INBOUND_LIMITS.idleMs,
+      maxAgeMs: options.maxAgeMs ?? INBOUND_LIMITS.maxAgeMs,
+      transactionMs: options.transactionMs ?? INBOUND_LIMITS.transactionBaseMs + Math.ceil(largest / INBOUND_LIMITS.slowestBytesPerSecond) * 1000,
       usefulMails: INBOUND_LIMITS.usefulMails,
       usefulRcpts: INBOUND_LIMITS.usefulRcpts,
-      dataGraceMs: o.dataGraceMs ?? INBOUND_LIMITS.dataGraceMs,
+      dataGraceMs: options.dataGraceMs ?? INBOUND_LIMITS.dataGraceMs,
       dataBytesPerSecond: INBOUND_LIMITS.dataBytesPerSecond,
     }
-    this.counter = o.registry
+    this.idleMs = limits.idleMs
+    this.slots = new ConnectionSlots({
+      maxClients: options.maxClients ?? INBOUND_LIMITS.maxClients,
+      perAddress: options.connectionsPerAddress ?? INBOUND_LIMITS.connectionsPerAddress,
+      perMinute: options.connectionsPerMinute ?? INBOUND_LIMITS.connectionsPerMinute,
+      trackedAddresses: options.trackedAddresses ?? INBOUND_LIMITS.trackedAddresses,
+      evictIdleMs: options.evictIdleMs ?? INBOUND_LIMITS.evictIdleMs,
+      refusedRcpts: INBOUND_LIMITS.refusedRcpts,
+      prefixes: { ...DEFAULT_PREFIXES, ipv4: options.ipv4Prefix ?? DEFAULT_PREFIXES.ipv4 },
+      limits,
+    }, (outcome) => this.count('connection', outcome))
+    this.counter = options.registry
       ? new Counter({
           name: 'svc_inbound_messages_total',
           help: 'Returning and received mail by kind (dsn, arf, other, received; rcpt and connection for refusals) and outcome',
           labelNames: ['kind', 'outcome'] as const,
-          registers: [o.registry],
+          registers: [options.registry],
         })
       : undefined
   }
@@ -208,70 +187,14 @@ export class InboundMail {
     this.counter?.inc({ kind, outcome })
   }
 
-  /** Counts a new connection from the sender `address` (its addressKey) in its minute; false when it is over perMinute. */
-  private admit (address: string): boolean {
-    const now = Date.now()
-    let w = this.windows.get(address)
-    if (w === undefined || now - w.startedAt >= 60_000) w = { startedAt: now, n: 0 }
-    w.n += 1
-    // Re-inserted: the map's first entry is always the address heard from least recently, the one
-    // forgotten when the map is full (never all of them at once).
-    this.windows.delete(address)
-    this.windows.set(address, w)
-    if (this.windows.size > this.tracked) this.windows.delete(this.windows.keys().next().value!)
-    return w.n <= this.perMinute
-  }
-
-  /** Stops counting a connection (closed, or being closed by svc); safe to call twice. */
-  private letGo (session: SMTPServerSession): void {
-    const a = this.open.get(session)
-    if (a === undefined) return
-    this.open.delete(session)
-    const left = (this.openFrom.get(a.key) ?? 1) - 1
-    if (left > 0) this.openFrom.set(a.key, left)
-    else this.openFrom.delete(a.key)
-  }
-
-  /** Answers `421 4.4.2` and closes the connection (smtp-server closes after any 421). */
-  private closeFor (session: SMTPServerSession, a: Admitted, reason: CloseReason | 'evicted'): void {
-    this.letGo(session)
-    this.count('connection', reason)
-    a.connection.send(421, CLOSING[reason])
-  }
-
-  /** Closes the connections over a limit; runs every sweepMs while the listener runs. */
-  private sweep (): void {
-    const now = Date.now()
-    for (const [session, a] of this.open) {
-      // smtp-server empties the envelope when a transaction ends (the answer after DATA, RSET, STARTTLS).
-      if (a.life.inTransaction && session.envelope.mailFrom === false) a.life.ended(now)
-      const reason = a.life.overdue(now)
-      if (reason !== null) this.closeFor(session, a, reason)
-    }
-  }
-
-  /** The admitted connection that has gone longest without a useful command, if that is at least evictIdleMs. */
-  private idlest (now: number): [SMTPServerSession, Admitted] | undefined {
-    let found: [SMTPServerSession, Admitted] | undefined
-    let longest = this.evictIdleMs
-    for (const [session, a] of this.open) {
-      const idle = a.life.idleFor(now)
-      if (idle >= longest) {
-        found = [session, a]
-        longest = idle
-      }
-    }
-    return found
-  }
-
   /** Connections admitted and open now (tests). */
   get openCount (): number {
-    return this.open.size
+    return this.slots.openCount
   }
 
   /** Addresses whose per-minute count is remembered now (tests). */
   get trackedCount (): number {
-    return this.windows.size
+    return this.slots.trackedCount
   }
 
   async start (): Promise<void> {
@@ -285,8 +208,8 @@ export class InboundMail {
       return e
     }
     // Read here, not kept in the config: the files as they are when the listener starts.
-    const tls = this.o.tls !== undefined
-      ? { cert: await readFile(this.o.tls.certFile), key: await readFile(this.o.tls.keyFile) }
+    const tls = this.options.tls !== undefined
+      ? { cert: await readFile(this.options.tls.certFile), key: await readFile(this.options.tls.keyFile) }
       : undefined
     this.server = new SMTPServer({
       logger: false,
@@ -294,77 +217,41 @@ export class InboundMail {
       // STARTTLS only with the operator's certificate: smtp-server's built-in one has a published key.
       disabledCommands: tls !== undefined ? ['AUTH'] : ['AUTH', 'STARTTLS'],
       ...tls,
-      size: Math.max(this.maxBytes, this.o.receiving?.maxBytes ?? 0),
+      size: Math.max(this.maxBytes, this.options.receiving?.maxBytes ?? 0),
       // smtp-server's own ceiling counts connections before onConnect too; maxClients (admitted ones) is
-      // counted here, so that a newcomer can take the slot of an idle connection (onConnect).
-      maxClients: this.maxClients * 2,
+      // counted by the slots, so that a newcomer can take the slot of an idle connection (onConnect).
+      maxClients: this.slots.maxClients * 2,
       banner: 'svc returning mail',
       // Silence on the socket; the idle rule (sweep) is stricter outside DATA.
-      socketTimeout: Math.max(INBOUND_LIMITS.stallMs, this.limits.idleMs),
+      socketTimeout: Math.max(INBOUND_LIMITS.stallMs, this.idleMs),
       closeTimeout: 1000,
       // No PTR lookup: nothing here reads the client's host name, and a lookup in a zone the client
       // controls may take 1.5 s of every connection.
       disableReverseLookup: true,
       onConnect: (session, cb) => {
-        const key = addressKey(session.remoteAddress, this.prefixes)
-        if (!this.admit(key)) {
-          this.count('connection', 'refused')
-          return cb(smtpError('Too many connections, try again later', 421))
-        }
-        const open = this.openFrom.get(key) ?? 0
-        if (open >= this.perAddress) {
-          this.count('connection', 'refused')
-          return cb(smtpError('Too many connections from your address, try again later', 421))
-        }
-        let connection: Admitted['connection'] | undefined
+        let connection: Closable | undefined
         for (const c of this.server?.connections ?? []) {
           if (c.session === session) connection = c
         }
-        // Cannot happen (smtp-server adds the connection before it asks): refused rather than left unwatched.
-        if (connection === undefined) return cb(smtpError('Try again later', 421))
-        const now = Date.now()
-        if (this.open.size >= this.maxClients) {
-          // Every slot taken: the connection idle longest goes, if it has been idle for evictIdleMs;
-          // one that moves mail (or is in DATA) is never put out for a newcomer.
-          const idlest = this.idlest(now)
-          if (idlest === undefined) {
-            this.count('connection', 'refused')
-            return cb(smtpError('Too many connections, try again in a moment', 421))
-          }
-          this.closeFor(idlest[0], idlest[1], 'evicted')
-        }
-        // Read again: the connection evicted may have been this sender's own, and its count has just gone down.
-        this.openFrom.set(key, (this.openFrom.get(key) ?? 0) + 1)
-        this.open.set(session, { connection, key, life: new ConnectionLife(now, this.limits), refused: 0 })
-        cb()
+        const refusal = this.slots.admit(session, connection)
+        cb(refusal === null ? undefined : smtpError(refusal, 421))
       },
       onSecure: (_socket, session, cb) => {
-        this.open.get(session)?.life.secured(Date.now())
+        this.slots.lifeOf(session)?.secured(Date.now())
         cb()
       },
       onClose: (session) => {
-        this.letGo(session)
+        this.slots.letGo(session)
         this.hungUp(session).abort()
       },
       onMailFrom: (address, session, cb) => {
-        const admitted = this.open.get(session)
-        if (admitted !== undefined && !admitted.life.mail(Date.now())) {
-          this.letGo(session)
-          this.count('connection', 'age')
-          return cb(smtpError(CLOSING.age, 421))
-        }
+        if (!this.slots.mail(session)) return cb(smtpError(CLOSING.age, 421))
         envelopes.set(session, newEnvelope(address.address))
         cb()
       },
       onRcptTo: (address, session, cb) => {
-        const admitted = this.open.get(session)
-        admitted?.life.rcpt(Date.now())
-        if (admitted !== undefined && admitted.refused >= INBOUND_LIMITS.refusedRcpts) {
-          // Before any lookup: the connection has guessed enough (smtp-server closes after a 421).
-          this.letGo(session)
-          this.count('connection', 'refused_rcpts')
-          return cb(smtpError('4.7.0 Too many unknown recipients, closing connection', 421))
-        }
+        // Before any lookup: a connection that has guessed enough is closed (smtp-server closes after a 421).
+        if (!this.slots.rcpt(session)) return cb(smtpError(TOO_MANY_UNKNOWN, 421))
         const e = envelopeOf(session)
         if (e.verp.length + (e.complaints ? 1 : 0) + e.receiving.length >= INBOUND_LIMITS.recipientsPerMessage) return cb(smtpError('Too many recipients', 452))
         const a = address.address.toLowerCase()
@@ -372,34 +259,34 @@ export class InboundMail {
           this.count('rcpt', 'mixed')
           cb(smtpError(MIXED, 452))
         }
-        if (this.o.complaintsAddress !== undefined && a === this.o.complaintsAddress) {
+        if (this.options.complaintsAddress !== undefined && a === this.options.complaintsAddress) {
           if (e.receiving.length > 0) return mixed()
           e.complaints = true
           return cb()
         }
-        const v = parseVerpAddress(this.o.verpKey, a)
+        const v = parseVerpAddress(this.options.verpKey, a)
         if (typeof v === 'object') {
           if (e.receiving.length > 0) return mixed()
           e.verp.push(v)
           return cb()
         }
-        if (v === 'not_verp' && this.o.receiving !== undefined) {
+        if (v === 'not_verp' && this.options.receiving !== undefined) {
           // Before the lookup: a transaction of returning mail costs no store read for another kind.
           if (e.complaints || e.verp.length > 0) return mixed()
-          return this.receivingRcpt(this.o.receiving, address.address, e, admitted, cb)
+          return this.receivingRcpt(this.options.receiving, address.address, e, session, cb)
         }
-        if (admitted !== undefined) admitted.refused++
+        this.slots.refusedRecipient(session)
         this.count('rcpt', v === 'forged' ? 'forged' : 'refused')
         cb(smtpError('5.1.1 No such recipient here', 550))
       },
       onData: (stream, session, cb) => {
-        const life = this.open.get(session)?.life
+        const life = this.slots.lifeOf(session)
         life?.data(Date.now())
         const chunks: Buffer[] = []
         let size = 0
         let tooLarge = false
         const receiving = envelopeOf(session).receiving.length > 0
-        const limit = receiving ? this.o.receiving!.maxBytes : this.maxBytes
+        const limit = receiving ? this.options.receiving!.maxBytes : this.maxBytes
         stream.on('data', (chunk: Buffer) => {
           life?.received(Date.now(), chunk.length)
           if (tooLarge) return
@@ -427,27 +314,25 @@ export class InboundMail {
             : envelope.verp.length > 0 || envelope.complaints ? this.handle(raw, envelope) : Promise.resolve()
           taken.then(() => cb(), (err: unknown) => {
             if (typeof (err as { responseCode?: unknown }).responseCode === 'number') return cb(err as Error)
-            this.o.logger.error({ err }, 'inbound: could not record returning mail; the sender will retry')
+            this.options.logger.error({ err }, 'inbound: could not record returning mail; the sender will retry')
             cb(smtpError('4.3.0 Could not record this report now, try again later', 451))
           })
         })
       },
     })
-    this.server.on('error', (err) => this.o.logger.warn({ err }, 'inbound: SMTP connection error'))
+    this.server.on('error', (err) => this.options.logger.warn({ err }, 'inbound: SMTP connection error'))
     await new Promise<void>((resolve, reject) => {
       const server = this.server!.server
       server.once('error', reject)
-      this.server!.listen(this.o.port, this.o.host, () => {
+      this.server!.listen(this.options.port, this.options.host, () => {
         server.off('error', reject)
         this.listening = (server.address() as AddressInfo).port
         resolve()
       })
     })
-    // A fifth of the shortest limit, between 20 ms (tests) and 1 s: a limit is kept to within a second.
-    const { idleMs, maxAgeMs, transactionMs, dataGraceMs } = this.limits
-    this.sweeper = setInterval(() => this.sweep(), Math.min(1000, Math.max(20, Math.floor(Math.min(idleMs, maxAgeMs, transactionMs, dataGraceMs) / 5))))
+    this.sweeper = setInterval(() => this.slots.sweep(), this.slots.sweepEveryMs)
     this.sweeper.unref()
-    this.o.logger.info({ port: this.listening, starttls: tls !== undefined }, 'inbound: listening for returning mail')
+    this.options.logger.info({ port: this.listening, starttls: tls !== undefined }, 'inbound: listening for returning mail')
   }
 
   async stop (): Promise<void> {
@@ -459,21 +344,21 @@ export class InboundMail {
   }
 
   /** RCPT TO an address that is not svc's own: taken when a domain with receiving on is its domain. */
-  private receivingRcpt (receiving: Receiving, address: string, e: Envelope, admitted: Admitted | undefined, cb: (err?: Error | null) => void): void {
+  private receivingRcpt (receiving: Receiving, address: string, e: Envelope, session: SMTPServerSession, cb: (err?: Error | null) => void): void {
     receiving.recipient(address).then((targets) => {
       if (targets === 'full') {
         this.count('received', 'over_limit')
         return cb(smtpError('4.2.2 Mailbox full, try again later', 452))
       }
       if (targets.length === 0) {
-        if (admitted !== undefined) admitted.refused++
+        this.slots.refusedRecipient(session)
         this.count('rcpt', 'refused')
         return cb(smtpError('5.1.1 No such recipient here', 550))
       }
       e.receiving.push(...targets)
       cb()
     }, (err: unknown) => {
-      this.o.logger.error({ err }, 'inbound: could not look up a recipient; the sender will retry')
+      this.options.logger.error({ err }, 'inbound: could not look up a recipient; the sender will retry')
       cb(smtpError('4.3.0 Could not check this recipient now, try again later', 451))
     })
   }
@@ -493,7 +378,7 @@ export class InboundMail {
    * or with the 451 of receiving's bounds (every job taken, not read by the deadline, the connection gone).
    */
   private async receive (raw: Buffer, envelope: Envelope, session: SMTPServerSession): Promise<void> {
-    const outcomes = await this.o.receiving!.take(raw, {
+    const outcomes = await this.options.receiving!.take(raw, {
       mailFrom: envelope.mailFrom, targets: envelope.receiving, ip: session.remoteAddress, helo: session.hostNameAppearsAs ?? '',
       signal: this.hungUp(session).signal,
     })
@@ -532,14 +417,14 @@ export class InboundMail {
       const match: ComplaintMatch = { verp: [...envelope.verp] }
       const verpOf = (value: string | undefined) => {
         const a = mailboxOf(value)
-        const v = a === null ? 'not_verp' : parseVerpAddress(this.o.verpKey, a)
+        const v = a === null ? 'not_verp' : parseVerpAddress(this.options.verpKey, a)
         if (typeof v === 'object') match.verp.push(v)
       }
       verpOf(fields.get('original-mail-from'))
       for (const h of headers) {
         if (h.name === 'return-path') verpOf(h.value)
       }
-      const outcome = await this.o.returnedMail.feedback(fields.get('feedback-type') ?? '', fields.get('user-agent') ?? '', match)
+      const outcome = await this.options.returnedMail.feedback(fields.get('feedback-type') ?? '', fields.get('user-agent') ?? '', match)
       this.count('arf', outcome)
       return
     }
@@ -550,7 +435,7 @@ export class InboundMail {
         this.count('dsn', 'unmatched')
         return
       }
-      for (const claims of envelope.verp) this.count('dsn', await this.o.returnedMail.deliveryStatus(claims, verdict))
+      for (const claims of envelope.verp) this.count('dsn', await this.options.returnedMail.deliveryStatus(claims, verdict))
       return
     }
     this.count('other', 'ignored')
