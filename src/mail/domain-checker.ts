@@ -21,10 +21,10 @@ export class DomainChecker {
   private timer: NodeJS.Timeout | undefined
   private running: Promise<void> | undefined
 
-  constructor (private readonly o: DomainCheckerOptions) {}
+  constructor (private readonly options: DomainCheckerOptions) {}
 
   async start (): Promise<void> {
-    this.timer = setInterval(() => { this.tick() }, this.o.tickMs ?? 60_000).unref()
+    this.timer = setInterval(() => { this.tick() }, this.options.tickMs ?? 60_000).unref()
     this.tick()
   }
 
@@ -35,17 +35,17 @@ export class DomainChecker {
   }
 
   private async pass (): Promise<void> {
-    const interval = this.o.intervalMs ?? RECHECK_INTERVAL_MS
+    const interval = this.options.intervalMs ?? RECHECK_INTERVAL_MS
     try {
       // Batches until nothing is due (each checked domain is no longer due).
       for (let i = 0; i < 20; i++) {
-        const n = await this.o.domains.recheckDue(interval, BATCH, (err, domainId) => {
-          this.o.logger.warn({ err, domainId }, 'domains: a background check failed; it runs again later')
+        const n = await this.options.domains.recheckDue(interval, BATCH, (err, domainId) => {
+          this.options.logger.warn({ err, domainId }, 'domains: a background check failed; it runs again later')
         })
         if (n < BATCH) break
       }
     } catch (err) {
-      this.o.logger.warn({ err }, 'domains: could not read the domains due for a check')
+      this.options.logger.warn({ err }, 'domains: could not read the domains due for a check')
     }
   }
 

@@ -81,23 +81,23 @@ export class Judging {
   private readonly idleMs: number
   private readonly workerData: InboundWorkerData
 
-  constructor (private readonly o: JudgingOptions) {
-    this.deadlineMs = o.deadlineMs ?? JUDGING.deadlineMs
-    this.maxJobs = o.maxJobs ?? JUDGING.maxJobs
-    this.threads = o.threads ?? JUDGING.threads
-    this.idleMs = o.idleMs ?? JUDGING.idleMs
+  constructor (private readonly options: JudgingOptions) {
+    this.deadlineMs = options.deadlineMs ?? JUDGING.deadlineMs
+    this.maxJobs = options.maxJobs ?? JUDGING.maxJobs
+    this.threads = options.threads ?? JUDGING.threads
+    this.idleMs = options.idleMs ?? JUDGING.idleMs
     this.workerData = {
-      dnsServers: [...o.dnsServers],
-      lookupTimeoutMs: o.lookupTimeoutMs ?? JUDGING.lookupTimeoutMs,
-      maxLookups: o.maxLookups ?? JUDGING.maxLookups,
-      bounds: o.bounds ?? { ...SIGNATURE_BOUNDS },
+      dnsServers: [...options.dnsServers],
+      lookupTimeoutMs: options.lookupTimeoutMs ?? JUDGING.lookupTimeoutMs,
+      maxLookups: options.maxLookups ?? JUDGING.maxLookups,
+      bounds: options.bounds ?? { ...SIGNATURE_BOUNDS },
     }
-    this.counter = o.registry
+    this.counter = options.registry
       ? new Counter({
           name: 'svc_inbound_judgements_total',
           help: 'Received messages read and judged, by result: ok, deadline (verdicts temperror), aborted (connection gone), refused_busy (451), unreadable, failed',
           labelNames: ['result'] as const,
-          registers: [o.registry],
+          registers: [options.registry],
         })
       : undefined
   }
@@ -128,7 +128,7 @@ export class Judging {
     if (this.running > 0) return
     const pool = this.pool
     this.pool = undefined
-    pool?.destroy().catch((err: unknown) => this.o.logger.warn({ err }, 'inbound: stopping the idle judging thread failed'))
+    pool?.destroy().catch((err: unknown) => this.options.logger.warn({ err }, 'inbound: stopping the idle judging thread failed'))
   }
 
   /**
@@ -165,7 +165,7 @@ export class Judging {
       }
       if (read.kind === 'unreadable') {
         this.count('unreadable')
-        this.o.logger.warn({ reason: read.reason }, 'inbound: a received message could not be parsed; it is not kept')
+        this.options.logger.warn({ reason: read.reason }, 'inbound: a received message could not be parsed; it is not kept')
         return 'unreadable'
       }
       if (read.kind !== 'read') throw new Error('inbound worker: unexpected answer')
@@ -173,14 +173,14 @@ export class Judging {
       let authentication: Authentication
       let result: JudgementResult = 'ok'
       try {
-        const judged = await this.run({ kind: 'judge', raw: shared, mta: this.o.mta, ...envelope, deadlineAt }, job.signal)
+        const judged = await this.run({ kind: 'judge', raw: shared, mta: this.options.mta, ...envelope, deadlineAt }, job.signal)
         if (judged.kind !== 'judged') throw new Error('inbound worker: unexpected answer')
         authentication = judged.authentication
       } catch (err) {
         if (job.signal.aborted && job.signal.reason !== DEADLINE) throw this.stopped(job.signal, err, 'judge')
         result = job.signal.aborted ? 'deadline' : 'failed'
-        if (result === 'failed') this.o.logger.warn({ err }, 'inbound: could not judge a received message\'s authentication')
-        else this.o.logger.info({ deadlineMs: this.deadlineMs }, 'inbound: a received message\'s judgement passed its deadline; kept with temperror verdicts')
+        if (result === 'failed') this.options.logger.warn({ err }, 'inbound: could not judge a received message\'s authentication')
+        else this.options.logger.info({ deadlineMs: this.deadlineMs }, 'inbound: a received message\'s judgement passed its deadline; kept with temperror verdicts')
         // ARC is judged when the message carries a chain (its fields are among the first ones, each hop adds them on top).
         const chain = parsed.headers.some((h) => h.name.toLowerCase() === 'arc-seal')
         authentication = { ...TEMPERROR, arc: chain ? 'temperror' : null }
@@ -204,7 +204,7 @@ export class Judging {
   private stopped (signal: AbortSignal, err: unknown, stage: 'read' | 'judge'): Error {
     if (signal.aborted && signal.reason === DEADLINE) {
       this.count('deadline')
-      this.o.logger.warn({ deadlineMs: this.deadlineMs }, 'inbound: a received message could not be read before its deadline; answered 451')
+      this.options.logger.warn({ deadlineMs: this.deadlineMs }, 'inbound: a received message could not be read before its deadline; answered 451')
       return tryLater('This message took too long to read')
     }
     if (signal.aborted) {
@@ -212,7 +212,7 @@ export class Judging {
       return tryLater('Connection gone')
     }
     this.count('failed')
-    this.o.logger.error({ err, stage }, 'inbound: the worker thread failed on a received message; answered 451')
+    this.options.logger.error({ err, stage }, 'inbound: the worker thread failed on a received message; answered 451')
     return tryLater('Could not read this message now')
   }
 

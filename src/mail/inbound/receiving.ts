@@ -40,12 +40,12 @@ export class Receiving {
   private timer: NodeJS.Timeout | undefined
   private pruning: Promise<unknown> | undefined
 
-  constructor (private readonly o: ReceivingOptions) {
-    this.judging = new Judging({ dnsServers: o.dnsServers, mta: o.mta, logger: o.logger, ...(o.registry ? { registry: o.registry } : {}), ...o.judging })
+  constructor (private readonly options: ReceivingOptions) {
+    this.judging = new Judging({ dnsServers: options.dnsServers, mta: options.mta, logger: options.logger, ...(options.registry ? { registry: options.registry } : {}), ...options.judging })
   }
 
   get maxBytes (): number {
-    return this.o.maxBytes
+    return this.options.maxBytes
   }
 
   /** The ids of the inbound worker threads alive (tests: one whose judgement passed its deadline is terminated). */
@@ -55,9 +55,9 @@ export class Receiving {
 
   /** Who takes mail for `address`: the targets, 'full' when each of them has no room left, [] when nobody. */
   async recipient (address: string): Promise<ReceivingTarget[] | 'full'> {
-    const targets = await this.o.received.targets(address)
+    const targets = await this.options.received.targets(address)
     if (targets.length === 0) return []
-    const room = await Promise.all(targets.map((t) => this.o.received.hasRoom(t.accountId)))
+    const room = await Promise.all(targets.map((t) => this.options.received.hasRoom(t.accountId)))
     const open = targets.filter((_, i) => room[i])
     return open.length > 0 ? open : 'full'
   }
@@ -74,7 +74,7 @@ export class Receiving {
     const outcomes: TakeOutcome[] = []
     // One message per account, listing each of its addresses the envelope named (each once).
     for (const target of byAccount(envelope.targets)) {
-      const { outcome } = await this.o.received.receive({ target, mailFrom: envelope.mailFrom, raw, parsed, authentication })
+      const { outcome } = await this.options.received.receive({ target, mailFrom: envelope.mailFrom, raw, parsed, authentication })
       outcomes.push(outcome)
     }
     return outcomes
@@ -83,10 +83,10 @@ export class Receiving {
   async start (): Promise<void> {
     this.timer = setInterval(() => {
       if (this.pruning !== undefined) return
-      this.pruning = this.o.received.prune()
-        .catch((err: unknown) => this.o.logger.error({ err }, 'inbound: pruning old received mail failed'))
+      this.pruning = this.options.received.prune()
+        .catch((err: unknown) => this.options.logger.error({ err }, 'inbound: pruning old received mail failed'))
         .finally(() => { this.pruning = undefined })
-    }, this.o.pruneEveryMs ?? 60_000).unref()
+    }, this.options.pruneEveryMs ?? 60_000).unref()
   }
 
   async stop (): Promise<void> {
