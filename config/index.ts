@@ -97,7 +97,7 @@ export const EnvSchema = Type.Object({
   HTTP_REQUEST_TIMEOUT_SECONDS: positive(120, 'a whole number of seconds from 1 to 3600', 3600),
   SEND_BODY_LIMIT_BYTES: Type.Optional(Type.Integer({ minimum: 1024, description: 'a size in bytes, at least 1024' })),
   // Send bodies over 1 MiB held at once, from their first byte to their answer (src/http/send-budget.ts).
-  SEND_BYTES_IN_FLIGHT: positive(64 * 1024 * 1024, 'a size in bytes, at least 1'),
+  SEND_BYTES_IN_FLIGHT: positive(32 * 1024 * 1024, 'a size in bytes, at least 1'),
   ATTACHMENTS_MAX_BYTES: positive(DEFAULT_ATTACHMENTS_MAX_BYTES, `a size in bytes from 1 to ${MAX_ATTACHMENTS_MAX_BYTES}`, MAX_ATTACHMENTS_MAX_BYTES),
   ATTACHMENT_RETENTION_HOURS: positive(24, 'a whole number of hours from 1 to 8760', 8760),
   SESSION_TTL_HOURS: positive(7 * 24, 'a whole number of hours, at least 1'), // 7 days, sliding

@@ -9,10 +9,10 @@
 import { randomBytes } from 'node:crypto'
 import type { ChildProcess } from 'node:child_process'
 import { costOf, CpuWatch, log, notes, pick, postBatches, recordCost, recordCpu, reportLogged, results, startSvc, stopSvc, QUICK, type Sample } from '../lib/context.js'
-import { ask, startProc, stopChild, type Msg } from '../lib/procs.js'
+import { ask, memoryOf, sleep, startProc, stopChild, type Msg } from '../lib/procs.js'
 import { fmt } from '../lib/report.js'
 import { removeDir, Seeder, tempDataDir } from '../lib/svc.js'
-import { relayHas, SMTP_CONNECTIONS, stageLine, stageTotals } from './smtp.js'
+import { relayHas, SMTP_CONNECTIONS, stageLine, stageTotals, type RelayStats } from './smtp.js'
 
 export interface SmtpAttachmentFigures {
   /** Emails a second at the relay, each with the 1 MiB file. */
@@ -23,6 +23,8 @@ export interface SmtpAttachmentFigures {
   cpuPerEmail50: number
   /** The extra CPU of each further copy, in µs: (cpuPerEmail50 - cpuPerEmail1) / 49. */
   cpuPerExtraCopy: number
+  /** 20 sends of a 20 MiB file each, posted at once: svc's peak RSS (VmHWM), in MiB, and its RSS before. */
+  memory?: { sends: number; fileMiB: number; peakMiB: number; beforeMiB: number; seconds: number; retried: number }
 }
 
 const FILE_BYTES = 1024 * 1024
@@ -92,6 +94,53 @@ async function peerRun (peer: ChildProcess, relay: ChildProcess, port: number, c
   return { value: rate, foreign }
 }
 
+const LARGE_SENDS = 20
+const LARGE_FILE_BYTES = 20 * 1024 * 1024
+
+/**
+ * Twenty sends of a 20 MiB file each, posted at once (ATTACHMENTS_MAX_BYTES raised to take them; the send
+ * body limit follows it): svc's peak resident set while it reads, stores and relays them, against its
+ * resident set before. SEND_BYTES_IN_FLIGHT (32 MiB) lets one such body in at a time; a send answered
+ * 503 comes back after its Retry-After, as a client would.
+ */
+export async function largeSends (relay: ChildProcess, port: number, env: Record<string, string> = {}): Promise<NonNullable<SmtpAttachmentFigures['memory']>> {
+  const dir = tempDataDir()
+  const seeder = new Seeder(dir, 'http://127.0.0.1:9')
+  const account = await seeder.account()
+  const key = await seeder.apiKey(account)
+  await seeder.close()
+  const svc = await startSvc(dir, { SMTP_URL: `smtp://127.0.0.1:${port}`, SMTP_POOL_SIZE: String(SMTP_CONNECTIONS), ATTACHMENTS_MAX_BYTES: String(LARGE_FILE_BYTES), ...env }, 'smtp-attachment-memory')
+  try {
+    await ask(relay, { type: 'reset' })
+    const content = randomBytes(LARGE_FILE_BYTES).toString('base64')
+    const beforeMiB = memoryOf(svc.pid)?.rssMiB ?? NaN
+    let retried = 0
+    const started = Date.now()
+    const trace = process.env.BENCH_TRACE_RSS === '1' ? setInterval(() => { void ask<RelayStats>(relay, { type: 'stats' }).then((r) => log(`      t=${((Date.now() - started) / 1000).toFixed(1)} s rss ${fmt(memoryOf(svc.pid)?.rssMiB ?? NaN)} MiB, ${r.messages} at the relay`)) }, 1000) : undefined
+    await Promise.all(Array.from({ length: LARGE_SENDS }, async (_, i) => {
+      const body = JSON.stringify({ to: `large${i}@example.com`, subject: `Large ${i}`, text: 'The file is attached.', attachments: [{ filename: 'archive.bin', content }] })
+      for (;;) {
+        const res = await fetch(`${svc.origin}/api/send`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key }, body })
+        await res.arrayBuffer()
+        if (res.status === 202) return
+        if (res.status !== 503) throw new Error(`a 20 MiB send was answered ${res.status}`)
+        retried++
+        await sleep(Number(res.headers.get('retry-after') ?? 5) * 1000)
+      }
+    }))
+    const s = await relayHas(relay, LARGE_SENDS, 'smtp-attachment-memory')
+    clearInterval(trace)
+    const seconds = (s.last - started) / 1000
+    const peakMiB = memoryOf(svc.pid)?.peakMiB ?? NaN
+    log(`    svc 20 × 20 MiB sends at once: peak RSS ${fmt(peakMiB)} MiB (${fmt(beforeMiB)} MiB before), ${fmt(s.messages)} at the relay in ${fmt(seconds)} s, ${retried} answered 503 and sent again`)
+    return { sends: LARGE_SENDS, fileMiB: LARGE_FILE_BYTES / 1024 / 1024, peakMiB, beforeMiB, seconds, retried }
+  } finally {
+    await stopSvc(svc)
+    reportLogged('smtp-attachment-memory', svc)
+    removeDir(dir)
+  }
+}
+
 export async function smtpAttachment (): Promise<SmtpAttachmentFigures> {
   const count = QUICK ? 200 : 600
   const wide = QUICK ? 10 : 20
@@ -106,6 +155,7 @@ export async function smtpAttachment (): Promise<SmtpAttachmentFigures> {
   const peerRuns: Sample[] = []
   const cpu1: number[] = []
   let cpu50 = NaN
+  let memory: SmtpAttachmentFigures['memory']
   try {
     await ask<Msg>(peer, { type: 'send', port, count: 20, connections: SMTP_CONNECTIONS, from: 'svc <no-reply@localhost>', attachment: content }, 300_000)
     for (let rep = 0; rep < reps; rep++) {
@@ -115,6 +165,7 @@ export async function smtpAttachment (): Promise<SmtpAttachmentFigures> {
       cpu1.push(one.cpuPerEmail)
     }
     cpu50 = (await svcRun(relay, port, wide, content, 50, 'smtp-attachment-50')).cpuPerEmail
+    memory = await largeSends(relay, port)
   } finally {
     await stopChild(relay, 2000)
     await stopChild(peer, 2000)
@@ -124,6 +175,7 @@ export async function smtpAttachment (): Promise<SmtpAttachmentFigures> {
   const fig: SmtpAttachmentFigures = {
     svc: pick('smtp + 1 MiB file (svc)', svcRuns), peer: pick('smtp + 1 MiB file (peer)', peerRuns),
     cpuPerEmail1, cpuPerEmail50: cpu50, cpuPerExtraCopy: (cpu50 - cpuPerEmail1) / 49,
+    ...(memory !== undefined ? { memory } : {}),
   }
   log(`    svc CPU per email: ${fmt(fig.cpuPerEmail1)} µs with 1 recipient, ${fmt(fig.cpuPerEmail50)} µs with 50 (${fmt(fig.cpuPerExtraCopy)} µs per further copy)`)
   results.smtpAttachment = { ...fig, emails: count, wideEmails: wide, fileBytes: FILE_BYTES, connections: SMTP_CONNECTIONS, runs: { svc: svcRuns, peer: peerRuns } }

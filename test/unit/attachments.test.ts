@@ -102,6 +102,15 @@ describe('strict base64', () => {
     }
     // base64url is another alphabet.
     assert.equal(decodeBase64Strict(Buffer.from([0xfb, 0xff]).toString('base64url') + '='), null)
+    // Checked a block at a time: a file over several blocks decodes whole, and a wrong character is found
+    // in any block, the last one included, and where a block ends.
+    const large = randomBytes(200_001)
+    const text = large.toString('base64')
+    assert.deepEqual(decodeBase64Strict(text), large)
+    for (const at of [0, 65_535, 65_536, 131_072, text.length - 5]) {
+      const broken = `${text.slice(0, at)}-${text.slice(at + 1)}`
+      assert.equal(decodeBase64Strict(broken), null, `a URL-alphabet character at ${at}`)
+    }
   })
 
   test('a hostile megabyte is answered at once, whatever is wrong with it', () => {
