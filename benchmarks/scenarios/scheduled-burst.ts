@@ -38,6 +38,8 @@ const MIN_IDLE_MS = 3000
 interface Counters {
   claims: number; claimSeconds: number; claimsWithEmails: number; nextDue: number
   records: number; recordSeconds: number; renewals: number; storeErrors: number
+  /** Flushes of the WAL to disk (fdatasync) and their time, which every durable write and each record waits for. */
+  flushes: number; flushSeconds: number
   /** Not a counter: the longest event-loop delay of any node since its /metrics was last read (prom-client resets it at each read). */
   lagMax: number
 }
@@ -49,7 +51,7 @@ const metric = (text: string, re: RegExp): number => {
 }
 
 async function counters (nodes: SvcProcess[]): Promise<Counters> {
-  const out: Counters = { claims: 0, claimSeconds: 0, claimsWithEmails: 0, nextDue: 0, records: 0, recordSeconds: 0, renewals: 0, storeErrors: 0, lagMax: 0 }
+  const out: Counters = { claims: 0, claimSeconds: 0, claimsWithEmails: 0, nextDue: 0, records: 0, recordSeconds: 0, renewals: 0, storeErrors: 0, flushes: 0, flushSeconds: 0, lagMax: 0 }
   for (const svc of nodes) {
     const text = await (await fetch(`${svc.origin}/metrics`, { signal: AbortSignal.timeout(5000) })).text()
     out.claims += metric(text, /^svc_store_operation_duration_seconds_count\{op="claimDueEmails"\} ([0-9.e+-]+)$/gm)
@@ -60,6 +62,8 @@ async function counters (nodes: SvcProcess[]): Promise<Counters> {
     out.recordSeconds += metric(text, /^svc_store_operation_duration_seconds_sum\{op="recordEmailAttempt"\} ([0-9.e+-]+)$/gm)
     out.renewals += metric(text, /^svc_store_operation_duration_seconds_count\{op="renewEmailLeases"\} ([0-9.e+-]+)$/gm)
     out.storeErrors += metric(text, /^svc_store_errors_total\{[^}]*\} ([0-9.e+-]+)$/gm)
+    out.flushes += metric(text, /^svc_store_disk_flush_seconds_count ([0-9.e+-]+)$/gm)
+    out.flushSeconds += metric(text, /^svc_store_disk_flush_seconds_sum ([0-9.e+-]+)$/gm)
     out.lagMax = Math.max(out.lagMax, metric(text, /^nodejs_eventloop_lag_max_seconds ([0-9.e+-]+)$/gm))
   }
   return out
@@ -88,6 +92,8 @@ export interface BurstRun {
   idle: { seconds: number; cpu: number; main: number; claims: number; nextDue: number } | null
   /** Over the drain (T to the last record): the mailers' claims, those that found nothing, time per claim. */
   claims: number; emptyClaims: number; claimMeanMs: number; recordMeanMs: number; storeErrors: number
+  /** Over the drain: the WAL's flushes to disk (all nodes) and their mean time, in ms. */
+  flushes: number; flushMeanMs: number
   /** svc's warnings and errors, by message (lease lost, busy…). */
   logged: Record<string, number>
   /** svc's CPU µs per email over the drain, all nodes and threads. */
@@ -236,12 +242,12 @@ async function svcRun (relay: ChildProcess, port: number, count: number, nodeCou
       idle, claims: drain.claims, emptyClaims: drain.claims - drain.claimsWithEmails,
       claimMeanMs: drain.claims > 0 ? drain.claimSeconds * 1000 / drain.claims : NaN,
       recordMeanMs: drain.records > 0 ? drain.recordSeconds * 1000 / drain.records : NaN,
-      storeErrors: drain.storeErrors, cpuPerEmailUs: svcCost.total, perSecond, lagMaxMs: Math.max(drain.lagMax * 1000, ...perSecond.map((p) => p.lagMaxMs)), foreign,
+      storeErrors: drain.storeErrors, flushes: drain.flushes, flushMeanMs: drain.flushes > 0 ? drain.flushSeconds * 1000 / drain.flushes : NaN, cpuPerEmailUs: svcCost.total, perSecond, lagMaxMs: Math.max(drain.lagMax * 1000, ...perSecond.map((p) => p.lagMaxMs)), foreign,
     }
     log(`    ${label}: ${fmt(s.messages)}/${fmt(count)} at the relay, ${fmt(before.messages)} before T; first ${fmt(firstAfterMs)} ms after T, last ${fmt(lastAfterMs / 1000, 2)} s after T: ` +
       `${fmt(run.rate)} emails/s from T (${fmt(run.rateFromFirst)}/s from the first); svc ${fmt(run.cpuPerEmailUs)} µs CPU per email`)
     log(`      claims over the drain: ${fmt(drain.claims)} (${fmt(run.emptyClaims)} found nothing), ${fmt(run.claimMeanMs, 2)} ms each; records ${fmt(drain.records)}, ${fmt(run.recordMeanMs, 2)} ms each; ` +
-      `store errors ${fmt(drain.storeErrors)}; lease renewals ${fmt(drain.renewals)}; longest event-loop delay ${fmt(run.lagMaxMs)} ms`)
+      `WAL flushes ${fmt(drain.flushes)}, ${fmt(run.flushMeanMs, 2)} ms each; store errors ${fmt(drain.storeErrors)}; lease renewals ${fmt(drain.renewals)}; longest event-loop delay ${fmt(run.lagMaxMs)} ms`)
     log(`      each second after T (messages / claims / empty / event-loop max ms): ${perSecond.map((p) => `${fmt(p.messages)}/${p.claims}/${p.empty}/${fmt(p.lagMaxMs)}`).join(' ')}`)
     const logged: Record<string, number> = {}
     for (const [i, svc] of nodes.splice(0).entries()) {
