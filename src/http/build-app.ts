@@ -133,7 +133,7 @@ export async function buildApp (config: Config, services: Services, deps: HttpDe
     },
     // Tracking tokens travel in the path (/t/c/<token>), and a click token carries its whole link.
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 8192 },
-    // Response serializers compiled once per process, whatever the number of apps (./http/serializers.ts).
+    // Response serializers compiled once per process, whatever the number of apps (./serializers.ts).
     schemaController: { compilersFactory: { buildSerializer: buildCachedSerializer } },
     // A request must arrive whole, body included, within HTTP_REQUEST_TIMEOUT_SECONDS (Fastify's own
     // default is no limit: a client declaring a body it never sends would hold its connection for good);

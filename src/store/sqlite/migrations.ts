@@ -225,7 +225,7 @@ export const migrations: string[] = [
   ) STRICT;
   INSERT INTO api_key_revocations (id, n) VALUES (1, 0);
   `,
-  /* 14: deliveries that adapt (src/delivery/settle.ts, window.ts). `pushbacks`: of a delivery's attempts,
+  /* 14: deliveries that adapt (src/delivery/attempt-outcome.ts, window.ts). `pushbacks`: of a delivery's attempts,
      those the receiver pushed back (429/503 while it still answered), which the retry schedule does not
      count; `rate_limit`: a webhook's deliveries per second (null: none), held by every node through the
      shared rate-limit counters (migration 6). */ `
