@@ -40,20 +40,27 @@ const ENCODE_BLOCK = 57 * 512
 
 /**
  * Base64 in lines of 76 characters with CRLF between them, as bytes: what MIME's base64 encoding of an
- * attachment is (RFC 2045 §6.8). Encoded a block at a time straight into the output.
+ * attachment is (RFC 2045 §6.8). Encoded a block at a time into the tail of the output, then each line
+ * moved forward to its place with its line break before it: one native move per line, where writing each
+ * line from its own string cost twice as much.
  */
 export function base64Body (bytes: Uint8Array): Buffer {
   const src = asBuffer(bytes)
   const n = src.length
-  const lines = Math.ceil(n / 57)
-  const out = Buffer.allocUnsafe(Math.ceil(n / 3) * 4 + 2 * Math.max(0, lines - 1))
-  let at = 0
+  const encoded = Math.ceil(n / 3) * 4
+  const lines = Math.ceil(encoded / 76)
+  const out = Buffer.allocUnsafe(encoded + 2 * Math.max(0, lines - 1))
+  const start = out.length - encoded
   for (let i = 0; i < n; i += ENCODE_BLOCK) {
-    const block = src.toString('base64', i, Math.min(i + ENCODE_BLOCK, n))
-    for (let j = 0; j < block.length; j += 76) {
-      if (at > 0) { out[at++] = 0x0d; out[at++] = 0x0a }
-      at += out.write(block.slice(j, j + 76), at, 'latin1')
-    }
+    out.write(src.toString('base64', i, Math.min(i + ENCODE_BLOCK, n)), start + (i / 3) * 4, 'latin1')
+  }
+  // Line k moves from start + 76k to 78k, never past where a later line is still to be read.
+  let at = 0
+  for (let from = start; from < out.length; from += 76) {
+    if (at > 0) { out[at++] = 0x0d; out[at++] = 0x0a }
+    const end = Math.min(from + 76, out.length)
+    out.copyWithin(at, from, end)
+    at += end - from
   }
   // Base64 lines never start with a dot: DATA need not look for one in each copy.
   return markDotFree(out)

@@ -20,12 +20,15 @@ import type { OutgoingMessage } from '../../src/mail/transport.js'
 const sha256 = (b: Uint8Array) => createHash('sha256').update(b).digest('hex')
 
 test('base64Body is base64 in lines of 76 characters, CRLF between them', () => {
-  for (const n of [0, 1, 56, 57, 58, 114, 1000, 65_536]) {
-    const bytes = randomBytes(n)
-    const lines = base64Body(bytes).toString('latin1').split('\r\n')
+  // Around a line, the encoding block (57 × 512 bytes) and a view into a larger buffer.
+  for (const n of [0, 1, 2, 3, 56, 57, 58, 114, 1000, 29_183, 29_184, 29_185, 65_536, 1_048_583]) {
+    const bytes = randomBytes(n + 5).subarray(3, n + 3)
+    const body = base64Body(bytes).toString('latin1')
+    const lines = body.split('\r\n')
     assert.ok(lines.every((l) => l.length <= 76))
     assert.ok(lines.slice(0, -1).every((l) => l.length === 76))
-    assert.deepEqual(Buffer.from(lines.join(''), 'base64'), bytes)
+    assert.deepEqual(Buffer.from(lines.join(''), 'base64'), Buffer.from(bytes))
+    assert.equal(body, Buffer.from(bytes).toString('base64').replace(/(.{76})(?=.)/g, '$1\r\n'), `${n} bytes`)
   }
 })
 
@@ -86,11 +89,11 @@ test('the files are encoded once: every copy\'s pieces share the same buffers, a
     const logo = parsed.attachments.find((a) => a.contentType === 'image/png')!
     assert.equal(logo.contentId, '<logo>')
     assert.equal(sha256(logo.content), sha256(png))
-    const verdict = await dkimVerify(raw, { resolver: resolver as never })
+    const verdict = await dkimVerify(raw, { resolver })
     assert.equal((verdict.results[0] as { status: { result: string } }).status.result, 'pass', `copy ${i}`)
   }
   // render() is the same bytes, whole.
-  assert.deepEqual(await template.render(undefined), Buffer.concat(await template.parts!(undefined)))
+  assert.deepEqual(await template.render(undefined), Buffer.concat(await template.parts(undefined)))
 })
 
 /** A pool connection of the pool's own tests, which says what SIZE its relay advertised. */
