@@ -6,7 +6,7 @@
 // Every load generator, peer and sink is a process of its own; svc runs as `node dist/src/server.js` and is
 // measured from outside: its throughput by what the sink verified, its memory by /proc/<pid>/status.
 // Options: --quick; --only=<scenario,…> (ceiling naive engine queue api latency slow scale adversarial smtp smtp-attachment scheduled-burst postfix pipeline
-// cap4 ratelimit outage unreliable; writes a
+// cap4 ratelimit outage unreliable restart-soak; writes a
 // "-partial" record); --sink-workers=N (a cluster sink; one process is enough, see benchmarks/README.md);
 // --cpu-prof (svc runs under Node's --cpu-prof; each thread's busiest functions are printed); --sql-cost (svc's
 // main thread times each SQL statement; the costliest are printed after each svc run, see lib/sql-cost.ts);
@@ -34,6 +34,7 @@ import { smtpAttachment } from './scenarios/smtp-attachment.js'
 import { scheduledBurst } from './scenarios/scheduled-burst.js'
 import { pipeline } from './scenarios/pipeline.js'
 import { postfix } from './scenarios/postfix.js'
+import { restartSoak, SOAK, SOAK_P99_GOAL_MS } from './scenarios/restart-soak.js'
 import { throughput } from './scenarios/throughput.js'
 
 /** Which code was measured: the commit, and the files under src/, workers/ and config/ that differ from it. */
@@ -109,6 +110,7 @@ async function main (): Promise<void> {
   const burstFig = wanted('scheduled-burst') ? await attempt('scheduled-burst', scheduledBurst) : undefined
   const postfixFig = wanted('postfix') ? await attempt('postfix', postfix) : undefined
   const pipeFig = wanted('pipeline') ? await attempt('pipeline', pipeline) : undefined
+  const soakFig = wanted('restart-soak') ? await attempt('restart-soak', restartSoak) : undefined
 
   const scaleName = `${fmt(SIZES.scaleAccounts * 10)} webhooks, ${fmt(SIZES.scaleAccounts * 10 * SIZES.scaleEventsPerAccount)} pending`
   const t = (key: string, name: string, value: number, op: Target['op'], target: number, unit: string, detail: string): Target =>
@@ -143,6 +145,10 @@ async function main (): Promise<void> {
     t('outage_drain', 'after a 40 s outage: the 300-event backlog delivered', outageFig?.drainSeconds ?? NaN, '<=', 20, 's', 'after the receiver\'s return'),
     t('flaky_after_load', '30 % flaky receiver: every event, after the load\'s end', unreliableFig?.['/flaky'] ?? NaN, '<=', 240, 's', '150 events/s for 2 min'),
     t('throttled_after_load', '20 % throttling receiver: every event, after the load\'s end', unreliableFig?.['/throttled'] ?? NaN, '<=', 240, 's', '150 events/s for 2 min'),
+    t('restart_soak_p99', `restart soak: send p99 outside ${SOAK.excludeMs / 1000} s after a SIGKILL`, soakFig?.p99 ?? NaN, '<', SOAK_P99_GOAL_MS, 'ms',
+      `${SOAK.rate} sends/s for ${SOAK.durationMs / 1000} s, killed at ${SOAK.killAtMs / 1000} s; ready again in ${fmt(soakFig?.readyMs ?? NaN)} ms`),
+    t('restart_soak_events', 'restart soak: accepted sends\' events missing at the healthy receiver', soakFig ? soakFig.missingSent + soakFig.missingDelivered : NaN, '<=', 0, '',
+      `${fmt(soakFig?.accepted ?? NaN)} accepted, email.sent and email.delivered each`),
   ]
 
   const per = (n: number, unit = '/s') => (Number.isFinite(n) ? `${fmt(n)} ${unit}` : 'n/a')
@@ -180,6 +186,8 @@ async function main (): Promise<void> {
     ['svc 40 s outage: 300-event backlog delivered after the return', outageFig ? `${fmt(outageFig.drainSeconds, 1)} s` : 'n/a'],
     ['svc 150 events/s, 2 min: last event after the load\'s end (healthy / flaky 30 % / throttling 20 %)', unreliableFig
       ? `${fmt(unreliableFig['/healthy-1'] ?? NaN, 1)} s / ${fmt(unreliableFig['/flaky'] ?? NaN, 1)} s / ${fmt(unreliableFig['/throttled'] ?? NaN, 1)} s` : 'n/a'],
+    ['svc restart soak: sends outside the window after the kill, p50 / p99 / max; time to ready', soakFig
+      ? `${fmt(soakFig.p50, 1)} / ${fmt(soakFig.p99, 1)} / ${fmt(soakFig.max)} ms (${fmt(soakFig.failedOutside)} without a 202); ready in ${fmt(soakFig.readyMs)} ms` : 'n/a'],
     [`svc ${scaleName}`, scaleFig ? `${per(scaleFig.rate)}, peak RSS ${fmt(scaleFig.peakRssMiB)} MiB${scaleFig.complete ? '' : ` (INCOMPLETE: ${fmt(scaleFig.delivered)} delivered)`}` : 'n/a'],
   ]
 
@@ -206,7 +214,9 @@ async function main (): Promise<void> {
   }
 
   if (buildChanges.length > 0) notes.push(`svc's compiled code changed during the run (dist/ was rebuilt meanwhile: builds ${String(code.build)} → ${buildChanges.join(', ')}): figures may mix versions`)
-  const name = `${stamp}${QUICK ? '-quick' : ''}${ONLY.size > 0 || CPU_PROF ? '-partial' : ''}`
+  // The restart soak alone, at full size and unprofiled, is a whole record of its figure: named for it, not "-partial".
+  const soakAlone = ONLY.size === 1 && ONLY.has('restart-soak') && !QUICK && !CPU_PROF && !SQL_COST && EXTRA_NODE_ARGS.length === 0
+  const name = `${stamp}${QUICK ? '-quick' : ''}${soakAlone ? '-restart-soak' : ONLY.size > 0 || CPU_PROF ? '-partial' : ''}`
   const dir = resultsDir
   mkdirSync(dir, { recursive: true })
   const record = {

@@ -191,7 +191,8 @@ export async function startSvc (dataDir: string, env: Record<string, string> = {
   if (svcEnv.sqlCostRoot !== undefined) mkdirSync(svcEnv.sqlCostRoot, { recursive: true })
   const build = buildFingerprint()
   if (build !== firstBuild && !buildChanges.includes(build)) buildChanges.push(build)
-  const port = await freePort()
+  // A PORT in `env` is kept (the restart soak starts svc again where its load generator sends).
+  const port = env.PORT !== undefined ? Number(env.PORT) : await freePort()
   // Node refuses --cpu-prof in NODE_OPTIONS: it goes on the command line.
   const profArgs = profileDir !== undefined ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []
   const sqlArgs = sqlCostFile !== undefined ? ['--import', pathToFileURL(SQL_COST_HOOK).href] : []
