@@ -30,17 +30,14 @@ export function newWebhookSecret (): string {
 }
 
 /**
- * The Standard Webhooks HMAC key of a webhook secret: the bytes that the part after `whsec_` encodes.
- * Secrets made now are standard base64; secrets made before were base64url without padding (the same
- * kind of 32 random bytes, in the other alphabet), and decode to their bytes too. A string in neither
- * form (svc never made one) has no key: undefined. Linear in the secret's length, no regex.
+ * The Standard Webhooks HMAC key of a webhook secret: the bytes that the standard base64 after `whsec_`
+ * encodes (the prefix is optional, as in the Standard Webhooks libraries). A string that is not base64
+ * (svc never made one) has no key: undefined. Linear in the secret's length, no regex.
  */
 export function standardWebhookKey (secret: string): Buffer | undefined {
   const text = secret.startsWith(WEBHOOK_SECRET_PREFIX) ? secret.slice(WEBHOOK_SECRET_PREFIX.length) : secret
   if (text.length === 0 || text.length > 1024) return undefined
   let padding = 0
-  let standard = false // + or / seen
-  let url = false // - or _ seen
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i)
     if (c === 0x3d /* = */) {
@@ -49,15 +46,11 @@ export function standardWebhookKey (secret: string): Buffer | undefined {
     }
     if (padding > 0) return undefined // only padding may follow padding
     if ((c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a) || (c >= 0x30 && c <= 0x39)) continue
-    if (c === 0x2b || c === 0x2f) standard = true
-    else if (c === 0x2d || c === 0x5f) url = true
-    else return undefined
+    if (c !== 0x2b /* + */ && c !== 0x2f /* / */) return undefined
   }
-  if (standard && url) return undefined
-  if (url && padding > 0) return undefined
   // Padded: whole quads, at most two `=`. Unpadded: a length a base64 text can have.
   if (padding > 0 ? padding > 2 || text.length % 4 !== 0 : text.length % 4 === 1) return undefined
-  const key = Buffer.from(text, url ? 'base64url' : 'base64')
+  const key = Buffer.from(text, 'base64')
   return key.length > 0 ? key : undefined
 }
 

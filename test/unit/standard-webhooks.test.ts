@@ -31,12 +31,12 @@ describe('webhook secrets', () => {
     assert.equal(seen.size, 200)
   })
 
-  test('the key of a legacy base64url secret is its 32 bytes; a string in neither alphabet has none', () => {
+  test('the key of a standard base64 secret is its bytes; a string that is not standard base64 has none', () => {
     const bytes = randomBytes(32)
-    assert.deepEqual(standardWebhookKey(`whsec_${bytes.toString('base64url')}`), bytes)
     assert.deepEqual(standardWebhookKey(`whsec_${bytes.toString('base64')}`), bytes)
     assert.deepEqual(standardWebhookKey(bytes.toString('base64')), bytes, 'the prefix is optional, as in standardwebhooks')
-    for (const bad of ['whsec_', 'whsec_a', 'whsec_ab+_cd', 'whsec_abc=d', 'whsec_ab===', 'whsec_ab-=', 'whsec_not base64!', 'whsec_abé=', '']) {
+    assert.deepEqual(standardWebhookKey(`whsec_${bytes.toString('base64').replace(/=+$/, '')}`), bytes, 'padding is optional')
+    for (const bad of ['whsec_', 'whsec_a', 'whsec_ab+_cd', 'whsec_ab-_cd', 'whsec_abc=d', 'whsec_ab===', 'whsec_ab-=', 'whsec_not base64!', 'whsec_abé=', '']) {
       assert.equal(standardWebhookKey(bad), undefined, bad)
     }
   })
