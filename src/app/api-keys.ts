@@ -1,8 +1,8 @@
 import { hash } from 'node:crypto'
-import { InsufficientPermission, InvalidApiKey, NotFound, PlanLimitReached } from '../errors.js'
+import { InsufficientPermission, InvalidApiKey, NotFound } from '../errors.js'
 import { iso, type Clock } from '../domain/clock.js'
 import { newId } from '../domain/ids.js'
-import { PLANS, limitsOf } from '../domain/plans.js'
+import { withinPlan } from '../domain/plan-limits.js'
 import { API_KEY_PREFIX, hashToken, newApiKey } from '../domain/secrets.js'
 import type { AccountRecord, ApiKeyRecord, Store } from '../store/types.js'
 import {
@@ -117,10 +117,7 @@ export function createApiKeyService ({ store, secret, clock }: ApiKeyServiceOpti
         revokedAt: null,
         permission,
       }
-      const limit = limitsOf(account.plan).apiKeys
-      if (await store.insertApiKey(record, limit) === 'limit_reached') {
-        throw PlanLimitReached(`The ${PLANS[account.plan].name} plan allows ${limit} active API keys; revoke one or upgrade`)
-      }
+      await withinPlan(account.plan, 'apiKeys', (limit) => store.insertApiKey(record, limit))
       return { record, key }
     },
 

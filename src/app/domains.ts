@@ -6,14 +6,14 @@ import { generateKeyPair, randomBytes } from 'node:crypto'
 import { isIP } from 'node:net'
 import { domainToASCII } from 'node:url'
 import { promisify } from 'node:util'
-import { DomainExists, DomainNotVerified, NotFound, PlanLimitReached, ValidationError, type ErrorDetail } from '../errors.js'
+import { DomainExists, DomainNotVerified, NotFound, ValidationError, type ErrorDetail } from '../errors.js'
 import type {
   AccountRecord, DnsRecordPurpose, DnsRecordStatus, DomainCheck, DomainRecord, DomainStatus, Store,
 } from '../store/types.js'
 import { iso, type Clock } from '../domain/clock.js'
 import type { Dns } from '../domain/dns.js'
 import { newId } from '../domain/ids.js'
-import { PLANS, limitsOf } from '../domain/plans.js'
+import { planLimit, planLimitReached } from '../domain/plan-limits.js'
 import { open, seal } from '../domain/secrets.js'
 
 const generateKeyPairAsync = promisify(generateKeyPair)
@@ -283,14 +283,12 @@ export function createDomainService ({ store, clock, secret, dns, settings, requ
     async create (account: AccountRecord, input: { name: string }): Promise<DomainView> {
       const n = normaliseDomainName(input.name)
       if ('error' in n) throw ValidationError('The request is not valid', [{ path: 'body.name', message: n.error }])
-      const limit = limitsOf(account.plan).domains
+      const limit = planLimit(account.plan, 'domains')
       // Cheap refusals before the key is made (tens of milliseconds, off the event loop): a domain the
       // account has already is said so first, whatever the plan's room (as the store decides it too).
       const existing = await store.listDomains(account.id)
       if (existing.some((d) => d.name === n.name)) throw DomainExists(`${n.name} is already one of this account's domains`)
-      if (existing.length >= limit) {
-        throw PlanLimitReached(`The ${PLANS[account.plan].name} plan allows ${limit} domain(s); delete one or upgrade`)
-      }
+      if (existing.length >= limit) throw planLimitReached(account.plan, 'domains')
       const { publicKey, privateKey } = await generateKeyPairAsync('rsa', {
         modulusLength: 2048,
         publicKeyEncoding: { type: 'spki', format: 'der' },
@@ -314,7 +312,7 @@ export function createDomainService ({ store, clock, secret, dns, settings, requ
         receiving: false,
       }
       const outcome = await store.insertDomain(record, limit)
-      if (outcome === 'limit_reached') throw PlanLimitReached(`The ${PLANS[account.plan].name} plan allows ${limit} domain(s); delete one or upgrade`)
+      if (outcome === 'limit_reached') throw planLimitReached(account.plan, 'domains')
       if (outcome === 'name_taken') throw DomainExists(`${n.name} is already one of this account's domains`)
       return view(record)
     },

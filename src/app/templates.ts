@@ -4,10 +4,10 @@
 // of render time that refills with time, so that no account, however hostile its templates, holds the
 // thread for more than its share; past it, its template sends are answered 429 until it refills.
 import type { ErrorDetail } from '../errors.js'
-import { NotFound, OperationInProgress, PlanLimitReached, RateLimited, TemplateExists, TemplateInvalid, TemplateNotFound, ValidationError } from '../errors.js'
+import { NotFound, OperationInProgress, RateLimited, TemplateExists, TemplateInvalid, TemplateNotFound, ValidationError } from '../errors.js'
 import { iso, type Clock } from '../domain/clock.js'
 import { newId } from '../domain/ids.js'
-import { PLANS } from '../domain/plans.js'
+import { planLimit, planLimitReached } from '../domain/plan-limits.js'
 import { hasControlCharacter } from '../domain/text.js'
 import {
   DEFAULT_RENDER_LIMITS, TEMPLATE_REPLACES, nameProblem, refProblems,
@@ -236,10 +236,9 @@ export function createTemplateService (opts: TemplateServiceOptions) {
       const now = iso(clock.now())
       const h: TemplateHead = { id: newId('tpl'), accountId: account.id, name: input.name, version: 1, createdAt: now, updatedAt: now }
       const v: TemplateVersionRecord = { templateId: h.id, accountId: account.id, version: 1, ...content, createdAt: now }
-      const limit = PLANS[account.plan].templates
-      const outcome = await store.insertTemplate(h, v, limit)
+      const outcome = await store.insertTemplate(h, v, planLimit(account.plan, 'templates'))
       if (outcome === 'name_taken') throw TemplateExists(`This account already has a template named ${input.name}`)
-      if (outcome === 'limit_reached') throw PlanLimitReached(`The ${PLANS[account.plan].name} plan allows ${limit} templates; delete one or upgrade`)
+      if (outcome === 'limit_reached') throw planLimitReached(account.plan, 'templates')
       cache.set(h.id, 1, c)
       return view(h, v)
     },

@@ -1,8 +1,8 @@
-import { NotFound, PlanLimitReached, ValidationError, WebhookUrlNotAllowed } from '../errors.js'
+import { NotFound, ValidationError, WebhookUrlNotAllowed } from '../errors.js'
 import { iso, type Clock } from '../domain/clock.js'
 import type { EventType } from '../domain/events.js'
 import { newId } from '../domain/ids.js'
-import { PLANS, limitsOf } from '../domain/plans.js'
+import { withinPlan } from '../domain/plan-limits.js'
 import { newWebhookSecret, sealWebhookSecret } from '../domain/secrets.js'
 import { checkWebhookUrl, type Resolver, type UrlPolicy } from '../domain/webhook-url.js'
 import { normaliseWebhookFilter, type WebhookFilter, type WebhookFilterInput } from '../domain/webhook-filter.js'
@@ -78,10 +78,7 @@ export function createWebhookService ({ store, clock, secret, urlPolicy, resolve
         createdAt: now,
         updatedAt: now,
       }
-      const limit = limitsOf(account.plan).webhooks
-      if (await store.insertWebhook(record, limit) === 'limit_reached') {
-        throw PlanLimitReached(`The ${PLANS[account.plan].name} plan allows ${limit} webhooks; delete one or upgrade`)
-      }
+      await withinPlan(account.plan, 'webhooks', (limit) => store.insertWebhook(record, limit))
       return { ...record, secret: plain }
     },
 
