@@ -245,7 +245,7 @@ export async function buildApp (config: Config, services: Services, deps: HttpDe
     errorResponseBuilder: (_request, context) =>
       RateLimited(`Too many requests; retry in ${Math.ceil(context.ttl / 1000)} s`, undefined, { 'retry-after': String(Math.ceil(context.ttl / 1000)) }),
   })
-  registerAccountLimits(app as unknown as FastifyInstance, config.rateLimits)
+  registerAccountLimits(app, config.rateLimits)
   // /docs under a Content-Security-Policy of its own (Swagger UI's static one, with the hashes of its inline
   // parts): nothing from another origin runs there. upgrade-insecure-requests only where svc is https.
   await app.register(swaggerUi, {
@@ -284,7 +284,7 @@ export async function buildApp (config: Config, services: Services, deps: HttpDe
     await services.apiKeys.flushUsage().catch((err) => app.log.warn({ err }, 'could not record API key usage while stopping'))
   })
 
-  return Object.assign(app, { services, registry }) as unknown as App
+  return Object.assign(app, { services, registry })
 }
 
 /**
@@ -303,5 +303,6 @@ export async function buildOperationsApp (config: Config, services: Services, de
   registerErrorHandling(app)
   registerHttpMetrics(app, deps.registry, config.metricsToken, config.metricsServed)
   await app.register(healthRoutes, { services, config, registry: deps.registry })
-  return Object.assign(app, { services, registry: deps.registry }) as unknown as App
+  const built: App = Object.assign(app, { services, registry: deps.registry })
+  return built
 }
