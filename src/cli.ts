@@ -6,6 +6,7 @@ import { pathToFileURL } from 'node:url'
 import { ConfigError, loadConfig, type Config } from '../config/index.js'
 import { resolveSecret } from '../config/secret.js'
 import { createAccountService, normaliseEmail } from './app/accounts.js'
+import { createUsageService } from './app/account-usage.js'
 import { requireStoreSecret } from './app/secret-check.js'
 import { systemClock } from './domain/clock.js'
 import { PLAN_NAMES, PLANS, isPlan, limitsOf } from './domain/plans.js'
@@ -215,8 +216,8 @@ export async function runCli (argv: string[], env: Record<string, string | undef
         if (!email) throw new UsageError('account show takes an email')
         const account = await findAccount(store, email, where)
         const limits = limitsOf(account.plan)
-        const [keys, hooks] = await Promise.all([store.countActiveApiKeys(account.id), store.countWebhooks(account.id)])
-        io.out(`${account.id} ${account.email} plan=${account.plan} apiKeys=${keys}/${limits.apiKeys} webhooks=${hooks}/${limits.webhooks}`)
+        const usage = await createUsageService({ store }).of(account.id)
+        io.out(`${account.id} ${account.email} plan=${account.plan} apiKeys=${usage.apiKeys}/${limits.apiKeys} webhooks=${usage.webhooks}/${limits.webhooks}`)
         return
       }
       case 'plan set': {
