@@ -21,8 +21,9 @@ import { DEFAULT_SCHEDULE_HORIZON_DAYS, checkSchedule } from '../domain/schedule
 import { MAX_HEADERS, MAX_RECIPIENTS, MAX_REPLY_TO, normaliseSend, sendProblems, type NormalisedSend, type RecipientField, type SendInput } from '../domain/send-input.js'
 import { emailView, type EmailView } from './email-view.js'
 import type { LocalIntake } from '../mail/hand-off.js'
+import { verifyTrackingToken, type TrackingClaims, type TrackingKind } from '../mail/tracking.js'
 
-export { MAX_HEADERS, MAX_RECIPIENTS, MAX_REPLY_TO, normaliseSend, sendProblems, type EmailView, type LocalIntake, type SendInput }
+export { MAX_HEADERS, MAX_RECIPIENTS, MAX_REPLY_TO, normaliseSend, sendProblems, type EmailView, type LocalIntake, type SendInput, type TrackingKind }
 
 export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000
 export const MAX_BATCH = 100
@@ -83,10 +84,12 @@ export interface EmailServiceOptions {
    * absent: the account's default, on.
    */
   trackingDefaults?: (accountId: string, fromAddress: string) => Promise<{ opens: boolean; clicks: boolean }>
+  /** SVC_SECRET, which tracking links are sealed with: their tokens are opened here. Absent: no token is valid. */
+  secret?: string
 }
 
 export function createEmailService ({
-  store, clock, mailFrom, senders, quotas = null, scheduleHorizonDays = DEFAULT_SCHEDULE_HORIZON_DAYS, trackingDefaults, templates,
+  store, clock, mailFrom, senders, secret, quotas = null, scheduleHorizonDays = DEFAULT_SCHEDULE_HORIZON_DAYS, trackingDefaults, templates,
   attachmentLimits = DEFAULT_ATTACHMENT_LIMITS,
 }: EmailServiceOptions) {
   const defaultFrom = parseAddress(mailFrom)
@@ -380,6 +383,14 @@ export function createEmailService ({
     handOffTo (local: LocalIntake): () => void {
       intake = local
       return () => { if (intake === local) intake = undefined }
+    },
+
+    /**
+     * What a tracking link's token says (its email, recipient and, for a click, destination), or null when
+     * it is forged, altered, expired or of another kind.
+     */
+    trackingClaims (token: string, kind: TrackingKind): TrackingClaims | null {
+      return secret === undefined ? null : verifyTrackingToken(secret, token, kind)
     },
 
     /** email.opened, every time; false when the email does not exist. */

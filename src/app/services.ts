@@ -110,7 +110,7 @@ export function createUseCases (config: Config, deps: UseCaseDeps): UseCases {
     apiKeys: createApiKeyService({ store, secret: config.secret, clock }),
     webhooks,
     emails: createEmailService({
-      store, clock, mailFrom: config.mailFrom, senders: domains, quotas: config.quotas, attachmentLimits: config.attachments,
+      store, clock, mailFrom: config.mailFrom, senders: domains, secret: config.secret, quotas: config.quotas, attachmentLimits: config.attachments,
       scheduleHorizonDays: config.mail.scheduleHorizonDays, trackingDefaults: (accountId, from) => domains.trackingDefaults(accountId, from),
       templates,
     }),

@@ -1,9 +1,10 @@
 // The links inside sent emails: the open pixel, tracked clicks and the unsubscribe. No authentication:
-// the sealed token (src/mail/tracking.ts) is the credential, and it names one email and one recipient. A
-// token that is forged, altered, expired or of the wrong kind is a 404, never a redirect.
+// the sealed token (src/mail/tracking.ts) is the credential, and it names one email and one recipient;
+// the email service opens it, so no route holds the secret. A token that is forged, altered, expired or
+// of the wrong kind is a 404, never a redirect.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
-import { verifyTrackingToken, type TrackingKind } from '../../../mail/tracking.js'
+import type { TrackingKind } from '../../../app/emails.js'
 import type { RouteContext } from '../context.js'
 import { ClickRoute, OpenRoute, UnsubscribePageRoute, UnsubscribeRoute } from './schema.js'
 
@@ -38,9 +39,8 @@ button{font:inherit;padding:.5rem 1.25rem;cursor:pointer}</style></head>
 const notFound = (reply: FastifyReply) =>
   page(reply, 404, 'Link not valid', '<p>This link is not valid or has expired.</p>')
 
-const trackingRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services, config }) => {
-  const secret = config.secret!
-  const verify = (token: string, kind: TrackingKind) => verifyTrackingToken(secret, token, kind)
+const trackingRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { services }) => {
+  const verify = (token: string, kind: TrackingKind) => services.emails.trackingClaims(token, kind)
 
   // Scoped to this plugin: every other route still takes JSON only.
   app.removeAllContentTypeParsers()
