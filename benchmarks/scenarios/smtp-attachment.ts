@@ -23,6 +23,8 @@ export interface SmtpAttachmentFigures {
   cpuPerEmail50: number
   /** The extra CPU of each further copy, in µs: (cpuPerEmail50 - cpuPerEmail1) / 49. */
   cpuPerExtraCopy: number
+  /** The SMTP leg alone: emails accepted beforehand and due at once, at the relay a second (svcLegRun). */
+  leg?: number
   /** 20 sends of a 20 MiB file each, posted at once: svc's peak RSS (VmHWM), in MiB, and its RSS before. */
   memory?: { sends: number; fileMiB: number; peakMiB: number; beforeMiB: number; seconds: number; retried: number }
 }
@@ -30,7 +32,7 @@ export interface SmtpAttachmentFigures {
 const FILE_BYTES = 1024 * 1024
 const PER_REQUEST = 8
 
-function bodies (count: number, content: string, recipients: number): string[] {
+function bodies (count: number, content: string, recipients: number, scheduledAt?: string): string[] {
   const out: string[] = []
   for (let start = 0; start < count; start += PER_REQUEST) {
     out.push(JSON.stringify(Array.from({ length: Math.min(PER_REQUEST, count - start) }, (_, j) => {
@@ -40,6 +42,7 @@ function bodies (count: number, content: string, recipients: number): string[] {
         to, subject: `Benchmark message ${i}`,
         html: `<p>Hello from the svc benchmark, message ${i}.</p><p><a href="https://example.com/docs">Read the docs</a></p>`,
         attachments: [{ filename: 'report.pdf', content }],
+        ...(scheduledAt !== undefined ? { scheduledAt } : {}),
       }
     })))
   }
@@ -92,6 +95,47 @@ async function peerRun (peer: ChildProcess, relay: ChildProcess, port: number, c
   recordCost({ what: 'smtp + 1 MiB file (nodemailer peer)', per: 'email', count: s.messages, procs: costOf(report, s.messages) })
   log(`    peer smtp-attachment: ${fmt(rate)} emails/s (${fmt(s.messages)}/${fmt(count)} at the relay, ${Number(r.failed)} failed)`)
   return { value: rate, foreign }
+}
+
+/**
+ * The SMTP leg alone: the same emails accepted beforehand, all scheduled for one second T (far enough
+ * ahead for the posts to finish), so that from T svc does what the peer does — read each email's file,
+ * encode it, send it — and nothing of the intake. The rate is emails at the relay ÷ (last arrival − T).
+ */
+async function svcLegRun (relay: ChildProcess, port: number, count: number, content: string, leadMs: number): Promise<Sample & { late: boolean }> {
+  const label = 'smtp-attachment-leg'
+  const dir = tempDataDir()
+  const seeder = new Seeder(dir, 'http://127.0.0.1:9')
+  const account = await seeder.account()
+  const key = await seeder.apiKey(account)
+  await seeder.close()
+  const svc = await startSvc(dir, { SMTP_URL: `smtp://127.0.0.1:${port}`, SMTP_POOL_SIZE: String(SMTP_CONNECTIONS) }, label)
+  try {
+    await ask(relay, { type: 'reset' })
+    await postBatches(svc.origin, key, bodies(PER_REQUEST * 2, content, 1), 2)
+    await relayHas(relay, PER_REQUEST * 2, `${label} warm-up`)
+    // A whole second, so that every email is due at the same instant.
+    const T = Math.ceil((Date.now() + leadMs) / 1000) * 1000
+    const statuses = await postBatches(svc.origin, key, bodies(count, content, 1, new Date(T).toISOString()), 4)
+    const accepted = Date.now()
+    const late = accepted >= T
+    await ask(relay, { type: 'reset' })
+    await sleep(Math.max(0, T - Date.now()))
+    const watch = new CpuWatch({ svc: svc.pid })
+    const s = await relayHas(relay, count, label)
+    const report = watch.stop()
+    const rate = s.messages / ((s.last - T) / 1000)
+    const foreign = recordCpu(label, report)
+    const cost = costOf(report, s.messages, { name: 'svc', pid: svc.pid, deliveryTids: [] })
+    recordCost({ what: 'smtp + 1 MiB file, accepted before, due at once (svc)', per: 'email', count: s.messages, procs: cost })
+    log(`    svc ${label}: ${fmt(rate)} emails/s from T (${fmt(s.messages)}/${fmt(count)} at the relay; accepted ${fmt((T - accepted) / 1000, 1)} s before T; statuses ${JSON.stringify(statuses)})`)
+    if (late) log(`    ! ${label}: the posts ended after T: the figure holds intake too`)
+    return { value: rate, foreign, late }
+  } finally {
+    await stopSvc(svc)
+    reportLogged(label, svc)
+    removeDir(dir)
+  }
 }
 
 const LARGE_SENDS = 20
@@ -156,6 +200,7 @@ export async function smtpAttachment (): Promise<SmtpAttachmentFigures> {
   const cpu1: number[] = []
   let cpu50 = NaN
   let memory: SmtpAttachmentFigures['memory']
+  let leg: (Sample & { late: boolean }) | undefined
   try {
     await ask<Msg>(peer, { type: 'send', port, count: 20, connections: SMTP_CONNECTIONS, from: 'svc <no-reply@localhost>', attachment: content }, 300_000)
     for (let rep = 0; rep < reps; rep++) {
@@ -164,6 +209,9 @@ export async function smtpAttachment (): Promise<SmtpAttachmentFigures> {
       svcRuns.push(one)
       cpu1.push(one.cpuPerEmail)
     }
+    // The intake of the whole-path run sets the lead: twice its time, and 5 s more.
+    const intakeMs = svcRuns.length > 0 && Number.isFinite(svcRuns[0]!.value) ? (count / svcRuns[0]!.value) * 1000 : 60_000
+    leg = await svcLegRun(relay, port, count, content, 2 * intakeMs + 5000)
     cpu50 = (await svcRun(relay, port, wide, content, 50, 'smtp-attachment-50')).cpuPerEmail
     memory = await largeSends(relay, port)
   } finally {
@@ -176,6 +224,7 @@ export async function smtpAttachment (): Promise<SmtpAttachmentFigures> {
     svc: pick('smtp + 1 MiB file (svc)', svcRuns), peer: pick('smtp + 1 MiB file (peer)', peerRuns),
     cpuPerEmail1, cpuPerEmail50: cpu50, cpuPerExtraCopy: (cpu50 - cpuPerEmail1) / 49,
     ...(memory !== undefined ? { memory } : {}),
+    ...(leg !== undefined && !leg.late ? { leg: leg.value } : {}),
   }
   log(`    svc CPU per email: ${fmt(fig.cpuPerEmail1)} µs with 1 recipient, ${fmt(fig.cpuPerEmail50)} µs with 50 (${fmt(fig.cpuPerExtraCopy)} µs per further copy)`)
   results.smtpAttachment = { ...fig, emails: count, wideEmails: wide, fileBytes: FILE_BYTES, connections: SMTP_CONNECTIONS, runs: { svc: svcRuns, peer: peerRuns } }
