@@ -1,5 +1,5 @@
-// The rules that keep the inbound SMTP listener's slots for senders that deliver (src/mail/inbound/listener.ts
-// applies them; it knows sockets, this file knows only addresses and times).
+// The rules that keep the inbound SMTP listener's slots for senders that deliver (src/mail/inbound/slots.ts
+// applies them; it knows sessions, this file knows only addresses and times).
 //
 // Who counts as one sender: a network, not an address. One IPv6 customer gets a /64 at least and picks any
 // of its 2^64 addresses for each connection, so per-address counts key on the /64; IPv4 keys on a prefix
