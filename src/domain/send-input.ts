@@ -1,7 +1,7 @@
 // What a send request must hold: the rules applied after the schema check, for one send or for the
 // fields of a send the schema refused in part (so that one answer names every field that is wrong).
 import type { ErrorDetail } from '../errors.js'
-import { bareOf, formatAddress, parseAddress } from './addresses.js'
+import { formatAddress, parseAddress } from './addresses.js'
 import { hasControlCharacter } from './text.js'
 import type { TemplateRef } from './templates.js'
 import type { AttachmentInput } from './attachments.js'

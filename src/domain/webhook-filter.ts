@@ -139,8 +139,9 @@ export function emailTagsOf (stored: unknown): Array<{ name: string; value: stri
   }
   if (!Array.isArray(value)) return []
   const tags: Array<{ name: string; value: string }> = []
-  for (const t of value) {
-    if (t !== null && typeof t === 'object' && typeof t.name === 'string' && typeof t.value === 'string') tags.push({ name: t.name, value: t.value })
+  for (const t of value as unknown[]) {
+    const tag = t as { name?: unknown; value?: unknown } | null
+    if (tag !== null && typeof tag === 'object' && typeof tag.name === 'string' && typeof tag.value === 'string') tags.push({ name: tag.name, value: tag.value })
   }
   return tags
 }
@@ -210,7 +211,7 @@ const NOTHING: CompiledFilter = { domains: new Set(), tags: null }
  */
 export function compileStoredFilter (stored: unknown): CompiledFilter | null {
   if (stored === null || stored === undefined) return null
-  let value = stored
+  let value: unknown = stored
   if (typeof stored === 'string') {
     try {
       value = JSON.parse(stored)
@@ -234,7 +235,7 @@ export function storedFilterOf (value: unknown): WebhookFilter | null | undefine
   if (!tags.every((t) => t !== null && typeof t === 'object' && typeof (t as TagCondition).name === 'string' &&
     ((t as TagCondition).value === undefined || typeof (t as TagCondition).value === 'string'))) return undefined
   return {
-    domains: domains as string[],
+    domains,
     tags: (tags as TagCondition[]).map((t) => t.value === undefined ? { name: t.name } : { name: t.name, value: t.value }),
   }
 }

@@ -8,7 +8,7 @@ import { sharedLimiter, type RateLimitCounter } from '../domain/rate-limits.js'
 interface StoreOptions {
   timeWindow?: unknown
   /** The route a per-route limit belongs to (empty for app.createRateLimit limits). */
-  routeInfo?: { method?: unknown; url?: unknown }
+  routeInfo?: { method?: string | string[]; url?: string }
 }
 
 export function sharedRateLimitStore (counter: RateLimitCounter, clock: Clock, onPruneError: (err: unknown) => void): FastifyRateLimitStoreCtor {
@@ -31,5 +31,5 @@ export function sharedRateLimitStore (counter: RateLimitCounter, clock: Clock, o
       return new SharedRateLimitStore({ ...this.options, ...routeOptions })
     }
   }
-  return SharedRateLimitStore as unknown as FastifyRateLimitStoreCtor
+  return SharedRateLimitStore
 }

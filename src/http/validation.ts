@@ -125,7 +125,7 @@ const SIZE_KEYWORDS = new Set(['minItems', 'maxItems', 'uniqueItems'])
 /** The one problem Ajv's errors (from a validator with allErrors: false) come down to. */
 function explain (e: ErrorObject, all: ErrorObject[]): Problem {
   const s = (e.parentSchema ?? {}) as Schema
-  const params = (e.params ?? {}) as Record<string, any>
+  const params = e.params ?? {}
   const at = e.instancePath
   switch (e.keyword) {
     case 'type':

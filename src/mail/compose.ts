@@ -8,7 +8,7 @@ import { MAX_BUILD_BODY_CHARS } from '../domain/mail-attempt.js'
 import { TRACKING_TTL_MS, trackingRecipient } from '../domain/tracking-links.js'
 import type { EmailRecord } from '../store/emails.js'
 import { htmlToText } from './html-text.js'
-import { fillHtml, htmlTemplate, unsubscribeHeaders, type HtmlTemplate, type TrackingLinkOptions } from './tracking.js'
+import { fillHtml, htmlTemplate, unsubscribeHeaders, type TrackingLinkOptions } from './tracking.js'
 import type { MessageDraft, OutgoingMessage, RecipientCopy } from './transport.js'
 
 /** The message of an email cannot be built; the message says what failed and never quotes the content. */

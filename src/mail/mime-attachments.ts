@@ -73,7 +73,7 @@ export async function attachedTemplate (msg: OutgoingMessage, headers: Record<st
       contentDisposition: f.contentId !== undefined ? 'inline' : 'attachment',
       ...(f.contentId !== undefined ? { cid: f.contentId } : {}),
     })),
-  } as SendMailOptions
+  }
   if (msg.replyTo !== undefined && msg.replyTo.length > 0) mail.replyTo = msg.replyTo
   if (textMark !== undefined) mail.text = { content: textMark, contentTransferEncoding: 'base64' } as never
   if (htmlMark !== undefined) mail.html = { content: htmlMark, contentTransferEncoding: 'base64' } as never

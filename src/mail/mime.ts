@@ -12,7 +12,7 @@ import type { SendMailOptions } from 'nodemailer'
 import { MessageBuildError, errorKind } from './compose.js'
 import { attachedTemplate } from './mime-attachments.js'
 import { UNSUBSCRIBE, base64Lines, dkimHeader, headerFields, keyOf, marker, relaxedBody, type MimeTemplate } from './mime-parts.js'
-import { customHeaders, DKIM_SIGNED_HEADERS, formatMessageId, type OutgoingMessage, type RecipientCopy } from './transport.js'
+import { customHeaders, formatMessageId, type OutgoingMessage } from './transport.js'
 
 /** The DKIM-Signature header field for a message (head: its header block, body: as sent). */
 async function dkimSignature (head: string, body: string, dkim: NonNullable<OutgoingMessage['dkim']>, key: KeyObject): Promise<string> {
@@ -83,7 +83,7 @@ export function plainFields (msg: OutgoingMessage): Map<string, string> | undefi
  * does: the same encoding of names and subjects, the same folding. Exported for the tests.
  */
 export function composedFields (msg: OutgoingMessage): Map<string, string> {
-  const node = new MimeNode('text/plain', { disableFileAccess: true, disableUrlAccess: true } as never)
+  const node = new MimeNode('text/plain', { disableFileAccess: true, disableUrlAccess: true })
   // As MailComposer.compile sets them: every field it is given a truthy value for.
   if (msg.to) node.setHeader('to', msg.to)
   if (msg.cc) node.setHeader('cc', msg.cc)
@@ -119,7 +119,7 @@ async function build (msg: OutgoingMessage, headers: Record<string, string>): Pr
     messageId: formatMessageId(msg), from: msg.from, to: msg.to, cc: msg.cc, subject: msg.subject, headers,
     // Bodies come from API requests: a "path" or URL in them must never be read or fetched.
     disableFileAccess: true, disableUrlAccess: true,
-  } as SendMailOptions
+  }
   if (msg.replyTo !== undefined && msg.replyTo.length > 0) mail.replyTo = msg.replyTo
   if (textMark !== undefined) mail.text = { content: textMark, contentTransferEncoding: 'base64' } as never
   if (htmlMark !== undefined) mail.html = { content: htmlMark, contentTransferEncoding: 'base64' } as never

@@ -81,7 +81,7 @@ function nestingOf (templates: Template[], max: number): number {
     deepest = Math.max(deepest, depth)
     if (deepest > max) return deepest
     for (const t of list) {
-      if (typeof t.children === 'function') stack.push({ list: toValueSync(t.children(false, true)) as Template[], depth: depth + 1 })
+      if (typeof t.children === 'function') stack.push({ list: toValueSync<Template[]>(t.children(false, true)), depth: depth + 1 })
     }
   }
   return deepest
@@ -164,6 +164,7 @@ function stringify (value: unknown): string {
   if (typeof v === 'string') return v
   if (v === null || v === undefined) return ''
   if (Array.isArray(v)) return v.map(stringify).join('')
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- any other value prints as JavaScript prints it
   return String(v)
 }
 

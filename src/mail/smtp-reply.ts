@@ -124,7 +124,7 @@ export function dataChunks (raw: Buffer | readonly Buffer[]): Buffer[] {
   // How much of CRLF the bytes so far end with (2: a line starts here; the data's start counts as one).
   let state = 2
   let any = false
-  for (const chunk of raw as readonly Buffer[]) {
+  for (const chunk of raw) {
     const n = chunk.length
     if (n === 0) continue
     any = true

@@ -6,7 +6,6 @@
 import { fileURLToPath } from 'node:url'
 import { MessageChannel, type MessagePort } from 'node:worker_threads'
 import { Piscina } from 'piscina'
-import type { Registry } from 'prom-client'
 import { MessageBuildError, MessageRefusedError } from './compose.js'
 import { DEFAULT_SMTP_POOL_SIZE, parseSmtpUrl, renderedCounter, type SmtpTransportOptions } from './smtp-transport.js'
 import { stageTimer } from './stages.js'

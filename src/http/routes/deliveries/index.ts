@@ -1,6 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { parseTimestamp } from '../../../domain/clock.js'
-import type { EventType } from '../../../domain/events.js'
 import { ValidationError } from '../../../errors.js'
 import type { DeliveryRecord } from '../../../store/deliveries.js'
 import { requireAccount } from '../../auth.js'
@@ -28,7 +27,7 @@ const deliveryRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { se
   app.get('/api/webhooks/:id/deliveries', { schema: ListDeliveriesRoute }, async (request) => {
     const { status, limit, cursor } = request.query
     const page = await deliveries.list(requireAccount(request).id, request.params.id, {
-      limit, ...(status !== undefined ? { status: status as DeliveryRecord['status'] } : {}), ...(cursor !== undefined ? { cursor } : {}),
+      limit, ...(status !== undefined ? { status } : {}), ...(cursor !== undefined ? { cursor } : {}),
     })
     return { success: true as const, data: page.items.map(shown), nextCursor: page.nextCursor, message: `${page.items.length} deliveries` }
   })
@@ -40,7 +39,7 @@ const deliveryRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { se
 
   // Both bodies are optional: no body (or {}) is the default event, or the whole log until now.
   app.post('/api/webhooks/:id/test', { schema: TestDeliveryRoute, bodyLimit: BODY_LIMITS.small }, async (request, reply) => {
-    const type = (request.body?.event ?? 'email.sent') as EventType
+    const type = request.body?.event ?? 'email.sent'
     const d = await deliveries.test(requireAccount(request).id, request.params.id, type)
     return reply.code(202).send({ success: true, data: shown(d), message: `Test ${type} event queued` })
   })

@@ -3,7 +3,9 @@ import { EVENT_TYPES } from '../../../domain/events.js'
 import { MAX_STATS_DAYS } from '../../../app/stats.js'
 import { Success, Timestamp, component, errors, SESSION_OR_API_KEY } from '../../schemas.js'
 
-const Counts = Type.Object(Object.fromEntries(EVENT_TYPES.map((t) => [t, Type.Integer()])) as Record<string, TSchema>)
+// Typed as a record so that the schema's type is one count per any event name (what Stats' EventCounts is).
+const countProperties: Record<string, TSchema> = Object.fromEntries(EVENT_TYPES.map((t) => [t, Type.Integer()]))
+const Counts = Type.Object(countProperties)
 const Rate = Type.Union([Type.Number(), Type.Null()])
 const Threshold = Type.Object({ warn: Type.Number(), limit: Type.Number() })
 

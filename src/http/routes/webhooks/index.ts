@@ -5,7 +5,6 @@ import { cookieOrKey } from '../../cookie-or-key.js'
 import type { RouteContext, Services } from '../context.js'
 import { BODY_LIMITS } from '../../schemas.js'
 import { parseTimestamp } from '../../../domain/clock.js'
-import type { EventType } from '../../../domain/events.js'
 import { ValidationError, type ErrorDetail } from '../../../errors.js'
 import {
   CreateWebhookRoute, DeleteWebhookRoute, GetWebhookRoute, ListWebhooksRoute, PatchWebhookRoute, ReplayWebhookRoute, RotateSecretRoute,
@@ -68,7 +67,7 @@ const webhookRoutes: FastifyPluginAsyncTypebox<RouteContext> = async (app, { ser
     const until = request.body.until === undefined ? undefined : instant(request.body.until, 'until', problems)
     if (problems.length > 0) throw ValidationError('The request is not valid', problems)
     const { queued, range } = await hooks.replay(requireAccount(request).id, request.params.id, {
-      since: since!, until, events: request.body.events as EventType[] | undefined,
+      since: since!, until, events: request.body.events,
     })
     return reply.code(202).send({
       success: true,
