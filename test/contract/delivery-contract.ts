@@ -24,7 +24,6 @@ const unique = (): string => randomBytes(6).toString('hex')
 /** Large enough that no case below auto-disables a webhook by accident. */
 const HEALTHY = { autoDisableMs: 365 * DAY }
 
-const byId = <X extends { id: string }>(xs: X[]): X[] => [...xs].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
 const ids = (xs: Array<{ id: string }>): string[] => xs.map((x) => x.id)
 const sortedIds = (xs: Array<{ id: string }>): string[] => ids(xs).sort()
 

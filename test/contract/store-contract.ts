@@ -296,13 +296,13 @@ export function storeContract (name: string, make: MakeStore): void {
       const other = await newAccount()
       const [k1, k2, k3] = [makeKey(account.id), makeKey(account.id), makeKey(account.id)]
       // Inserted out of order: the order comes from the ids, not from the insertion.
-      for (const k of [k2!, k3!, k1!]) assert.equal(await store.insertApiKey(k, 10), 'created')
+      for (const k of [k2, k3, k1]) assert.equal(await store.insertApiKey(k, 10), 'created')
       assert.equal(await store.insertApiKey(makeKey(other.id), 10), 'created')
-      const revoked = await store.revokeApiKey(account.id, k2!.id, iso())
+      const revoked = await store.revokeApiKey(account.id, k2.id, iso())
       assert.ok(revoked)
 
       const listed = await store.listApiKeys(account.id)
-      assert.deepEqual(listed.map((k) => k.id), [k3!.id, k2!.id, k1!.id])
+      assert.deepEqual(listed.map((k) => k.id), [k3.id, k2.id, k1.id])
       assert.deepEqual(listed[0], k3)
       assert.deepEqual(listed[1], revoked)
       assert.deepEqual(await store.listApiKeys((await newAccount()).id), [])
@@ -339,26 +339,26 @@ export function storeContract (name: string, make: MakeStore): void {
     test('touchApiKeys records last use, never moves it backwards, and ignores unknown ids', async () => {
       const account = await newAccount()
       const [a, b] = [makeKey(account.id), makeKey(account.id)]
-      for (const k of [a!, b!]) assert.equal(await store.insertApiKey(k, 5), 'created')
+      for (const k of [a, b]) assert.equal(await store.insertApiKey(k, 5), 'created')
       const t0 = Date.now()
       const [t1, t2, t3] = [iso(t0 + 1000), iso(t0 + 2000), iso(t0 + 3000)]
 
       await store.touchApiKeys([])
-      await store.touchApiKeys([{ id: a!.id, lastUsedAt: t2 }, { id: nextId('key'), lastUsedAt: t2 }])
-      assert.equal((await store.findApiKeyByHash(a!.keyHash))?.lastUsedAt, t2)
-      assert.equal((await store.findApiKeyByHash(b!.keyHash))?.lastUsedAt, null, 'other keys untouched')
+      await store.touchApiKeys([{ id: a.id, lastUsedAt: t2 }, { id: nextId('key'), lastUsedAt: t2 }])
+      assert.equal((await store.findApiKeyByHash(a.keyHash))?.lastUsedAt, t2)
+      assert.equal((await store.findApiKeyByHash(b.keyHash))?.lastUsedAt, null, 'other keys untouched')
 
-      await store.touchApiKeys([{ id: a!.id, lastUsedAt: t1 }])
-      assert.equal((await store.findApiKeyByHash(a!.keyHash))?.lastUsedAt, t2, 'an earlier use does not move it back')
+      await store.touchApiKeys([{ id: a.id, lastUsedAt: t1 }])
+      assert.equal((await store.findApiKeyByHash(a.keyHash))?.lastUsedAt, t2, 'an earlier use does not move it back')
 
       // Several uses of one key in one batch, in any order: the latest wins.
-      await store.touchApiKeys([{ id: a!.id, lastUsedAt: t3 }, { id: a!.id, lastUsedAt: t1 }, { id: b!.id, lastUsedAt: t1 }])
-      assert.equal((await store.findApiKeyByHash(a!.keyHash))?.lastUsedAt, t3)
-      assert.equal((await store.findApiKeyByHash(b!.keyHash))?.lastUsedAt, t1)
+      await store.touchApiKeys([{ id: a.id, lastUsedAt: t3 }, { id: a.id, lastUsedAt: t1 }, { id: b.id, lastUsedAt: t1 }])
+      assert.equal((await store.findApiKeyByHash(a.keyHash))?.lastUsedAt, t3)
+      assert.equal((await store.findApiKeyByHash(b.keyHash))?.lastUsedAt, t1)
 
       const listed = await store.listApiKeys(account.id)
       assert.equal(listed.length, 2, 'unknown ids create nothing')
-      assert.deepEqual(listed.find((k) => k.id === a!.id), { ...a!, lastUsedAt: t3 })
+      assert.deepEqual(listed.find((k) => k.id === a.id), { ...a, lastUsedAt: t3 })
     })
 
     test('touchApiKeys also records use on a revoked key without un-revoking it', async () => {
@@ -438,7 +438,7 @@ export function storeContract (name: string, make: MakeStore): void {
       const account = await newAccount()
       const other = await newAccount()
       const [w1, w2, w3] = [makeWebhook(account.id), makeWebhook(account.id), makeWebhook(account.id)]
-      for (const w of [w3!, w1!, w2!]) assert.equal(await store.insertWebhook(w, 10), 'created')
+      for (const w of [w3, w1, w2]) assert.equal(await store.insertWebhook(w, 10), 'created')
       assert.equal(await store.insertWebhook(makeWebhook(other.id), 10), 'created')
       assert.deepEqual(await store.listWebhooks(account.id), [w3, w2, w1])
     })
@@ -446,14 +446,14 @@ export function storeContract (name: string, make: MakeStore): void {
     test('a deleted webhook is gone from find, list, update, delete and count', async () => {
       const account = await newAccount()
       const [kept, gone] = [makeWebhook(account.id), makeWebhook(account.id)]
-      for (const w of [kept!, gone!]) assert.equal(await store.insertWebhook(w, 10), 'created')
-      assert.equal(await store.deleteWebhook(account.id, gone!.id, iso()), true)
+      for (const w of [kept, gone]) assert.equal(await store.insertWebhook(w, 10), 'created')
+      assert.equal(await store.deleteWebhook(account.id, gone.id, iso()), true)
 
-      assert.equal(await store.findWebhook(account.id, gone!.id), null)
+      assert.equal(await store.findWebhook(account.id, gone.id), null)
       assert.deepEqual(await store.listWebhooks(account.id), [kept])
-      assert.equal(await store.updateWebhook(account.id, gone!.id, { url: 'https://hooks.example.test/back' }, iso()), null)
-      assert.equal(await store.findWebhook(account.id, gone!.id), null, 'an update does not bring it back')
-      assert.equal(await store.deleteWebhook(account.id, gone!.id, iso()), false)
+      assert.equal(await store.updateWebhook(account.id, gone.id, { url: 'https://hooks.example.test/back' }, iso()), null)
+      assert.equal(await store.findWebhook(account.id, gone.id), null, 'an update does not bring it back')
+      assert.equal(await store.deleteWebhook(account.id, gone.id, iso()), false)
       assert.equal(await store.countWebhooks(account.id), 1)
       assert.equal(await store.deleteWebhook(account.id, nextId('wh'), iso()), false)
     })
@@ -507,19 +507,19 @@ export function storeContract (name: string, make: MakeStore): void {
       // Fields the patch does not name keep their values, the nullable ones included.
       const t25 = iso(Date.now() + 2500)
       const enabled = await store.updateWebhook(account.id, w.id, { status: 'enabled' }, t25)
-      assert.deepEqual(enabled, { ...rotated!, status: 'enabled', updatedAt: t25 })
+      assert.deepEqual(enabled, { ...rotated, status: 'enabled', updatedAt: t25 })
       assert.deepEqual(await store.findWebhook(account.id, w.id), enabled)
 
       // null clears a nullable field; a key present with the value undefined is "not given".
       const t3 = iso(Date.now() + 3000)
       const cleared = await store.updateWebhook(account.id, w.id,
         { previousSecret: null, previousSecretExpiresAt: null, url: undefined, events: undefined }, t3)
-      assert.deepEqual(cleared, { ...enabled!, previousSecret: null, previousSecretExpiresAt: null, updatedAt: t3 })
+      assert.deepEqual(cleared, { ...enabled, previousSecret: null, previousSecretExpiresAt: null, updatedAt: t3 })
 
       // An empty patch still sets updatedAt.
       const t4 = iso(Date.now() + 4000)
-      assert.deepEqual(await store.updateWebhook(account.id, w.id, {}, t4), { ...cleared!, updatedAt: t4 })
-      assert.deepEqual(await store.findWebhook(account.id, w.id), { ...cleared!, updatedAt: t4 })
+      assert.deepEqual(await store.updateWebhook(account.id, w.id, {}, t4), { ...cleared, updatedAt: t4 })
+      assert.deepEqual(await store.findWebhook(account.id, w.id), { ...cleared, updatedAt: t4 })
       assert.equal(await store.updateWebhook(account.id, nextId('wh'), { status: 'disabled' }, t4), null)
     })
 

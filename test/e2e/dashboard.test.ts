@@ -261,7 +261,7 @@ test('the dashboard, end to end in chromium: sign up, keys, webhook, send, timel
 
   // --- A phone: the same page fits, the nav scrolls instead of overflowing.
   await page.setViewportSize({ width: 390, height: 844 })
-  const overflow = await page.evaluate('document.documentElement.scrollWidth - window.innerWidth') as number
+  const overflow = await page.evaluate<number>('document.documentElement.scrollWidth - window.innerWidth')
   assert.ok(overflow <= 0, `no sideways scrolling on a phone (${overflow} px too wide)`)
   await page.setViewportSize({ width: 1280, height: 900 })
 

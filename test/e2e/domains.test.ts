@@ -88,7 +88,7 @@ test('the Domains page in chromium: add a domain, copy its DKIM record, verify (
 
   // --- On a phone the long DKIM value wraps inside its cell: the page never scrolls sideways.
   await page.setViewportSize({ width: 390, height: 844 })
-  const overflow = await page.evaluate('document.documentElement.scrollWidth - window.innerWidth') as number
+  const overflow = await page.evaluate<number>('document.documentElement.scrollWidth - window.innerWidth')
   assert.ok(overflow <= 0, `no sideways scrolling on a phone (${overflow} px too wide)`)
   const valueBox = await dkim.locator('td[data-label="Value"] code').boundingBox()
   assert.ok(valueBox && valueBox.x + valueBox.width <= 390, 'the value stays on screen')

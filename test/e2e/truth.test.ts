@@ -101,7 +101,7 @@ test('the dashboard says when it is the sandbox, shows the email as sent and the
   // A focus ring at least 3:1 against the page.
   await page.keyboard.press('Tab')
   await page.keyboard.press('Tab')
-  const ring = await page.evaluate('(() => { const s = getComputedStyle(document.activeElement); return { width: s.outlineWidth, style: s.outlineStyle, color: s.outlineColor } })()') as { width: string; style: string; color: string }
+  const ring = await page.evaluate<{ width: string; style: string; color: string }>('(() => { const s = getComputedStyle(document.activeElement); return { width: s.outlineWidth, style: s.outlineStyle, color: s.outlineColor } })()')
   assert.notEqual(ring.style, 'none', 'the focused element has an outline')
   assert.ok(parseFloat(ring.width) >= 2, `outline ${ring.width}`)
   assert.ok(contrast(ring.color, 'rgb(255, 255, 255)') >= 3, `ring ${ring.color}`)

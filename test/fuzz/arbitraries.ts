@@ -124,7 +124,7 @@ const OPTIONAL_IN_BASE = new Set(['text'])
 
 export function sample (schema: JsonSchema | undefined, hints: Hints, field?: string): unknown {
   if (schema === undefined) return {}
-  if (field !== undefined && FIELD_HINTS[field]) return FIELD_HINTS[field]!(hints)
+  if (field !== undefined && FIELD_HINTS[field]) return FIELD_HINTS[field](hints)
   if ('const' in schema) return schema.const
   if (Array.isArray(schema.enum)) return schema.enum[0]
   // (An object's own anyOf is a rule about its fields, like the send's "html or text", not a union.)
@@ -253,7 +253,7 @@ export function bodyContent (schema: JsonSchema | undefined, hints: Hints): fc.A
   const baseText = JSON.stringify(base)
   const fields = fieldPaths(schema)
   const stringFields = fields.filter((f) => jsonTypesOf(f.schema).has('string'))
-  const anyField = fields.length ? fc.constantFrom(...fields) : fc.constant({ path: ['x'] as Array<string | number>, schema: {} as JsonSchema })
+  const anyField = fields.length ? fc.constantFrom(...fields) : fc.constant<{ path: Array<string | number>; schema: JsonSchema }>({ path: ['x'], schema: {} })
   const strField = stringFields.length ? fc.constantFrom(...stringFields) : anyField
 
   const kinds: Array<fc.Arbitrary<{ kind: string; text: string | undefined }>> = [

@@ -315,7 +315,7 @@ export class World {
       ...(opts.json !== undefined ? { payload: JSON.stringify(opts.json) } : {}),
     })
     const setCookie = [res.headers['set-cookie'] ?? []].flat().find((c) => c.startsWith('svc_session=') && !c.startsWith('svc_session=;'))
-    return { status: res.statusCode, body: res.json() as any, cookie: setCookie?.split(';')[0] }
+    return { status: res.statusCode, body: res.json(), cookie: setCookie?.split(';')[0] }
   }
 
   private static must<T extends { status: number; body: any }> (res: T, status: number, what: string): T {
@@ -496,7 +496,7 @@ export class World {
     for (const a of [this.accounts.A, this.accounts.B]) {
       for (const url of ['/api/account', '/api/keys', '/api/webhooks', '/api/domains', '/api/templates', '/api/suppressions?limit=100', `/api/webhooks/${a.webhookId}/deliveries?limit=100`]) {
         const res = await this.app.inject({ method: 'GET', url, headers: { cookie: a.cookie } })
-        const body = res.json() as any
+        const body = res.json()
         if (Array.isArray(body?.data)) for (const item of body.data) delete item.lastUsedAt
         out[`api.${a.label} GET ${url}`] = `${res.statusCode} ${JSON.stringify(body?.data)}`
       }

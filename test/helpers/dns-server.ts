@@ -4,7 +4,6 @@
 // from the zone are NXDOMAIN; a CNAME answers every type at its name, followed by the target's records.
 import dgram from 'node:dgram'
 import { Resolver } from 'node:dns/promises'
-import type { AddressInfo } from 'node:net'
 import type { TestContext } from 'node:test'
 import dnsPacket, { type Answer, type Packet } from 'dns-packet'
 
@@ -22,7 +21,7 @@ export interface TestDns {
   /** Adds to the name's records. */
   publish(name: string, entry: ZoneEntry): void
   /** `(name, type) => answers`, the shape of dns.resolve: what mailauth's `resolver` option takes. */
-  resolve(name: string, type: string): Promise<unknown>
+  resolve: (name: string, type: string) => Promise<unknown>
   queries: number
   /** Zones that never answer: a query for a name at or under one is dropped (counted in `dropped`). */
   silent: Set<string>
@@ -65,13 +64,13 @@ export async function startDnsServer (t: Pick<TestContext, 'after'>): Promise<Te
     if (entry === undefined) return null
     if (entry.CNAME !== undefined && type !== 'CNAME' && depth < 5) {
       const rest = answersFor(entry.CNAME, type, depth + 1) ?? []
-      return [{ type: 'CNAME', name, ttl: 60, class: 'IN', data: entry.CNAME } as Answer, ...rest]
+      return [{ type: 'CNAME', name, ttl: 60, class: 'IN', data: entry.CNAME }, ...rest]
     }
     switch (type) {
-      case 'TXT': return (entry.TXT ?? []).map((v) => ({ type: 'TXT', name, ttl: 60, class: 'IN', data: chunks(v) }) as Answer)
-      case 'MX': return (entry.MX ?? []).map((m) => ({ type: 'MX', name, ttl: 60, class: 'IN', data: { preference: m.priority, exchange: m.exchange } }) as Answer)
-      case 'CNAME': return entry.CNAME !== undefined ? [{ type: 'CNAME', name, ttl: 60, class: 'IN', data: entry.CNAME } as Answer] : []
-      case 'A': return (entry.A ?? []).map((a) => ({ type: 'A', name, ttl: 60, class: 'IN', data: a }) as Answer)
+      case 'TXT': return (entry.TXT ?? []).map((v) => ({ type: 'TXT', name, ttl: 60, class: 'IN', data: chunks(v) }))
+      case 'MX': return (entry.MX ?? []).map((m) => ({ type: 'MX', name, ttl: 60, class: 'IN', data: { preference: m.priority, exchange: m.exchange } }))
+      case 'CNAME': return entry.CNAME !== undefined ? [{ type: 'CNAME', name, ttl: 60, class: 'IN', data: entry.CNAME }] : []
+      case 'A': return (entry.A ?? []).map((a) => ({ type: 'A', name, ttl: 60, class: 'IN', data: a }))
       default: return []
     }
   }
@@ -104,7 +103,7 @@ export async function startDnsServer (t: Pick<TestContext, 'after'>): Promise<Te
     socket.send(response, rinfo.port, rinfo.address)
   })
   await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve))
-  dns.server = `127.0.0.1:${(socket.address() as AddressInfo).port}`
+  dns.server = `127.0.0.1:${socket.address().port}`
   const resolver = new Resolver({ timeout: 2000, tries: 1 })
   resolver.setServers([dns.server])
   dns.resolve = (name, type) => resolver.resolve(name, type as 'TXT')

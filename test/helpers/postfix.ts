@@ -156,7 +156,7 @@ async function postfix (dir: string, command: string): Promise<void> {
     await run(POSTFIX, ['-c', join(dir, 'etc'), command], { timeout: 30_000 })
   } catch (err) {
     const log = existsSync(join(dir, 'maillog')) ? readFileSync(join(dir, 'maillog'), 'utf8').split('\n').slice(-10).join('\n') : ''
-    throw new Error(`postfix ${command} failed: ${(err as Error).message}\n${log}`)
+    throw new Error(`postfix ${command} failed: ${(err as Error).message}\n${log}`, { cause: err })
   }
 }
 

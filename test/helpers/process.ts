@@ -11,7 +11,7 @@ export interface ServerProcess {
   process: ChildProcessWithoutNullStreams
   url: string
   /** Everything it printed so far, stdout and stderr. */
-  output(): string
+  output: () => string
 }
 
 /**
@@ -21,17 +21,17 @@ export interface ServerProcess {
  */
 export async function startServerProcess (t: Pick<TestContext, 'after'>, env: Record<string, string>, prefix: string[] = []): Promise<ServerProcess> {
   const [command, ...args] = [...prefix, process.execPath, SERVER_FILE]
-  const child = spawn(command!, args, {
+  const child = spawn(command, args, {
     env: { PATH: process.env.PATH ?? '', PORT: '0', SVC_SECRET: TEST_SECRET, LOG_LEVEL: 'info', ...env },
     stdio: ['pipe', 'pipe', 'pipe'],
   })
   t.after(() => killProcess(child))
   let output = ''
   // Read everything, always: a child whose pipe is full stops.
-  child.stderr.on('data', (chunk: Buffer) => { output += chunk })
+  child.stderr.on('data', (chunk: Buffer) => { output += chunk.toString() })
   const url = await new Promise<string>((resolve, reject) => {
     child.stdout.on('data', (chunk: Buffer) => {
-      output += chunk
+      output += chunk.toString()
       const m = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(output)
       if (m) resolve(m[1]!)
     })

@@ -117,11 +117,10 @@ export class Receiver {
 }
 
 export async function startReceiver (t: Pick<TestContext, 'after'>, scripts: Record<string, Script> = {}): Promise<Receiver> {
-  let receiver: Receiver | undefined
-  const server = http.createServer((req, res) => receiver!.handle(req, res))
-  receiver = new Receiver(server, scripts)
+  const server = http.createServer((req, res) => receiver.handle(req, res))
+  const receiver = new Receiver(server, scripts)
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.after(() => receiver!.close())
+  t.after(() => receiver.close())
   return receiver
 }
 

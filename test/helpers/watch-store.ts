@@ -17,5 +17,5 @@ export function watchStore<T> (store: Store, method: keyof Store, seen: (answer:
       const value: unknown = Reflect.get(target, prop, target)
       return typeof value === 'function' ? value.bind(target) : value
     },
-  }) as Store
+  })
 }

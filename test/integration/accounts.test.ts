@@ -41,8 +41,7 @@ describe('signup', () => {
     const server = await startServer(t)
     const { client } = await signedUp(server)
     const token = client.cookie!.slice('svc_session='.length)
-    const { SqliteStore } = await import('../../src/store/sqlite/index.js')
-    const db = (server.store as InstanceType<typeof SqliteStore>).db
+    const db = (server.store as import('../../src/store/sqlite/index.js').SqliteStore).db
     const rows = db.prepare('SELECT * FROM sessions').all()
     assert.equal(rows.length, 1)
     assert.equal(JSON.stringify(rows).includes(token), false)

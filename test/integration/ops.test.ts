@@ -42,7 +42,7 @@ function served (types: Map<string, string>, name: string): boolean {
 
 function promtool (args: string[], input?: string) {
   const r = spawnSync('promtool', args, { encoding: 'utf8', ...(input !== undefined ? { input } : {}) })
-  if ((r.error as NodeJS.ErrnoException | undefined)?.code === 'ENOENT') return null
+  if (r.error !== undefined && 'code' in r.error && r.error.code === 'ENOENT') return null
   return { status: r.status, output: `${r.stdout}${r.stderr}` }
 }
 const NO_PROMTOOL = 'promtool is not installed (Debian: apt-get install prometheus); skipped'

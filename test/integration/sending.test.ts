@@ -250,7 +250,7 @@ describe('idempotency', () => {
     const ids = new Set(answers.map((a) => a.body.data.id))
     assert.equal(ids.size, 1)
     const [id] = [...ids]
-    await s.settled(id!)
+    await s.settled(id)
     assert.equal(transport.sent().filter((m) => m.to[0] === 'race@example.com').length, 1)
   })
 

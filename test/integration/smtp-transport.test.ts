@@ -474,7 +474,7 @@ function signingDomain () {
 }
 
 async function dkimResult (raw: string, resolver: (name: string, type: string) => Promise<string[][]>): Promise<{ result: string; signingDomain?: string }> {
-  const verdict = await dkimVerify(Buffer.from(raw), { resolver: resolver as never })
+  const verdict = await dkimVerify(Buffer.from(raw), { resolver })
   const first = verdict.results[0] as { status: { result: string }; signingDomain?: string } | undefined
   return { result: first?.status.result ?? 'none', signingDomain: first?.signingDomain }
 }

@@ -19,7 +19,7 @@ const METHODS = ['get', 'head', 'post', 'put', 'patch', 'delete']
 
 interface Document { paths: Record<string, Record<string, { responses: Record<string, unknown> }>> }
 interface FlowModule {
-  flow(baseUrl: string, email: string, password: string): Promise<{ calls: string[]; codes: string[] }>
+  flow: (baseUrl: string, email: string, password: string) => Promise<{ calls: string[]; codes: string[] }>
 }
 
 const TSCONFIG = {

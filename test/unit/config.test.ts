@@ -252,7 +252,7 @@ describe('the shipped files: .env.example filled in as the README says', () => {
   function serviceEnvironment (compose: string, service: string): Record<string, string> {
     const at = compose.split('\n').indexOf(`  ${service}:`)
     assert.ok(at >= 0, `compose.yaml has the service ${service}`)
-    return composeMapping(compose, /^    environment:$/, at)
+    return composeMapping(compose, /^ {4}environment:$/, at)
   }
 
   /** The ENV the image sets (Dockerfile). */

@@ -20,7 +20,7 @@ class FakeClock {
 }
 
 function origin (seq: number, router = 1, createdAt = 0): DeliveryOrigin {
-  return { seq, accountId: 'acc_1', eventId: `evt_${seq}`, eventType: 'email.sent', emailId: 'em_1', eventAt: 0, router, createdAt } as DeliveryOrigin
+  return { seq, accountId: 'acc_1', eventId: `evt_${seq}`, eventType: 'email.sent', emailId: 'em_1', eventAt: 0, router, createdAt }
 }
 
 function work (id: string, more: Partial<DeliveryWork> = {}): DeliveryWork {

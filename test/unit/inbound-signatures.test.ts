@@ -11,7 +11,7 @@ import { boundSignatures, SIGNATURE_BOUNDS, type SignatureBounds } from '../../s
 const MEGABYTE = 1024 * 1024
 const require = createRequire(import.meta.url)
 const { MessageParser } = require('mailauth/lib/dkim/message-parser.js') as { MessageParser: new () => NodeJS.WritableStream & { messageHeaders(h: unknown): Promise<void>; nextChunk(c: Buffer): Promise<void> } }
-const { writeToStream } = require('mailauth/lib/tools.js') as { writeToStream(stream: unknown, input: Buffer): Promise<void> }
+const { writeToStream } = require('mailauth/lib/tools.js') as { writeToStream: (stream: unknown, input: Buffer) => Promise<void> }
 
 interface Read { fields: Array<{ key: string | null; line: string }>; body: Buffer }
 

@@ -75,12 +75,12 @@ describe('login guard (the per-address throttle, then the account-wide ceiling o
   const allowed = async (p: Promise<LoginAttempt>) => {
     const a = await p
     assert.equal(a.allowed, true, JSON.stringify(a))
-    return a as Extract<LoginAttempt, { allowed: true }>
+    return a
   }
   const refused = async (p: Promise<LoginAttempt>) => {
     const a = await p
     assert.equal(a.allowed, false, 'refused')
-    return a as Extract<LoginAttempt, { allowed: false }>
+    return a
   }
 
   test('failedBefore: tries that did not succeed, from the two counts', () => {
@@ -235,7 +235,10 @@ describe('login guard (the per-address throttle, then the account-wide ceiling o
   }
 
   test('both counts share the attempt\'s window: a login answered just after its window ends changes no later count (this process\'s counts)', async () => {
-    await acrossWindowBoundaries((clock) => createLocalCeilingCounts().counter)
+    await acrossWindowBoundaries(() => {
+      const counts = createLocalCeilingCounts()
+      return (account) => counts.counter(account)
+    })
   })
 
   test('this process\'s counts: tries at other emails do not flush a full ceiling, up to the bound; memory stays within it', async () => {

@@ -16,7 +16,7 @@ function email (i: number): EmailRecord {
   return {
     id: `em_${String(i).padStart(28, '0')}`, accountId: 'acct_1', from: 'svc <no-reply@example.com>', to: [`r${i}@example.com`], cc: [], bcc: [], replyTo: [],
     subject: `hello ${i}`, html: null, text: 'hi', headers: {}, tags: [], suppressed: [], recipients: [{ address: `r${i}@example.com`, state: 'pending' }],
-    status: 'queued' as EmailRecord['status'], attempts: 0, nextAttemptAt: at, leaseOwner: null, leaseExpiresAt: null, leaseToken: 0, lastError: null, createdAt: at, updatedAt: at,
+    status: 'queued', attempts: 0, nextAttemptAt: at, leaseOwner: null, leaseExpiresAt: null, leaseToken: 0, lastError: null, createdAt: at, updatedAt: at,
   }
 }
 

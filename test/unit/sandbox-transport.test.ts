@@ -168,7 +168,7 @@ describe('sandbox transport writing to a directory', () => {
     assert.ok(click, 'the link is tracked')
     assert.equal(verifyTrackingToken(copies.secret, click, 'click')?.recipient, 'r5@example.net')
     assert.match(readFileSync(path.join(dir, `${email(5, '').id}.eml`), 'utf8'), /^List-Unsubscribe:\s+<http:\/\/127\.0\.0\.1:3000\/t\/u\//m)
-    assert.equal(createSandboxTransport({ keep: 0 }).sendDraft, undefined, 'no drafts without what copies are made with')
+    assert.equal(typeof createSandboxTransport({ keep: 0 }).sendDraft, 'undefined', 'no drafts without what copies are made with')
   })
 
   test('a directory it cannot write to fails no send; it says so once', async (t) => {
