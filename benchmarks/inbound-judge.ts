@@ -34,7 +34,7 @@ const { privateKey, publicKey } = generateKeyPairSync('rsa', {
   modulusLength: 2048, publicKeyEncoding: { type: 'spki', format: 'der' }, privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
 })
 const child = fork(fileURLToPath(import.meta.url), ['dns'], { env: { ...process.env, BENCH_DKIM_PUBLIC_KEY: Buffer.from(publicKey).toString('base64') } })
-const dns = { server: await new Promise<string>((resolve) => child.once('message', (m) => resolve(String(m)))) }
+const dns = { server: await new Promise<string>((resolve) => child.once('message', (m) => resolve(m as string))) }
 
 async function message (attachment: number, signatures = 0): Promise<Buffer> {
   const t = nodemailer.createTransport({

@@ -99,7 +99,7 @@ try {
   const signup = await app.inject({ method: 'POST', url: '/api/auth/signup', payload: { email: 'bench@example.test', password: 'correct horse battery' } })
   const cookie = String(signup.headers['set-cookie']).split(';')[0]!
   const origin = config.publicUrl
-  const key = JSON.parse((await app.inject({ method: 'POST', url: '/api/keys', headers: { cookie, origin }, payload: { name: 'bench' } })).body).data.key as string
+  const key = (JSON.parse((await app.inject({ method: 'POST', url: '/api/keys', headers: { cookie, origin }, payload: { name: 'bench' } })).body) as { data: { key: string } }).data.key
   const receipt = TEMPLATES[1]!
   await app.inject({ method: 'POST', url: '/api/templates', headers: { cookie, origin }, payload: { name: 'receipt', ...receipt.content, html: receipt.content.html!, text: receipt.content.text! } })
   const rendered = renderTemplate(compile(receipt.content), receipt.variables, renderBudget())

@@ -311,9 +311,9 @@ export async function runSvcOn (dir: string, secrets: string[], expected: number
   const svc = await startSvc(dir, {}, scenario)
   let stopped: { peakRssMiB: number; exitCode: number | null } | undefined
   let stats: Waited
-  let foreign = 0
-  let cost: Record<string, Cost> = {}
-  let counted = 0
+  let foreign: number
+  let cost: Record<string, Cost>
+  let counted: number
   try {
     const before = (await sinkStats()).fast.count
     const watch = new CpuWatch({ svc: svc.pid, ...sinkProcs() })

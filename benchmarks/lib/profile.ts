@@ -37,7 +37,7 @@ export function summarizeProfile (file: string, n = 12): ProfileSummary {
 }
 
 export function summarizeDir (dir: string, n = 12): ProfileSummary[] {
-  let files: string[] = []
+  let files: string[]
   try { files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')).sort() } catch { return [] }
   return files.map((f) => summarizeProfile(join(dir, f), n))
 }

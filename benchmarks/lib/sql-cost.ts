@@ -42,7 +42,7 @@ export class SqlTally {
 
   add (method: string, sql: string, ns: number, rows: number): void {
     let bySql = this.byMethod.get(method)
-    if (bySql === undefined) this.byMethod.set(method, bySql = new Map())
+    if (bySql === undefined) this.byMethod.set(method, bySql = new Map<string, SqlCost>())
     let entry = bySql.get(sql)
     if (entry === undefined) {
       entry = { method, sql: statementKey(sql), calls: 0, rows: 0, ms: 0 }
