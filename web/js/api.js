@@ -45,7 +45,7 @@ export async function request (method, path, body, opts = {}) {
   } catch {
     throw new ApiError(0, 'network_error', 'The service cannot be reached. Check your connection and try again.')
   }
-  let payload = null
+  let payload
   const text = await res.text()
   try { payload = text ? JSON.parse(text) : null } catch { payload = null }
   if (res.ok && payload && payload.success === true) return payload

@@ -4,7 +4,7 @@ import { api } from '../api.js'
 import { announce, badge, clear, confirmDialog, empty, errorBox, h, pageHeader, secretPanel, td, time, table } from '../dom.js'
 import { field, form, rules } from '../form.js'
 
-export async function render (view, ctx) {
+export async function render (view) {
   const listArea = h('section', { class: 'card flush', 'aria-labelledby': 'keys-title' })
   const secretArea = h('div', {})
   const usage = h('p', { class: 'muted page-sub' })
