@@ -157,7 +157,7 @@ export class Mailer implements Component, LocalIntake {
     try {
       instrumentHtml('', { publicUrl: options.publicUrl, secret: options.secret, emailId: 'em_check', recipient: 'check@example.invalid', expiresAt: 1 })
     } catch (err) {
-      throw new Error(`mailer: tracking links cannot be made with this PUBLIC_URL and secret (${err instanceof Error ? err.message : String(err)})`)
+      throw new Error(`mailer: tracking links cannot be made with this PUBLIC_URL and secret (${err instanceof Error ? err.message : String(err)})`, { cause: err })
     }
     this.outcomes = options.registry
       ? new Counter({

@@ -19,8 +19,8 @@ import type { AddressInfo } from 'node:net'
 import { Counter, type Registry } from 'prom-client'
 import { SMTPServer, type SMTPServerSession } from 'smtp-server'
 import {
-  addressField, classifyDsn, type ComplaintMatch, type ReturnedMailService, type ReturnedOutcome,
-} from '../../app/returned-mail.js'
+  addressField, classifyDsn, type ComplaintMatch, type ReturnedMail, type ReturnedOutcome,
+} from '../../domain/returned-mail.js'
 import { DEFAULT_PREFIXES, type ConnectionLimits } from '../../domain/inbound-limits.js'
 import { parseVerpAddress, type VerpClaims } from '../../domain/verp.js'
 import { readFieldBlocks, scanHeaderFields, type Block } from './fields.js'
@@ -77,7 +77,7 @@ export interface InboundOptions {
   verpKey: Buffer
   /** Lower case; undefined: only VERP addresses are accepted. */
   complaintsAddress: string | undefined
-  returnedMail: ReturnedMailService
+  returnedMail: ReturnedMail
   logger: FastifyBaseLogger
   registry?: Registry
   maxBytes?: number
@@ -391,7 +391,7 @@ export class InboundMail {
   /** Reads one message and records what it means. Rejects only when the store could not be written. */
   private async handle (raw: Buffer, envelope: Envelope): Promise<void> {
     let attachments: Attachment[]
-    let text = ''
+    let text: string
     try {
       const parsed = await simpleParser(raw, {
         keepDeliveryStatus: true, skipHtmlToText: true, skipTextToHtml: true, skipTextLinks: true, skipImageLinks: true,
@@ -407,10 +407,10 @@ export class InboundMail {
     const arf = part('message/feedback-report')
     const dsn = part(DSN_TYPES)
     if (arf !== undefined) {
-      const fields: Block = readFieldBlocks(arf.content.toString('utf8'))[0] ?? new Map()
+      const fields: Block = readFieldBlocks(arf.content.toString('utf8'))[0] ?? new Map<string, string>()
       const original = part(ORIGINAL_TYPES)
       const headers = original !== undefined
-        ? [...(readFieldBlocks(original.content.toString('utf8'))[0] ?? new Map()).entries()].map(([name, value]) => ({ name, value }))
+        ? [...(readFieldBlocks(original.content.toString('utf8'))[0] ?? new Map<string, string>()).entries()].map(([name, value]) => ({ name, value }))
         // An inline original is folded into the text by mailparser: its header lines are still there.
         : scanHeaderFields(`${text}\n${raw.toString('utf8')}`, ['return-path'])
       // Only signed VERP addresses tie a report to a recipient (src/app/returned-mail.ts).
