@@ -100,7 +100,7 @@ export class DeliveryEngine implements Component {
       log: this.log,
       source: this.source,
       autoDisableMs: opts.autoDisableMs,
-      onQueued: (outcome) => this.metrics.outcomes.inc({ outcome: outcome.kind }),
+      onQueued: (outcome) => this.metrics.countOutcome(outcome.kind),
       onStale: (n) => this.metrics.staleOutcomes.inc(n),
       ...(opts.timers ? { timers: opts.timers } : {}),
     })

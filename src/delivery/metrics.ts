@@ -1,5 +1,6 @@
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client'
+import { Counter, Gauge, type Registry } from 'prom-client'
 import type { DeliveryStats } from '../store/deliveries.js'
+import { PlainHistogram } from './plain-histogram.js'
 
 export interface EngineProbe {
   stats(): Promise<DeliveryStats>
@@ -14,36 +15,35 @@ export interface EngineProbe {
 
 export function createDeliveryMetrics (registry: Registry, probe: EngineProbe) {
   const registers = [registry]
+  // Outcomes are counted here, one addition each, and handed to the counter when /metrics is read:
+  // prom-client's inc() with a label hashes the label on every call.
+  const outcomeCounts = new Map<string, number>()
   return {
+    countOutcome (kind: string): void {
+      outcomeCounts.set(kind, (outcomeCounts.get(kind) ?? 0) + 1)
+    },
     outcomes: new Counter({
       name: 'svc_deliveries_total',
       help: 'Delivery attempts by outcome (succeeded, retry, failed, gone), and work handed back to the store unattempted (deferred: breaker or pause; parked: the webhook actor is full)',
       labelNames: ['outcome'] as const,
       registers,
+      collect () {
+        for (const [outcome, n] of outcomeCounts) this.inc({ outcome }, n)
+        outcomeCounts.clear()
+      },
     }),
     staleOutcomes: new Counter({
       name: 'svc_delivery_stale_outcomes_total',
       help: 'Outcomes not applied because their lease had been lost (another node took the delivery over, or the outcome was written twice)',
       registers,
     }),
-    attempts: new Histogram({
-      name: 'svc_delivery_attempts',
-      help: 'Attempts a delivery took, observed when it succeeds or fails for good',
-      buckets: [1, 2, 3, 4, 6, 8, 11],
-      registers,
-    }),
-    latency: new Histogram({
-      name: 'svc_delivery_latency_seconds',
-      help: 'From the event to the 2xx that delivered it',
-      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 120, 600, 3600, 86400],
-      registers,
-    }),
-    requestDuration: new Histogram({
-      name: 'svc_delivery_request_duration_seconds',
-      help: 'One HTTP attempt, from connect to the last body byte',
-      buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10],
-      registers,
-    }),
+    // The three observed at every delivery are PlainHistograms (see plain-histogram.ts).
+    attempts: new PlainHistogram('svc_delivery_attempts', 'Attempts a delivery took, observed when it succeeds or fails for good',
+      [1, 2, 3, 4, 6, 8, 11], registers),
+    latency: new PlainHistogram('svc_delivery_latency_seconds', 'From the event to the 2xx that delivered it',
+      [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 120, 600, 3600, 86400], registers),
+    requestDuration: new PlainHistogram('svc_delivery_request_duration_seconds', 'One HTTP attempt, from connect to the last body byte',
+      [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10], registers),
     depth: new Gauge({
       name: 'svc_delivery_queue_depth',
       help: 'Deliveries waiting (pending: not yet attempted or due now; retrying: failed, retry scheduled) and events not yet routed',
