@@ -11,7 +11,7 @@ import { iso } from '../../src/domain/clock.js'
 import { eventPayload, type EventRecord, type EventType } from '../../src/domain/events.js'
 import { newId } from '../../src/domain/ids.js'
 import { limitsOf } from '../../src/domain/plans.js'
-import { hashToken, newApiKey, newWebhookSecret } from '../../src/domain/secrets.js'
+import { hashToken, newApiKey, newWebhookSecret, sealWebhookSecret } from '../../src/domain/secrets.js'
 import { openSqliteStore, type SqliteStore } from '../../src/store/sqlite/index.js'
 import type { EmailRecord } from '../../src/store/emails.js'
 import { eventRoute, type WebhookFilter } from '../../src/domain/webhook-filter.js'
@@ -58,9 +58,11 @@ export class Seeder {
     const secret = newWebhookSecret()
     this.secrets.push(secret)
     const now = iso(Date.now())
+    const id = newId('wh')
+    // Stored sealed, as svc stores them (it opens each one and refuses what is not sealed); the sink gets the plain one.
     const r = await this.store.insertWebhook({
-      id: newId('wh'), accountId, url: new URL(`${this.sinkOrigin}/${opts.slow ? 's' : 'h'}/${index}`).href,
-      events: opts.events ?? ['email.sent', 'email.delivered'], secret, previousSecret: null, previousSecretExpiresAt: null,
+      id, accountId, url: new URL(`${this.sinkOrigin}/${opts.slow ? 's' : 'h'}/${index}`).href,
+      events: opts.events ?? ['email.sent', 'email.delivered'], secret: sealWebhookSecret(SVC_SECRET, id, secret), previousSecret: null, previousSecretExpiresAt: null,
       status: 'enabled', filter: opts.filter ?? null, createdAt: now, updatedAt: now,
     }, limitsOf('pro').webhooks)
     if (r !== 'created') throw new Error('seeding: webhook refused (plan limit)')

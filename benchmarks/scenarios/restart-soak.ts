@@ -16,13 +16,13 @@ import type { AddressInfo } from 'node:net'
 import { iso } from '../../src/domain/clock.js'
 import { newId } from '../../src/domain/ids.js'
 import { limitsOf } from '../../src/domain/plans.js'
-import { newWebhookSecret } from '../../src/domain/secrets.js'
+import { newWebhookSecret, sealWebhookSecret } from '../../src/domain/secrets.js'
 import { log, notes, QUICK, reportLogged, results, sendBodies } from '../lib/context.js'
 import { ask, freePort, machineBusy, sampleCpu, sleep, startProc, stopChild, type Msg } from '../lib/procs.js'
 import { fmt } from '../lib/report.js'
 import { runtimeScrape } from '../lib/runtime.js'
 import { summarize } from '../lib/stats.js'
-import { deliveryCounts, removeDir, Seeder, startSvc, stopSvc, tempDataDir, type SvcProcess } from '../lib/svc.js'
+import { deliveryCounts, removeDir, Seeder, startSvc, stopSvc, SVC_SECRET, tempDataDir, type SvcProcess } from '../lib/svc.js'
 import type { SendRecord } from '../procs/restart-load.js'
 
 export const SOAK = QUICK
@@ -70,8 +70,9 @@ async function receiver (behave: Behaviour): Promise<{ origin: string; close: ()
 
 async function hook (seeder: Seeder, accountId: string, url: string): Promise<void> {
   const now = iso(Date.now())
+  const id = newId('wh')
   const r = await seeder.store.insertWebhook({
-    id: newId('wh'), accountId, url, events: ['email.sent', 'email.delivered'], secret: newWebhookSecret(), previousSecret: null,
+    id, accountId, url, events: ['email.sent', 'email.delivered'], secret: sealWebhookSecret(SVC_SECRET, id, newWebhookSecret()), previousSecret: null,
     previousSecretExpiresAt: null, status: 'enabled', filter: null, createdAt: now, updatedAt: now,
   }, limitsOf('pro').webhooks)
   if (r !== 'created') throw new Error('seeding: webhook refused')
