@@ -84,7 +84,7 @@ export interface BurstRun {
   /** Relay arrival − T, in ms, of the first and the last message (a negative first: one went early). */
   firstAfterMs: number; lastAfterMs: number
   arrived: number
-  /** Messages at the relay a moment before T (should be 0). */
+  /** Messages at the relay before T: those there half a second before it, at least 1 if the first came before T (should be 0). */
   beforeT: number
   /** N ÷ (last − T), and N ÷ (last − first), emails a second. */
   rate: number; rateFromFirst: number
@@ -237,7 +237,7 @@ async function svcRun (relay: ChildProcess, port: number, count: number, nodeCou
     const lastAfterMs = s.messages > 0 ? s.last - T : NaN
     const run: Omit<BurstRun, 'byStatus' | 'extraAttempts' | 'logged'> = {
       nodes: nodeCount, emails: count, acceptSeconds, acceptRate: count / acceptSeconds, statuses, leadSeconds: (T - accepted) / 1000,
-      firstAfterMs, lastAfterMs, arrived: s.messages, beforeT: before.messages,
+      firstAfterMs, lastAfterMs, arrived: s.messages, beforeT: Math.max(before.messages, firstAfterMs < 0 ? 1 : 0),
       rate: s.messages / (lastAfterMs / 1000), rateFromFirst: s.messages > 1 ? (s.messages - 1) / ((s.last - s.first) / 1000) : NaN,
       idle, claims: drain.claims, emptyClaims: drain.claims - drain.claimsWithEmails,
       claimMeanMs: drain.claims > 0 ? drain.claimSeconds * 1000 / drain.claims : NaN,
