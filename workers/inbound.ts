@@ -4,7 +4,7 @@
 // thread ends a task that passes its deadline (or whose connection is gone) by terminating this thread.
 // Wiring only; the work is src/mail/inbound/examine.ts, tested without threads.
 import { workerData } from 'node:worker_threads'
-import type { Authentication, ParsedMessage } from '../src/app/received.js'
+import type { Authentication, ParsedMessage } from '../src/domain/received-message.js'
 import { dnsBudgetEnd, dnsLookup, judge, limitedResolver, readMessage } from '../src/mail/inbound/examine.js'
 import type { SignatureBounds } from '../src/mail/inbound/signature-bounds.js'
 

@@ -14,14 +14,11 @@ import { iso, type Clock } from '../domain/clock.js'
 import type { Dns } from '../domain/dns.js'
 import { newId } from '../domain/ids.js'
 import { planLimit, planLimitReached } from '../domain/plan-limits.js'
+import { bounceHost, type SigningKey } from '../domain/sender-domains.js'
 import { open, seal } from '../domain/secrets.js'
 
 const generateKeyPairAsync = promisify(generateKeyPair)
 
-/** The subdomain of a sender domain that its Return-Path (VERP) addresses live on. */
-export const BOUNCE_SUBDOMAIN = 'bounces'
-/** How often the background check looks again at a domain. */
-export const RECHECK_INTERVAL_MS = 3_600_000
 const MAX_INPUT = 1024
 
 export interface DomainSettings {
@@ -91,10 +88,6 @@ export interface DnsRecordView {
   /** Whether the domain's status depends on it (DMARC is a suggestion). */
   required: boolean
   status: DnsRecordStatus
-}
-
-export function bounceHost (name: string): string {
-  return `${BOUNCE_SUBDOMAIN}.${name}`
 }
 
 export function dkimRecordValue (publicKey: string): string {
@@ -214,13 +207,6 @@ export function trackingDefaultsOf (d: Pick<DomainRecord, 'tracking'> | null): {
     opens: d?.tracking?.opens ?? ACCOUNT_TRACKING_DEFAULT.opens,
     clicks: d?.tracking?.clicks ?? ACCOUNT_TRACKING_DEFAULT.clicks,
   }
-}
-
-/** What the key to sign mail of one domain is, for the mailer only. */
-export interface SigningKey {
-  domainName: string
-  keySelector: string
-  privateKey: string
 }
 
 export interface DomainServiceOptions {

@@ -15,55 +15,20 @@
 //
 // Nothing here follows a link or loads anything the message names, and nothing received is ever sent on.
 import { domainToASCII } from 'node:url'
-import { AUTH_RESULTS, type AuthResult } from '../domain/auth-results.js'
+import {
+  AUTH_RESULTS, LIMITS, authResult, byAccount, type Authentication, type AuthResult, type ParsedMessage, type ReceiveOutcome,
+} from '../domain/received-message.js'
 import type { Store } from '../store/types.js'
-import type { ReceivedAttachment, ReceivedHeader, ReceivedRecord } from '../store/received.js'
+import type { ReceivedAttachment, ReceivedRecord } from '../store/received.js'
 import { NotFound, ValidationError } from '../errors.js'
 import { iso, type Clock } from '../domain/clock.js'
 import { makeEvent } from '../domain/email-events.js'
 import type { EventRecord } from '../domain/events.js'
 import { looksLikeId, newId } from '../domain/ids.js'
 import { PLANS } from '../domain/plans.js'
-import { emailIdOfMessageId } from './returned-mail.js'
+import { emailIdOfMessageId } from '../domain/returned-mail.js'
 
-export const LIMITS = {
-  /** Characters of text and of html kept (and sent in the event); longer ones are cut and flagged. */
-  text: 64 * 1024,
-  html: 64 * 1024,
-  headers: 100,
-  headerValue: 1000,
-  subject: 998,
-  from: 1000,
-  addresses: 50,
-  address: 320,
-  attachments: 100,
-  filename: 255,
-  messageIds: 20,
-  /** Envelope recipients listed on one message (the listener takes fewer per transaction). */
-  recipients: 100,
-  /** Accounts that may receive one recipient's mail (the same domain verified by several accounts). */
-  accountsPerDomain: 5,
-} as const
-
-export { AUTH_RESULTS, type AuthResult }
-
-/** What the listener read from one message: mailparser's fields, unbounded as parsed. */
-export interface ParsedMessage {
-  from: string
-  to: string[]
-  cc: string[]
-  subject: string
-  text: string | null
-  html: string | null
-  /** Header fields in order, names as written, values unfolded. */
-  headers: ReceivedHeader[]
-  messageId: string | null
-  /** In-Reply-To first, then References, each a message id as written. */
-  replyIds: string[]
-  attachments: Array<{ filename: string | null; contentType: string; content: Buffer }>
-}
-
-export interface Authentication { spf: AuthResult; dkim: AuthResult; dmarc: AuthResult; arc: AuthResult | null }
+export { AUTH_RESULTS, LIMITS, authResult, byAccount, type Authentication, type AuthResult, type ParsedMessage, type ReceiveOutcome }
 
 /** A recipient's address lower case, its domain in ASCII; null when it is not an address. */
 export function splitRecipient (address: string): { local: string; domain: string } | null {
@@ -95,11 +60,6 @@ function bounded (value: string, max: number): string {
 export function safeContentType (value: string): string {
   const v = value.slice(0, 200).trim().toLowerCase()
   return /^[a-z0-9][a-z0-9!#$&^_.+-]{0,63}\/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$/.test(v) ? v : 'application/octet-stream'
-}
-
-export function authResult (value: unknown): AuthResult {
-  const v = typeof value === 'string' ? value.toLowerCase() : ''
-  return (AUTH_RESULTS as readonly string[]).includes(v) ? v as AuthResult : 'none'
 }
 
 /** The message as kept: every field bounded. Attachments get ids att_1, att_2, … in order. */
@@ -177,22 +137,6 @@ export function attachmentDisposition (filename: string | null, fallback: string
   const name = filename === null || filename.trim() === '' ? fallback : filename
   const ascii = name.replace(/[^\x20-\x7e]|["\\%]/g, '_')
   return `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(name).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)}`
-}
-
-export type ReceiveOutcome = 'received' | 'over_limit'
-
-/**
- * The targets of one transaction (one per account and RCPT) as one message per account: its recipients
- * in the order given, each once, and the first one's domain. Accounts in the order first named.
- */
-export function byAccount (targets: ReadonlyArray<{ accountId: string; domainId: string; recipient: string }>): Array<{ accountId: string; domainId: string; recipients: string[] }> {
-  const out = new Map<string, { accountId: string; domainId: string; recipients: string[] }>()
-  for (const t of targets) {
-    const one = out.get(t.accountId)
-    if (one === undefined) out.set(t.accountId, { accountId: t.accountId, domainId: t.domainId, recipients: [t.recipient] })
-    else if (!one.recipients.includes(t.recipient)) one.recipients.push(t.recipient)
-  }
-  return [...out.values()]
 }
 
 export interface ReceivedServiceOptions {

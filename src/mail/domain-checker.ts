@@ -3,10 +3,11 @@
 // mail unsigned, its sends refused when REQUIRE_VERIFIED_DOMAIN), and a pending one becomes verified
 // once its records are published, without anyone pressing verify.
 import type { FastifyBaseLogger } from 'fastify'
-import { RECHECK_INTERVAL_MS, type DomainService } from '../app/domains.js'
+import { RECHECK_INTERVAL_MS } from '../domain/sender-domains.js'
 
 export interface DomainCheckerOptions {
-  domains: Pick<DomainService, 'recheckDue'>
+  /** Checks up to `limit` domains not checked for `intervalMs` (src/app/domains.ts recheckDue); how many it checked. */
+  domains: { recheckDue(intervalMs: number, limit: number, onError: (err: unknown, domainId: string) => void): Promise<number> }
   logger: FastifyBaseLogger
   /** How old a check may get; default RECHECK_INTERVAL_MS (1 h). */
   intervalMs?: number

@@ -2,13 +2,14 @@
 // domain, and a VERP Return-Path per recipient on that domain's bounce subdomain (or BOUNCE_DOMAIN for
 // senders without a verified domain), so that a bounce mailed back names the email and the recipient.
 import { bareOf } from '../domain/addresses.js'
-import { bounceHost, type DomainService } from '../app/domains.js'
+import { bounceHost, type SigningKey } from '../domain/sender-domains.js'
 import { MAX_RECIPIENT_INDEX, verpAddress } from '../domain/verp.js'
 import type { EmailRecord } from '../store/emails.js'
 import type { OutgoingMessage } from './transport.js'
 
 export interface OutboundOptions {
-  domains: Pick<DomainService, 'signingKey'>
+  /** The sender's verified domain's key (src/app/domains.ts signingKey); null: none, the mail goes unsigned. */
+  domains: { signingKey(accountId: string, from: string): Promise<SigningKey | null> }
   verpKey: Buffer
   bounceDomain: string | undefined
 }

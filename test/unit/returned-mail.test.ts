@@ -5,7 +5,7 @@ import { describe, test } from 'node:test'
 import { normaliseDomainName } from '../../src/app/domains.js'
 import { open, seal } from '../../src/domain/secrets.js'
 import { newId } from '../../src/domain/ids.js'
-import { addressField, classifyDsn, emailIdOfMessageId, statusCode } from '../../src/app/returned-mail.js'
+import { addressField, classifyDsn, emailIdOfMessageId, statusCode } from '../../src/domain/returned-mail.js'
 import { makeVerpToken, parseVerpAddress, readVerpToken, TOKEN_CHARS, verpAddress, verpKey } from '../../src/domain/verp.js'
 import { LIMITS, readFieldBlocks, scanHeaderFields } from '../../src/mail/inbound/fields.js'
 

@@ -5,7 +5,7 @@
 // functions so that tests call them directly.
 import { Resolver } from 'node:dns/promises'
 import { simpleParser, type AddressObject, type EmailAddress } from 'mailparser'
-import { LIMITS, authResult, type Authentication, type ParsedMessage } from '../../app/received.js'
+import { LIMITS, authResult, type Authentication, type ParsedMessage } from '../../domain/received-message.js'
 import { boundSignatures, SIGNATURE_BOUNDS, type SignatureBounds } from './signature-bounds.js'
 
 // Lines of a header block are bounded before they are unfolded.

@@ -17,7 +17,7 @@ import { fileURLToPath } from 'node:url'
 import type { FastifyBaseLogger } from 'fastify'
 import { Piscina } from 'piscina'
 import { Counter, type Registry } from 'prom-client'
-import type { Authentication, ParsedMessage } from '../../app/received.js'
+import type { Authentication, ParsedMessage } from '../../domain/received-message.js'
 import type { InboundAnswer, InboundTask, InboundWorkerData } from '../../../workers/inbound.js'
 import { SIGNATURE_BOUNDS, type SignatureBounds } from './signature-bounds.js'
 

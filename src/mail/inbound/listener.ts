@@ -19,8 +19,8 @@ import type { AddressInfo } from 'node:net'
 import { Counter, type Registry } from 'prom-client'
 import { SMTPServer, type SMTPServerSession } from 'smtp-server'
 import {
-  addressField, classifyDsn, type ComplaintMatch, type ReturnedMailService, type ReturnedOutcome,
-} from '../../app/returned-mail.js'
+  addressField, classifyDsn, type ComplaintMatch, type ReturnedMail, type ReturnedOutcome,
+} from '../../domain/returned-mail.js'
 import { DEFAULT_PREFIXES, type ConnectionLimits } from '../../domain/inbound-limits.js'
 import { parseVerpAddress, type VerpClaims } from '../../domain/verp.js'
 import { readFieldBlocks, scanHeaderFields, type Block } from './fields.js'
@@ -77,7 +77,7 @@ export interface InboundOptions {
   verpKey: Buffer
   /** Lower case; undefined: only VERP addresses are accepted. */
   complaintsAddress: string | undefined
-  returnedMail: ReturnedMailService
+  returnedMail: ReturnedMail
   logger: FastifyBaseLogger
   registry?: Registry
   maxBytes?: number

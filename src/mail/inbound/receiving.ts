@@ -6,15 +6,31 @@
 // email.received event. It also deletes messages older than RETENTION_DAYS, once a minute.
 import type { FastifyBaseLogger } from 'fastify'
 import type { Registry } from 'prom-client'
-import {
-  byAccount, type ReceiveOutcome, type ReceivedService,
-} from '../../app/received.js'
+import { byAccount, type Authentication, type ParsedMessage, type ReceiveOutcome } from '../../domain/received-message.js'
 import { Judging, type JudgingTuning } from './judging.js'
 
 export { judge, lastMessageIds, messageIds, readMessage } from './examine.js'
 
+/** What receiving asks of the received-mail use cases (src/app/received.ts, which decides all of it). */
+export interface ReceivedMail {
+  /** Who takes mail for `address`: one target per account. */
+  targets (address: string): Promise<ReceivingTarget[]>
+  /** Whether the account's plan has room for more received mail. */
+  hasRoom (accountId: string): Promise<boolean>
+  /** Keeps one account's copy and raises its email.received. */
+  receive (input: {
+    target: { accountId: string; domainId: string; recipients: readonly string[] }
+    mailFrom: string
+    raw: Buffer
+    parsed: ParsedMessage
+    authentication: Authentication
+  }): Promise<{ outcome: ReceiveOutcome }>
+  /** Deletes messages past RETENTION_DAYS, a batch at a time. */
+  prune (): Promise<number>
+}
+
 export interface ReceivingOptions {
-  received: ReceivedService
+  received: ReceivedMail
   /** INBOUND_MAX_BYTES: the largest message taken. */
   maxBytes: number
   /** DNS_SERVERS ([] : the system's). */
