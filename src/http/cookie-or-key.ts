@@ -12,7 +12,7 @@ import type { Services } from './routes/context.js'
  * The session cookie (Origin checked) or an API key allowed `need`: `send` for the email reads (a
  * sending_access key reads what it sent), `manage` for the rest.
  */
-export function cookieOrKey (services: Services, config: Config, need: ApiKeyNeed): onRequestAsyncHookHandler {
+export function cookieOrKey (services: Services, config: Pick<Config, 'production' | 'sessionTtlMs' | 'allowedOrigins'>, need: ApiKeyNeed): onRequestAsyncHookHandler {
   const cookieOpts = { production: config.production, sessionTtlMs: config.sessionTtlMs }
   return accountAuth(services.accounts, services.apiKeys, config.allowedOrigins, cookieOpts, need)
 }
