@@ -1,4 +1,4 @@
-// Accepted emails handed to this node's mailer in the accept's own write (LocalIntake in src/app/emails.ts,
+// Accepted emails handed to this node's mailer in the accept's own write (LocalIntake in src/mail/hand-off.ts,
 // offer/take in src/mail/mailer.ts): leased to it as they are stored, sent without a claim. And the rule
 // that keeps it fair: while older due emails wait in the store, a new send goes behind them, and is not
 // sent before them. Real app, real SQLite file; the transport holds every send until released.
