@@ -1,6 +1,6 @@
 // The delivery documents in MongoDB and what the adapter (deliveries.ts) builds from them: the record
 // the API shows, the secrets that sign, lease tokens, and the update that applies an outcome.
-import { MongoBulkWriteError, type Document, type Filter } from 'mongodb'
+import { MongoBulkWriteError, type Document, type Filter, type WriteError } from 'mongodb'
 import { isoOrNull } from '../../domain/clock.js'
 import { shownNextAttempt, transition, type Transition } from '../../domain/delivery-transition.js'
 import type { EventType } from '../../domain/events.js'
@@ -93,7 +93,7 @@ export async function upsertedIndexes (run: () => Promise<{ upsertedIds: Record<
     // Two upserts of the same new _id at once: one inserts, the other may fail with E11000 (servers
     // before 4.2 do not retry it). The document exists, so that op made nothing: not ours to hand out.
     if (err instanceof MongoBulkWriteError && err.err === undefined) {
-      const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors]
+      const errors = ([] as WriteError[]).concat(err.writeErrors)
       if (errors.length > 0 && errors.every((e) => e.code === 11000)) return new Set(Object.keys(err.result.upsertedIds).map(Number))
     }
     throw err

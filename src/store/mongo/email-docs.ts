@@ -1,11 +1,11 @@
 // The email documents in MongoDB and their mappers to and from the store's records (emails.ts).
-import { MongoBulkWriteError, MongoServerError, MongoWriteConcernError } from 'mongodb'
+import { MongoBulkWriteError, MongoServerError, MongoWriteConcernError, type WriteError } from 'mongodb'
 import type {
   EmailRecipient, EmailRecord, EmailStatus, EmailTag, IdempotencyRecord, RecipientState, SuppressionReason, SuppressionRecord,
 } from '../emails.js'
 import { metadataOf, type EmailMetadata } from '../../domain/metadata.js'
 import type { AttachmentMeta } from '../../domain/attachments.js'
-import { nullableString, toDate, type EventDoc } from './documents.js'
+import type { EventDoc } from './documents.js'
 
 export interface OutboxSuppression {
   email: string
@@ -110,7 +110,7 @@ export function onlyDuplicates (err: unknown): boolean {
   if (isDuplicate(err)) return true
   if (!(err instanceof MongoBulkWriteError)) return false
   if (err.err !== undefined || err.result?.getWriteConcernError() !== undefined) return false
-  const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors]
+  const errors: Array<WriteError | undefined> = ([] as Array<WriteError | undefined>).concat(err.writeErrors)
   return errors.length > 0 && errors.every((e) => e?.code === 11000)
 }
 

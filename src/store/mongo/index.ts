@@ -16,7 +16,7 @@
 // through String() (or Number()) where a caller could hand in an object; no request object is ever used
 // as a filter, and inserted documents are rebuilt field by field (documents.ts). `$ne`, `{"$gt":""}` and
 // the like are therefore plain strings to MongoDB.
-import { MongoClient, MongoServerError, type Collection, type Db, type Filter, type UpdateFilter } from 'mongodb'
+import { MongoClient, MongoServerError, type Collection, type Db, type Filter } from 'mongodb'
 import pRetry from 'p-retry'
 import type { EventRecord } from '../../domain/events.js'
 import type { Plan } from '../../domain/plans.js'
@@ -193,7 +193,7 @@ export class MongoStore extends MongoForwarders implements Store {
   }
 
   private async releaseSlot (accountId: string, field: SlotField, id: string): Promise<void> {
-    await this.accounts.updateOne({ _id: accountId }, { $pull: { [field]: id } } as UpdateFilter<AccountDoc>)
+    await this.accounts.updateOne({ _id: accountId }, { $pull: { [field]: id } })
   }
 
   /**
@@ -214,7 +214,7 @@ export class MongoStore extends MongoForwarders implements Store {
     }
     // `<field>.<max-1>` does not exist: the array has fewer than `max` elements (or is missing).
     const filter = { _id: accountId, [`${field}.${max - 1}`]: { $exists: false } } as Filter<AccountDoc>
-    const before = await this.accounts.findOneAndUpdate(filter, { $addToSet: { [field]: id } } as UpdateFilter<AccountDoc>,
+    const before = await this.accounts.findOneAndUpdate(filter, { $addToSet: { [field]: id } },
       { returnDocument: 'before', projection: { [field]: 1 } })
     if (before === null) {
       await this.requireAccount(accountId)

@@ -25,7 +25,7 @@ const INDEX_NOT_FOUND = 27
  * not compared.
  */
 function signature (d: Document): string {
-  const key = d.key instanceof Map ? [...d.key.entries()] : Object.entries((d.key ?? {}) as Document)
+  const key: Array<[string, unknown]> = d.key instanceof Map ? [...(d.key as Map<string, unknown>).entries()] : Object.entries((d.key ?? {}) as Document)
   return JSON.stringify([
     key.map(([field, dir]) => [field, typeof dir === 'number' ? Number(dir) : String(dir)]),
     d.unique === true,
@@ -68,7 +68,7 @@ export async function syncIndexes<T extends Document> (
 ): Promise<IndexSyncReport> {
   let existing: Document[]
   try {
-    existing = await collection.listIndexes().toArray()
+    existing = await collection.listIndexes().toArray() as Document[]
   } catch (err) {
     if (!(err instanceof MongoServerError && err.code === NAMESPACE_NOT_FOUND)) throw err
     existing = [] // the collection does not exist yet: createIndexes creates it

@@ -1,5 +1,5 @@
 // Webhook health in MongoDB: what src/domain/webhook-health.ts decides, stored for each webhook.
-import type { Collection, Filter } from 'mongodb'
+import type { Collection } from 'mongodb'
 import { decideHealth, unchanged, type CancelReason, type HealthOutcome, type WebhookHealth } from '../../domain/webhook-health.js'
 import { iso, type HookDoc } from './delivery-docs.js'
 
@@ -31,7 +31,7 @@ export async function storeWebhookHealth (
       if (decision.disable !== null) Object.assign(set, { status: 'auto_disabled', updatedAt: iso(opts.now)! })
       const r = await hookDocs.updateOne({
         _id: hook, status: doc.status, deletedAt: before.deleted ? { $ne: null } : null, failingSince: before.failingSince,
-      } as Filter<HookDoc>, { $set: set, ...success })
+      }, { $set: set, ...success })
       if (r.matchedCount === 1) {
         // If this process stops here, the next claim cancels what this would have cancelled.
         if (decision.disable !== null) await cancelPendingFor(hook, decision.disable)

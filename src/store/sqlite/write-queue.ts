@@ -245,7 +245,8 @@ export class WriteQueue {
 /** A failed flush of the WAL: committed, so maybe kept, but not known to be on disk. */
 function unsynced (err: unknown): StoreFaultError {
   const f = storeFault(err)
-  const code = f?.code ?? String((err as { code?: unknown })?.code ?? 'fdatasync')
+  const raw = (err as { code?: unknown } | null)?.code
+  const code = f?.code ?? (typeof raw === 'string' || typeof raw === 'number' ? String(raw) : 'fdatasync')
   return new StoreFaultError({
     kind: f?.kind ?? 'io_error',
     reason: `${f?.reason ?? 'the disk reported an I/O error'} (flushing the WAL)`,
