@@ -232,7 +232,7 @@ export async function unreliable (): Promise<Record<string, number>> {
     for (const [name, p] of Object.entries(paths)) {
       const ok = await until(`every event at ${name}`, () => p.delivered.size >= sent, 6 * 60_000)
       after[name] = ok ? (Math.max(...p.delivered.values()) - end) / 1000 : NaN
-      log(`    ${name}: ${fmt(p.delivered.size)} of ${fmt(sent)}, ${ok ? `the last ${fmt(Math.max(0, after[name]!), 1)} s after the load's end` : 'INCOMPLETE'}; ${fmt(p.requests)} requests, ${fmt(p.refused)} refused`)
+      log(`    ${name}: ${fmt(p.delivered.size)} of ${fmt(sent)}, ${ok ? `the last ${fmt(Math.max(0, after[name]), 1)} s after the load's end` : 'INCOMPLETE'}; ${fmt(p.requests)} requests, ${fmt(p.refused)} refused`)
     }
     return after
   })

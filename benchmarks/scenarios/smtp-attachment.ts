@@ -198,7 +198,7 @@ export async function smtpAttachment (): Promise<SmtpAttachmentFigures> {
   const svcRuns: Sample[] = []
   const peerRuns: Sample[] = []
   const cpu1: number[] = []
-  let cpu50 = NaN
+  let cpu50: number
   let memory: SmtpAttachmentFigures['memory']
   let leg: (Sample & { late: boolean }) | undefined
   try {
