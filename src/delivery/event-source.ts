@@ -113,7 +113,7 @@ export class CursorEvents implements EventSource {
     if (routing === null) return
     this.store.renewRouting(this.owner, routing.token, leaseUntil).then(
       (held) => { if (!held && this.routing === routing) this.lose() },
-      (err) => this.log.error({ err }, 'renewing the routing lease failed'),
+      (err: unknown) => this.log.error({ err }, 'renewing the routing lease failed'),
     )
   }
 

@@ -133,7 +133,7 @@ export class Intake {
         if (work.length < want) this.saturatedIds.delete(id)
         this.accept(work)
       })
-      .catch((err) => this.opts.log.error({ err, webhookId: id }, 'paging in a webhook backlog failed'))
+      .catch((err: unknown) => this.opts.log.error({ err, webhookId: id }, 'paging in a webhook backlog failed'))
       .finally(() => { this.refilling.delete(id) })
   }
 }

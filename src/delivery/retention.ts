@@ -30,7 +30,7 @@ export class Retention implements Component {
   async start (): Promise<void> {
     this.running = true
     this.timer = setInterval(() => {
-      this.prune().catch((err) => this.opts.log.error({ err }, 'pruning old deliveries failed'))
+      this.prune().catch((err: unknown) => this.opts.log.error({ err }, 'pruning old deliveries failed'))
     }, PRUNE_EVERY_MS).unref()
   }
 
