@@ -2,13 +2,14 @@
 // from its lease until its outcome is queued". Work comes in with hold(); it leaves only with release(),
 // which queues its outcome in the same step, so nothing is ever dropped between the two.
 import type { DeliveryOrigin, DeliveryOutcome, DeliveryWork } from '../store/deliveries.js'
+import { leaseUntil } from '../domain/lease-owner.js'
 
 /** This node's leases: who holds them and for how long each one is taken or renewed. */
 export class Leases {
   constructor (readonly owner: string, readonly ms: number) {}
-  /** When a lease taken or renewed at `now` runs out. */
+  /** When a lease taken or renewed at `now` runs out (the rule the mailer keeps too: src/domain/lease-owner.ts). */
   until (now: number): number {
-    return now + this.ms
+    return leaseUntil(now, this.ms)
   }
 }
 
