@@ -42,6 +42,13 @@ import { SecretOpener } from './secret-opener.js'
 
 /** An event fans out to at most this many webhooks: the most any plan allows an account. */
 const MAX_WEBHOOKS_PER_EVENT = Math.max(...Object.values(PLANS).map((plan) => plan.webhooks))
+/**
+ * Stored deliveries leased in one claim, at most. A claim is one transaction on the API's thread, shared
+ * with the sends that commit in the same batch: after a restart, when a dead process's leases run out and
+ * its backlog comes due at once, pages of 2,000 rows held each batch (and the sends in it) for 100 ms and
+ * more on a busy machine. Smaller pages cost a few more reads and keep each one short.
+ */
+const CLAIM_PAGE = 256
 
 export type { EngineLogger, EngineOptions }
 
@@ -273,10 +280,10 @@ export class DeliveryEngine implements Component {
       const claimRoom = this.room()
       let claimed: DeliveryWork[] = []
       if (claimRoom > 0) {
-        claimed = await this.store.claimDeliveries({ ...req, limit: Math.min(claimRoom, 2000) })
+        claimed = await this.store.claimDeliveries({ ...req, limit: Math.min(claimRoom, CLAIM_PAGE) })
         this.intake.accept(this.secrets.apply(claimed))
       }
-      if (routed.events < eventLimit && claimed.length < Math.min(claimRoom, 2000)) return
+      if (routed.events < eventLimit && claimed.length < Math.min(claimRoom, CLAIM_PAGE)) return
     }
     this.starved = true
   }

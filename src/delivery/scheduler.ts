@@ -19,6 +19,13 @@ import type { DeliveryMetrics } from './metrics.js'
 import { Pacer, WakeList, type PermitCounter } from './pacer.js'
 import type { DeliveryPort } from './port.js'
 
+/**
+ * Deliveries handed to the port in one pump, at most; the rest go at the next turn of the event loop. A
+ * pump runs on the API's thread: after a restart, with a backlog due at once, one pump packed and posted
+ * a whole request budget (1,024) and held the sends waiting behind it; a page keeps each turn short.
+ */
+const PUMP_PAGE = 256
+
 /** What the scheduler needs of the engine around it. */
 export interface SchedulerHost {
   running (): boolean
@@ -119,8 +126,14 @@ export class Scheduler {
     const { port, maxRequests, batchSize, clock } = this.opts
     const now = clock.now()
     let batches: Array<DeliveryWork[] | undefined> | undefined
+    let handed = 0
     for (const actor of this.ready) {
-      const budget = maxRequests - this.tally.total
+      if (handed >= PUMP_PAGE) {
+        // The rest of the ready actors at the next turn, after whatever else waits (the API's requests).
+        this.schedulePump()
+        break
+      }
+      const budget = Math.min(maxRequests - this.tally.total, PUMP_PAGE - handed)
       if (budget <= 0) break
       // Deleting the current entry of a Set while iterating it is safe; one added again goes to the back.
       this.ready.delete(actor)
@@ -130,6 +143,7 @@ export class Scheduler {
         continue
       }
       const taken = actor.take(now, budget)
+      handed += taken.length
       if (actor.queued > 0) {
         if (actor.capacity(now) > 0) this.ready.add(actor)
         else if (actor.isHeld(now)) this.later.add(actor, actor.holdUntil)
