@@ -87,7 +87,7 @@ async function claimAll (store: SqliteStore, owner: string): Promise<{ ms: numbe
   for (;;) {
     const now = Date.now()
     const t = performance.now()
-    const got = await store.claimDueEmails({ owner, now: new Date(now).toISOString(), leaseUntil: new Date(now + 600_000).toISOString(), limit: CLAIM })
+    const got = await store.claimDueEmails({ owner, dueBy: new Date(now).toISOString(), now, leaseUntil: now + 600_000, limit: CLAIM })
     ms += performance.now() - t
     if (got.length === 0) return { ms, claimed, claims }
     claims++
@@ -119,7 +119,7 @@ async function round (dir: string, accountId: string, n: number): Promise<Figure
     t = performance.now()
     for (let i = 0; i < IDLE; i++) {
       const now = Date.now()
-      const got = await store.claimDueEmails({ owner: 'idle', now: new Date(now).toISOString(), leaseUntil: new Date(now + 600_000).toISOString(), limit: CLAIM })
+      const got = await store.claimDueEmails({ owner: 'idle', dueBy: new Date(now).toISOString(), now, leaseUntil: now + 600_000, limit: CLAIM })
       if (got.length > 0) throw new Error('nothing should be due')
     }
     const idleUs = ((performance.now() - t) * 1000) / IDLE
@@ -149,8 +149,9 @@ try {
   {
     const db = new Database(join(full.dir, 'svc.db'), { readonly: true })
     const plan = (sql: string, ...args: unknown[]) => (db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...args) as Array<{ detail: string }>).map((r) => r.detail).join('; ')
-    const now = new Date().toISOString()
-    console.log(`# claim plan: ${plan('SELECT id FROM emails WHERE next_attempt_at <= ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?) ORDER BY next_attempt_at LIMIT ?', now, now, CLAIM)}`)
+    const nowMs = Date.now()
+    const now = new Date(nowMs).toISOString()
+    console.log(`# claim plan: ${plan('SELECT id FROM emails WHERE next_attempt_at <= ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?) ORDER BY next_attempt_at LIMIT ?', now, nowMs, CLAIM)}`)
     console.log(`# look-ahead plan: ${plan('SELECT next_attempt_at FROM emails WHERE next_attempt_at > ? ORDER BY next_attempt_at LIMIT 1', now)}`)
     db.close()
   }

@@ -35,7 +35,7 @@ function email (accountId: string, n: number, at: number): EmailRecord {
     id: newId('em', at), accountId, from: 'Sender <sender@example.com>', to: [to], cc: [], bcc: [], replyTo: [],
     subject: 'A short note', html: HTML, text: null, headers: {}, tags: [], suppressed: [],
     recipients: [{ address: to, state: 'pending' }], status: 'queued', attempts: 0, nextAttemptAt: iso,
-    leaseOwner: OWNER, leaseExpiresAt: new Date(at + 60_000).toISOString(), leaseToken: 1, lastError: null, createdAt: iso, updatedAt: iso,
+    leaseOwner: OWNER, leaseExpiresAt: at + 60_000, leaseToken: 1, lastError: null, createdAt: iso, updatedAt: iso,
   }
 }
 

@@ -293,7 +293,7 @@ export function createEmailService ({
       const leased = promise === null ? [] : immediate.slice(0, promise.count)
       for (const e of leased) {
         e.leaseOwner = promise!.owner
-        e.leaseExpiresAt = iso(promise!.leaseUntil)
+        e.leaseExpiresAt = promise!.leaseUntil
         e.leaseToken = FIRST_LEASE_TOKEN
       }
       let result: Awaited<ReturnType<Store['acceptEmails']>>

@@ -4,7 +4,7 @@
 // email's new state, its events, its suppressions) as one atomic write. Nothing lives only in memory: a
 // restart resumes from the store.
 import os from 'node:os'
-import { leaseOwner } from '../domain/lease-owner.js'
+import { leaseOwner, leaseUntil } from '../domain/lease-owner.js'
 import type { FastifyBaseLogger } from 'fastify'
 import pRetry from 'p-retry'
 import { Counter, type Registry } from 'prom-client'
@@ -223,7 +223,7 @@ export class Mailer implements Component, LocalIntake {
     const taken = this.gate.offer(count, 2 * this.concurrency - this.sending - this.ready.length - this.promised)
     if (taken === 0) return null
     this.promised += taken
-    return { owner: this.owner, leaseUntil: this.options.clock.now() + this.leaseMs, count: taken }
+    return { owner: this.owner, leaseUntil: leaseUntil(this.options.clock.now(), this.leaseMs), count: taken }
   }
 
   /** The emails offer() promised, as stored (none if the send was refused or its write failed). */
@@ -309,7 +309,7 @@ export class Mailer implements Component, LocalIntake {
         try {
           const t0 = performance.now()
           const began = this.gate.claiming(now)
-          const claimed = await this.options.store.claimDueEmails({ owner: this.owner, now: iso(now), leaseUntil: iso(now + this.leaseMs), limit: room })
+          const claimed = await this.options.store.claimDueEmails({ owner: this.owner, dueBy: iso(now), now, leaseUntil: leaseUntil(now, this.leaseMs), limit: room })
           if (claimed.length > 0) this.stages.since('claim', t0)
           this.gate.claimed(began, claimed.length, room)
           for (const email of claimed) {
@@ -423,7 +423,7 @@ export class Mailer implements Component, LocalIntake {
     if (this.held.size === 0) return
     const leases: EmailLease[] = [...this.held].map(([id, leaseToken]) => ({ id, leaseToken }))
     try {
-      const held = await this.options.store.renewEmailLeases(this.owner, leases, iso(this.options.clock.now() + this.leaseMs))
+      const held = await this.options.store.renewEmailLeases(this.owner, leases, leaseUntil(this.options.clock.now(), this.leaseMs))
       // Fewer: recorded meanwhile, or lost (expired and taken over); a lost one's outcome is refused as stale.
       if (held < leases.length) this.options.logger.debug({ notRenewed: leases.length - held }, 'mailer: some leases were no longer held')
     } catch (err) {

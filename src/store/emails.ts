@@ -52,7 +52,8 @@ export interface EmailRecord {
   /** When the next attempt is due; null once every recipient has a final outcome. */
   nextAttemptAt: string | null
   leaseOwner: string | null
-  leaseExpiresAt: string | null
+  /** When the lease runs out, in ms since the epoch (src/domain/lease-owner.ts); null when not leased. */
+  leaseExpiresAt: number | null
   /** The claim that leased it last (0: never claimed); every claim adds 1. */
   leaseToken: number
   /** What the last failed attempt was told (already free of credentials). */
@@ -189,6 +190,18 @@ export interface EmailLease {
   leaseToken: number
 }
 
+/** A claim of due emails (EmailStore.claimDueEmails): the due time as the schedule's ISO text, the lease times in ms. */
+export interface EmailClaim {
+  owner: string
+  /** Emails whose nextAttemptAt is at or before this ISO time are due. */
+  dueBy: string
+  /** The same instant in ms since the epoch: a lease that ran out by then (leaseExpiresAt <= now) is free. */
+  now: number
+  /** When the leases this claim takes run out, in ms since the epoch. */
+  leaseUntil: number
+  limit: number
+}
+
 /** An event raised by a tracking link: the store adds the account, which is the email's own. */
 export type EngagementEvent = Omit<EventRecord, 'accountId'>
 
@@ -226,12 +239,13 @@ export interface EmailStore {
   countEvents(accountId: string, window: { since: string; until: string }): Promise<DailyEventCount[]>
 
   /**
-   * Leases up to `limit` emails that are due at `now` (nextAttemptAt reached, and no lease or an expired
-   * one) to `owner` until `leaseUntil`, each with a fresh leaseToken, earliest due first. No email is
-   * handed to two claimers at once; a claim racing another may get fewer than `limit` although more
-   * are due (the next claim takes them).
+   * Leases up to `limit` emails that are due (nextAttemptAt, an ISO time, at or before `dueBy`) and free
+   * (no lease, or one that ran out: leaseExpiresAt <= `now`, ms) to `owner` until `leaseUntil` (ms), each
+   * with a fresh leaseToken, earliest due first. `dueBy` and `now` are the same instant, once as the
+   * schedule's ISO text and once as the lease's number. No email is handed to two claimers at once; a
+   * claim racing another may get fewer than `limit` although more are due (the next claim takes them).
    */
-  claimDueEmails(req: { owner: string; now: string; leaseUntil: string; limit: number }): Promise<EmailRecord[]>
+  claimDueEmails(req: EmailClaim): Promise<EmailRecord[]>
   /**
    * The earliest nextAttemptAt after `now` of any email (a scheduled one, a retry), by the due index; null
    * when none. The mailer sleeps until then instead of waiting for its next poll. Optional: without it,
@@ -251,10 +265,10 @@ export interface EmailStore {
    */
   cancelEmail(input: { accountId: string; id: string; now: string; refund?: { recipients: number; periods: string[] } }): Promise<EmailRecord | 'not_scheduled' | null>
   /**
-   * Extends to `leaseUntil` (never shortens) the listed leases that `owner` still holds under their token;
+   * Extends to `leaseUntil` (ms; never shortens) the listed leases that `owner` still holds under their token;
    * every other lease, this owner's included, is left alone. Returns how many are held (and extended).
    */
-  renewEmailLeases(owner: string, leases: EmailLease[], leaseUntil: string): Promise<number>
+  renewEmailLeases(owner: string, leases: EmailLease[], leaseUntil: number): Promise<number>
   /**
    * Applies an attempt (the email's new state, its events, its suppressions) in one atomic write and
    * clears the lease. False, and nothing written, when the email is not leased to `attempt.owner` under

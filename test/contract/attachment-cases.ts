@@ -57,7 +57,8 @@ export function attachmentCases (getStore: () => Store): void {
     assert.equal((await store.findEmail(a.id, plain.id))?.attachments, undefined, 'an email without files has none')
     assert.deepEqual(await store.readEmailAttachments(e.id), files)
     assert.equal(await store.readEmailAttachments(plain.id), null)
-    const claimed = await store.claimDueEmails({ owner: `n-${unique()}`, now: iso(Date.now()), leaseUntil: iso(Date.now() + 60_000), limit: 1000 })
+    const now = Date.now()
+    const claimed = await store.claimDueEmails({ owner: `n-${unique()}`, dueBy: iso(now), now, leaseUntil: now + 60_000, limit: 1000 })
     assert.deepEqual(claimed.find((c) => c.id === e.id)?.attachments, facts(files))
     await store.releaseEmailLeases(claimed[0]!.leaseOwner!)
   })
@@ -87,7 +88,8 @@ export function attachmentCases (getStore: () => Store): void {
     }
     const finish = async (e: EmailRecord, at: number) => {
       const owner = `n-${unique()}`
-      const claimed = await store.claimDueEmails({ owner, now: iso(Date.now()), leaseUntil: iso(Date.now() + 60_000), limit: 1000 })
+      const now = Date.now()
+      const claimed = await store.claimDueEmails({ owner, dueBy: iso(now), now, leaseUntil: now + 60_000, limit: 1000 })
       const mine = claimed.find((c) => c.id === e.id)!
       for (const c of claimed) if (c.id !== e.id) await store.releaseEmailLeases(owner, [{ id: c.id, leaseToken: c.leaseToken }])
       assert.equal(await store.recordEmailAttempt({

@@ -95,7 +95,7 @@ export function emailStoreCases (store: () => Store, make: MakeStore): void {
    * test working at moment `t` sees only its own emails.
    */
   async function sweepBefore (t: number): Promise<void> {
-    await store().claimDueEmails({ owner: `sweeper-${unique()}`, now: iso(t), leaseUntil: iso(t + 10_000 * DAY), limit: 100_000 })
+    await store().claimDueEmails({ owner: `sweeper-${unique()}`, dueBy: iso(t), now: t, leaseUntil: t + 10_000 * DAY, limit: 100_000 })
   }
 
   /** An email stored with its email.sent events. */
@@ -214,16 +214,16 @@ export function emailStoreCases (store: () => Store, make: MakeStore): void {
     const done = await accepted(a.id, { nextAttemptAt: null, status: 'delivered' })
     await sweepBefore(t - 3000)
 
-    const first = await store().claimDueEmails({ owner: 'node-a', now: iso(t), leaseUntil: iso(t + MINUTE), limit: 1 })
+    const first = await store().claimDueEmails({ owner: 'node-a', dueBy: iso(t), now: t, leaseUntil: t + MINUTE, limit: 1 })
     assert.deepEqual(first.map((e) => e.id), [early.id])
     assert.equal(first[0]!.leaseOwner, 'node-a')
-    assert.equal(first[0]!.leaseExpiresAt, iso(t + MINUTE))
-    const rest = await store().claimDueEmails({ owner: 'node-b', now: iso(t), leaseUntil: iso(t + MINUTE), limit: 10 })
+    assert.equal(first[0]!.leaseExpiresAt, t + MINUTE)
+    const rest = await store().claimDueEmails({ owner: 'node-b', dueBy: iso(t), now: t, leaseUntil: t + MINUTE, limit: 10 })
     assert.ok(rest.some((e) => e.id === late.id))
     for (const e of [early, notYet, done]) assert.ok(!rest.some((r) => r.id === e.id), 'leased, not due or finished: not handed out')
 
     // An expired lease makes the email due again, for anyone.
-    const after = await store().claimDueEmails({ owner: 'node-c', now: iso(t + 2 * MINUTE), leaseUntil: iso(t + 3 * MINUTE), limit: 10 })
+    const after = await store().claimDueEmails({ owner: 'node-c', dueBy: iso(t + 2 * MINUTE), now: t + 2 * MINUTE, leaseUntil: t + 3 * MINUTE, limit: 10 })
     assert.ok(after.some((e) => e.id === early.id))
     assert.ok(after.some((e) => e.id === notYet.id))
     assert.equal((await store().findEmail(a.id, early.id))?.leaseOwner, 'node-c')
@@ -239,7 +239,7 @@ export function emailStoreCases (store: () => Store, make: MakeStore): void {
     })
     const plain = await accepted(a.id, { nextAttemptAt: iso(t - 2), html: null, text: 'plain' })
     await sweepBefore(t - 10)
-    const claimed = await store().claimDueEmails({ owner: 'node-a', now: iso(t), leaseUntil: iso(t + MINUTE), limit: 10 })
+    const claimed = await store().claimDueEmails({ owner: 'node-a', dueBy: iso(t), now: t, leaseUntil: t + MINUTE, limit: 10 })
     assert.deepEqual(claimed.map((e) => e.id), [rich.id, plain.id])
     for (const c of claimed) assert.deepEqual(c, await store().findEmail(a.id, c.id), `${c.id} as stored`)
 
@@ -252,7 +252,7 @@ export function emailStoreCases (store: () => Store, make: MakeStore): void {
     }
     assert.equal(await store().recordEmailAttempt(deferred), true)
     // (The other one's lease has run out by then too: it is due again, as it was.)
-    const retried = await store().claimDueEmails({ owner: 'node-b', now: iso(t + 2 * MINUTE), leaseUntil: iso(t + 3 * MINUTE), limit: 10 })
+    const retried = await store().claimDueEmails({ owner: 'node-b', dueBy: iso(t + 2 * MINUTE), now: t + 2 * MINUTE, leaseUntil: t + 3 * MINUTE, limit: 10 })
     assert.deepEqual(retried.map((e) => e.id).sort(), [rich.id, plain.id].sort())
     for (const c of retried) assert.deepEqual(c, await store().findEmail(a.id, c.id), `${c.id} as stored`)
     const again = retried.find((e) => e.id === first.id)!
@@ -270,7 +270,7 @@ export function emailStoreCases (store: () => Store, make: MakeStore): void {
       recipients: ['ok', 'bad', 'later', 'kept'].map((n) => ({ address: `${n}@example.test`, state: 'pending' as const })),
     })
     await store().addSuppression(suppression(a.id, { email: 'kept@example.test', reason: 'unsubscribed' }))
-    const claimed = await store().claimDueEmails({ owner: 'node-a', now: iso(t), leaseUntil: iso(t + MINUTE), limit: 100 })
+    const claimed = await store().claimDueEmails({ owner: 'node-a', dueBy: iso(t), now: t, leaseUntil: t + MINUTE, limit: 100 })
     const mine = claimed.find((c) => c.id === e.id)
     assert.equal(mine?.leaseToken, e.leaseToken + 1, 'a claim gives a fresh token')
 
@@ -320,14 +320,14 @@ export function emailStoreCases (store: () => Store, make: MakeStore): void {
     const mine = await accepted(a.id, { nextAttemptAt: iso(t - 2) })
     const theirs = await accepted(a.id, { nextAttemptAt: iso(t - 1) })
     await sweepBefore(t - 10)
-    const [first] = await store().claimDueEmails({ owner: 'crashed-node', now: iso(t), leaseUntil: iso(t + MINUTE), limit: 1 })
-    const [second] = await store().claimDueEmails({ owner: 'live-node', now: iso(t), leaseUntil: iso(t + MINUTE), limit: 1 })
+    const [first] = await store().claimDueEmails({ owner: 'crashed-node', dueBy: iso(t), now: t, leaseUntil: t + MINUTE, limit: 1 })
+    const [second] = await store().claimDueEmails({ owner: 'live-node', dueBy: iso(t), now: t, leaseUntil: t + MINUTE, limit: 1 })
     assert.deepEqual([first?.id, second?.id], [mine.id, theirs.id])
 
     assert.equal(await store().releaseEmailLeases('crashed-node'), 1)
     assert.equal(await store().releaseEmailLeases('crashed-node'), 0)
     assert.equal((await store().findEmail(a.id, theirs.id))?.leaseOwner, 'live-node')
-    const again = await store().claimDueEmails({ owner: 'restarted-node', now: iso(t), leaseUntil: iso(t + MINUTE), limit: 10 })
+    const again = await store().claimDueEmails({ owner: 'restarted-node', dueBy: iso(t), now: t, leaseUntil: t + MINUTE, limit: 10 })
     assert.deepEqual(again.map((e) => e.id), [mine.id])
   })
 
@@ -348,11 +348,11 @@ export function emailStoreCases (store: () => Store, make: MakeStore): void {
     const e = await accepted(a.id, { nextAttemptAt: iso(t - 1) })
     await sweepBefore(t - 10)
 
-    const first = (await store().claimDueEmails({ owner: 'node-a', now: iso(t), leaseUntil: iso(t + MINUTE), limit: 10 }))
+    const first = (await store().claimDueEmails({ owner: 'node-a', dueBy: iso(t), now: t, leaseUntil: t + MINUTE, limit: 10 }))
       .find((c) => c.id === e.id)
     assert.ok(first, 'claimed by node-a')
     // node-a stalls past its lease; node-b takes the email over.
-    const second = (await store().claimDueEmails({ owner: 'node-b', now: iso(t + 2 * MINUTE), leaseUntil: iso(t + 3 * MINUTE), limit: 10 }))
+    const second = (await store().claimDueEmails({ owner: 'node-b', dueBy: iso(t + 2 * MINUTE), now: t + 2 * MINUTE, leaseUntil: t + 3 * MINUTE, limit: 10 }))
       .find((c) => c.id === e.id)
     assert.ok(second, 'an expired lease is claimable by another owner')
     assert.equal(second.leaseOwner, 'node-b')
@@ -364,13 +364,13 @@ export function emailStoreCases (store: () => Store, make: MakeStore): void {
     assert.deepEqual(await store().findEmail(a.id, e.id), held)
     assert.deepEqual((await store().listEmailEvents(a.id, e.id)).map((x) => x.type), ['email.sent'])
     // node-a cannot renew or release what it lost either.
-    assert.equal(await store().renewEmailLeases('node-a', [{ id: e.id, leaseToken: first.leaseToken }], iso(t + 9 * MINUTE)), 0)
+    assert.equal(await store().renewEmailLeases('node-a', [{ id: e.id, leaseToken: first.leaseToken }], t + 9 * MINUTE), 0)
     assert.equal(await store().releaseEmailLeases('node-a', [{ id: e.id, leaseToken: first.leaseToken }]), 0)
     assert.deepEqual(await store().findEmail(a.id, e.id), held)
 
     // The same owner with an older claim is stale too: node-b releases, claims again, then writes under the old token.
     assert.equal(await store().releaseEmailLeases('node-b', [{ id: e.id, leaseToken: second.leaseToken }]), 1)
-    const third = (await store().claimDueEmails({ owner: 'node-b', now: iso(t + 2 * MINUTE), leaseUntil: iso(t + 3 * MINUTE), limit: 10 }))
+    const third = (await store().claimDueEmails({ owner: 'node-b', dueBy: iso(t + 2 * MINUTE), now: t + 2 * MINUTE, leaseUntil: t + 3 * MINUTE, limit: 10 }))
       .find((c) => c.id === e.id)
     assert.ok(third)
     assert.ok(third.leaseToken > second.leaseToken)
@@ -389,24 +389,24 @@ export function emailStoreCases (store: () => Store, make: MakeStore): void {
     const e2 = await accepted(a.id, { nextAttemptAt: iso(t - 2) })
     const e3 = await accepted(a.id, { nextAttemptAt: iso(t - 1) })
     await sweepBefore(t - 10)
-    const claimed = await store().claimDueEmails({ owner: 'node-a', now: iso(t), leaseUntil: iso(t + MINUTE), limit: 10 })
+    const claimed = await store().claimDueEmails({ owner: 'node-a', dueBy: iso(t), now: t, leaseUntil: t + MINUTE, limit: 10 })
     assert.deepEqual(claimed.map((c) => c.id), [e1.id, e2.id, e3.id])
     const lease = (e: EmailRecord): EmailLease => ({ id: e.id, leaseToken: claimed.find((c) => c.id === e.id)!.leaseToken })
     const expiry = async (e: EmailRecord) => (await store().findEmail(a.id, e.id))?.leaseExpiresAt
 
-    assert.equal(await store().renewEmailLeases('node-b', [lease(e1)], iso(t + 5 * MINUTE)), 0, 'another owner')
-    assert.equal(await store().renewEmailLeases('node-a', [{ id: e1.id, leaseToken: lease(e1).leaseToken - 1 }], iso(t + 5 * MINUTE)), 0,
+    assert.equal(await store().renewEmailLeases('node-b', [lease(e1)], t + 5 * MINUTE), 0, 'another owner')
+    assert.equal(await store().renewEmailLeases('node-a', [{ id: e1.id, leaseToken: lease(e1).leaseToken - 1 }], t + 5 * MINUTE), 0,
       'an older token')
-    assert.equal(await expiry(e1), iso(t + MINUTE))
+    assert.equal(await expiry(e1), t + MINUTE)
 
-    assert.equal(await store().renewEmailLeases('node-a', [lease(e1), lease(e2)], iso(t + 5 * MINUTE)), 2)
-    assert.deepEqual([await expiry(e1), await expiry(e2), await expiry(e3)], [iso(t + 5 * MINUTE), iso(t + 5 * MINUTE), iso(t + MINUTE)],
+    assert.equal(await store().renewEmailLeases('node-a', [lease(e1), lease(e2)], t + 5 * MINUTE), 2)
+    assert.deepEqual([await expiry(e1), await expiry(e2), await expiry(e3)], [t + 5 * MINUTE, t + 5 * MINUTE, t + MINUTE],
       'the unlisted lease of the same owner is left to run out')
-    assert.equal(await store().renewEmailLeases('node-a', [lease(e1)], iso(t + 2 * MINUTE)), 1)
-    assert.equal(await expiry(e1), iso(t + 5 * MINUTE), 'a late renewal does not shorten the lease')
+    assert.equal(await store().renewEmailLeases('node-a', [lease(e1)], t + 2 * MINUTE), 1)
+    assert.equal(await expiry(e1), t + 5 * MINUTE, 'a late renewal does not shorten the lease')
 
     // Once the first lease has run out, only the email that was not renewed can be taken over.
-    const taken = await store().claimDueEmails({ owner: 'node-b', now: iso(t + 2 * MINUTE), leaseUntil: iso(t + 3 * MINUTE), limit: 10 })
+    const taken = await store().claimDueEmails({ owner: 'node-b', dueBy: iso(t + 2 * MINUTE), now: t + 2 * MINUTE, leaseUntil: t + 3 * MINUTE, limit: 10 })
     assert.deepEqual(taken.map((c) => c.id).filter((id) => [e1.id, e2.id, e3.id].includes(id)), [e3.id])
 
     // Releasing listed leases frees only those, under their token.
@@ -414,7 +414,7 @@ export function emailStoreCases (store: () => Store, make: MakeStore): void {
     assert.equal(await store().releaseEmailLeases('node-a', [lease(e1)]), 1)
     assert.equal((await store().findEmail(a.id, e1.id))?.leaseOwner, null)
     assert.equal((await store().findEmail(a.id, e2.id))?.leaseOwner, 'node-a')
-    assert.equal(await store().renewEmailLeases('node-a', [], iso(t + 9 * MINUTE)), 0)
+    assert.equal(await store().renewEmailLeases('node-a', [], t + 9 * MINUTE), 0)
     assert.equal(await store().releaseEmailLeases('node-a', []), 0, 'an empty list releases nothing (not everything)')
     assert.equal((await store().findEmail(a.id, e2.id))?.leaseOwner, 'node-a')
   })

@@ -73,7 +73,7 @@ export function scheduleCases (getStore: () => Store): void {
     assert.equal(await store.rescheduleEmail({ accountId: a.id, id: e.id, scheduledAt: iso(t + DAY), now: iso(t + 120_000) }), 'not_scheduled')
     assert.equal(await store.cancelEmail({ accountId: a.id, id: e.id, now: iso(t + 120_001) }), 'not_scheduled')
     // Leased (a node's clock ahead claimed it): neither, whatever this node's clock says.
-    const claimed = await store.claimDueEmails({ owner: 'ahead', now: iso(t + 120_000), leaseUntil: iso(t + 180_000), limit: 100 })
+    const claimed = await store.claimDueEmails({ owner: 'ahead', dueBy: iso(t + 120_000), now: t + 120_000, leaseUntil: t + 180_000, limit: 100 })
     assert.ok(claimed.some((c) => c.id === e.id))
     assert.equal(await store.cancelEmail({ accountId: a.id, id: e.id, now }), 'not_scheduled')
     assert.equal(await store.rescheduleEmail({ accountId: a.id, id: e.id, scheduledAt: iso(t + DAY), now }), 'not_scheduled')
@@ -105,7 +105,7 @@ export function scheduleCases (getStore: () => Store): void {
     await store.cancelEmail({ accountId: a.id, id: third.id, now: iso(t), refund: { recipients: 5, periods: ['d:2030-01-01'] } })
     assert.deepEqual(await store.readSendUsage(a.id, ['d:2030-01-01']), { 'd:2030-01-01': 0 })
 
-    const due = await store.claimDueEmails({ owner: 'later', now: iso(t + 2 * DAY), leaseUntil: iso(t + 3 * DAY), limit: 1000 })
+    const due = await store.claimDueEmails({ owner: 'later', dueBy: iso(t + 2 * DAY), now: t + 2 * DAY, leaseUntil: t + 3 * DAY, limit: 1000 })
     assert.ok(!due.some((d) => d.id === e.id || d.id === third.id), 'canceled emails are never claimed')
     assert.ok(due.some((d) => d.id === other.id), 'the other one is')
   })

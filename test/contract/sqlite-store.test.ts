@@ -114,7 +114,7 @@ describe('sqlite store: adapter-specific', () => {
       const iso = (ms: number) => new Date(ms).toISOString()
 
       // The other process accepted nothing: it reads e1 whole, and defers it.
-      const [w1] = await worker.claimDueEmails({ owner: 'worker', now: iso(t), leaseUntil: iso(t + 60_000), limit: 1 })
+      const [w1] = await worker.claimDueEmails({ owner: 'worker', dueBy: iso(t), now: t, leaseUntil: t + 60_000, limit: 1 })
       assert.equal(w1?.id, e1.id)
       assert.deepEqual(w1, await worker.findEmail(a.id, e1.id))
       assert.equal(await worker.recordEmailAttempt({
@@ -124,7 +124,7 @@ describe('sqlite store: adapter-specific', () => {
 
       // The accepting process claims both later: e2 as it accepted it; e1 (still held from its
       // acceptance) with the state the other process left: one attempt, its error, a newer token.
-      const mine = await api.claimDueEmails({ owner: 'api', now: iso(t + 2000), leaseUntil: iso(t + 60_000), limit: 10 })
+      const mine = await api.claimDueEmails({ owner: 'api', dueBy: iso(t + 2000), now: t + 2000, leaseUntil: t + 60_000, limit: 10 })
       assert.deepEqual(mine.map((e) => e.id).sort(), [e1.id, e2.id].sort())
       for (const e of mine) assert.deepEqual(e, await api.findEmail(a.id, e.id), `${e.id} as stored`)
       const again1 = mine.find((e) => e.id === e1.id)!
@@ -181,6 +181,40 @@ describe('sqlite store: adapter-specific', () => {
       const store = openSqliteStore({ dataDir: dir })
       try {
         assert.equal((await store.findApiKeyByHash('hash-old'))?.permission, 'full_access')
+      } finally {
+        await store.close()
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true })
+    }
+  })
+
+  test('upgrading to leases in ms releases the email leases held in ISO text; the email is due again at once', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'svc-sqlite-lease-ms-'))
+    try {
+      const at = migrations.findIndex((m) => m.includes('ADD COLUMN lease_expires_at INTEGER'))
+      assert.ok(at > 0)
+      const old = new Database(join(dir, 'svc.db'))
+      old.pragma('journal_mode = WAL')
+      for (const m of migrations.slice(0, at)) old.exec(m)
+      old.pragma(`user_version = ${at}`)
+      const then = new Date(Date.now() - 60_000).toISOString()
+      const until = new Date(Date.now() + 3_600_000).toISOString()
+      old.prepare(`INSERT INTO accounts (id, email, password_hash, plan, created_at) VALUES ('acct_lease', 'lease@example.test', 'h', 'free', ?)`).run(then)
+      old.prepare(`INSERT INTO emails (id, account_id, from_address, to_addresses, cc_addresses, bcc_addresses, reply_to, subject, text, headers,
+                     tags, suppressed, recipients, status, attempts, next_attempt_at, lease_owner, lease_expires_at, lease_token, created_at, updated_at)
+                   VALUES ('em_lease', 'acct_lease', 'me@example.test', '["you@example.test"]', '[]', '[]', '[]', 'Hi', 'hi', '{}', '[]', '[]',
+                     '[{"address":"you@example.test","state":"pending"}]', 'queued', 0, ?, 'old-node', ?, 1, ?, ?)`).run(then, until, then, then)
+      old.close()
+
+      const store = openSqliteStore({ dataDir: dir })
+      try {
+        const e = await store.findEmail('acct_lease', 'em_lease')
+        assert.equal(e?.leaseOwner, null)
+        assert.equal(e?.leaseExpiresAt, null)
+        const now = Date.now()
+        const claimed = await store.claimDueEmails({ owner: 'new-node', dueBy: new Date(now).toISOString(), now, leaseUntil: now + 60_000, limit: 10 })
+        assert.deepEqual(claimed.map((c) => [c.id, c.leaseOwner, c.leaseExpiresAt, c.leaseToken]), [['em_lease', 'new-node', now + 60_000, 2]])
       } finally {
         await store.close()
       }

@@ -32,7 +32,7 @@ test('a send that outlasts its lease keeps its lease (renewed) and goes out once
   // have claimed the email again (and sent it twice) had the lease run out.
   await waitFor('the lease to be renewed past its first term', async () => {
     const now = await server.store.findEmail(s.accountId, id)
-    return now !== null && now.leaseExpiresAt !== null && Date.parse(now.leaseExpiresAt) >= Date.parse(first.leaseExpiresAt!) + LEASE_MS
+    return now !== null && now.leaseExpiresAt !== null && now.leaseExpiresAt >= first.leaseExpiresAt! + LEASE_MS
   })
   const renewed = (await server.store.findEmail(s.accountId, id))!
   assert.equal(renewed.leaseOwner, first.leaseOwner)
@@ -64,7 +64,7 @@ test('a stalled node whose email was taken over cannot overwrite it: its outcome
   // Another node, whose clock is past this lease, takes the email over (as it does once a stalled
   // node's lease has run out) and holds it for an hour.
   const far = Date.now() + 3_600_000
-  const taken = await store.claimDueEmails({ owner: 'node-b', now: new Date(far).toISOString(), leaseUntil: new Date(far + 3_600_000).toISOString(), limit: 10 })
+  const taken = await store.claimDueEmails({ owner: 'node-b', dueBy: new Date(far).toISOString(), now: far, leaseUntil: far + 3_600_000, limit: 10 })
   const theirs = taken.find((e) => e.id === id)
   assert.ok(theirs, 'node-b took the email over')
 

@@ -50,7 +50,7 @@ async function assertFailedForGood (server: TestServer, accountId: string, id: s
   // What a start does (take this node's leases back), then a claim far in the future: it is never due again.
   await server.store.releaseEmailLeases(server.config.nodeId ?? '')
   const inAYear = Date.now() + 365 * 86_400_000
-  const due = await server.store.claimDueEmails({ owner: 'probe', now: new Date(inAYear).toISOString(), leaseUntil: new Date(inAYear + 60_000).toISOString(), limit: 100 })
+  const due = await server.store.claimDueEmails({ owner: 'probe', dueBy: new Date(inAYear).toISOString(), now: inAYear, leaseUntil: inAYear + 60_000, limit: 100 })
   assert.ok(!due.some((e) => e.id === id), 'the failed email is due again')
 }
 

@@ -78,7 +78,7 @@ function email (overrides: Partial<EmailRecord> = {}): EmailRecord {
     attempts: 0,
     nextAttemptAt: at,
     leaseOwner: 'node',
-    leaseExpiresAt: at,
+    leaseExpiresAt: Date.parse(at) + 30_000,
     leaseToken: 1,
     lastError: null,
     createdAt: at,

@@ -37,7 +37,8 @@ export interface EmailDoc {
   attempts: number
   nextAttemptAt: string | null
   leaseOwner: string | null
-  leaseExpiresAt: string | null
+  /** When the lease runs out, ms since the epoch; ISO text on documents from before (released at start). */
+  leaseExpiresAt: number | null
   /** The claim that leased it last; absent on documents written before fencing (read as 0). */
   leaseToken?: number
   /** A random id of the claim that leased it last, to read back what one claim won. */

@@ -27,7 +27,7 @@ import { randomUUID } from 'node:crypto'
 import type { Collection, Db, Filter, MongoClient } from 'mongodb'
 import type { EventRecord, EventType } from '../../domain/events.js'
 import type {
-  AcceptResult, EmailAttempt, EmailLease, EmailRecord, EmailStatus, EmailStore, EngagementEvent, IdempotencyRecord, QuotaCharge, SuppressionCursor,
+  AcceptResult, EmailAttempt, EmailClaim, EmailLease, EmailRecord, EmailStatus, EmailStore, EngagementEvent, IdempotencyRecord, QuotaCharge, SuppressionCursor,
   SuppressionRecord, UnsubscribeResult,
 } from '../emails.js'
 import type { AttachmentContent, DailyEventCount, EmailListQuery, EmailSummary } from '../emails.js'
@@ -70,6 +70,7 @@ export class MongoEmails implements EmailStore {
    */
   async ensureIndexes (): Promise<void> {
     await Promise.all([
+      this.releaseTextLeases(),
       syncIndexes(this.emails, [
         { key: { nextAttemptAt: 1 }, name: 'emails_due', partialFilterExpression: { nextAttemptAt: { $type: 'string' } } },
         { key: { leaseOwner: 1 }, name: 'emails_leases', partialFilterExpression: { leaseOwner: { $type: 'string' } } },
@@ -98,6 +99,14 @@ export class MongoEmails implements EmailStore {
     ])
   }
 
+  /**
+   * Releases leases whose end is ISO text (from before src/domain/lease-owner.ts's ms): no claim would take
+   * them again. Unreleased, so none is converted (as SQLite's migration 25); served by emails_leases.
+   */
+  private async releaseTextLeases (): Promise<void> {
+    await this.emails.updateMany({ leaseOwner: { $type: 'string' }, leaseExpiresAt: { $type: 'string' } }, { $set: { leaseOwner: null, leaseExpiresAt: null } })
+  }
+
   private emailDoc (e: EmailRecord, events: EventRecord[]): EmailDoc {
     return {
       _id: String(e.id),
@@ -120,7 +129,7 @@ export class MongoEmails implements EmailStore {
       attempts: Number(e.attempts),
       nextAttemptAt: nullableString(e.nextAttemptAt),
       leaseOwner: nullableString(e.leaseOwner),
-      leaseExpiresAt: nullableString(e.leaseExpiresAt),
+      leaseExpiresAt: e.leaseExpiresAt === null ? null : Number(e.leaseExpiresAt),
       leaseToken: Number(e.leaseToken ?? 0),
       lastError: nullableString(e.lastError),
       createdAt: String(e.createdAt),
@@ -327,19 +336,19 @@ export class MongoEmails implements EmailStore {
     return rows.map((r) => ({ day: r._id.day, type: r._id.type as EventType, count: r.n }))
   }
 
-  async claimDueEmails (req: { owner: string; now: string; leaseUntil: string; limit: number }): Promise<EmailRecord[]> {
+  async claimDueEmails (req: EmailClaim): Promise<EmailRecord[]> {
     const limit = Math.floor(Number(req.limit))
     if (!(limit > 0)) return []
-    const now = String(req.now)
-    // Due (the emails_due filter, stated so that index serves it) and not leased, or leased until now at most.
+    // Due (the emails_due filter, stated so that index serves it) and not leased, or leased until now at most
+    // (the lease's end in ms: src/domain/lease-owner.ts).
     const due: Filter<EmailDoc> = {
-      nextAttemptAt: { $type: 'string', $lte: now },
-      $or: [{ leaseExpiresAt: null }, { leaseExpiresAt: { $lte: now } }],
+      nextAttemptAt: { $type: 'string', $lte: String(req.dueBy) },
+      $or: [{ leaseExpiresAt: null }, { leaseExpiresAt: { $lte: Number(req.now) } }],
     }
     // One id for this claim: the update stamps it on what it wins, so the read-back finds exactly that,
     // whatever other nodes claim meanwhile.
     const claim = randomUUID()
-    const lease = { leaseOwner: String(req.owner), leaseExpiresAt: String(req.leaseUntil), leaseClaim: claim }
+    const lease = { leaseOwner: String(req.owner), leaseExpiresAt: Number(req.leaseUntil), leaseClaim: claim }
     const claimed: EmailRecord[] = []
     for (let round = 0; round < CLAIM_ROUNDS && claimed.length < limit; round++) {
       const candidates = await this.emails.find(due, { projection: { _id: 1 }, sort: { nextAttemptAt: 1 }, limit: limit - claimed.length })
@@ -394,13 +403,13 @@ export class MongoEmails implements EmailStore {
     return toEmail(doc)
   }
 
-  async renewEmailLeases (owner: string, leases: EmailLease[], leaseUntil: string): Promise<number> {
+  async renewEmailLeases (owner: string, leases: EmailLease[], leaseUntil: number): Promise<number> {
     if (leases.length === 0) return 0
-    const until = String(leaseUntil)
+    const until = Number(leaseUntil)
     const r = await this.emails.bulkWrite(leases.map((l) => ({
       updateOne: {
         filter: { _id: String(l.id), leaseOwner: String(owner), leaseToken: Number(l.leaseToken) },
-        update: { $max: { leaseExpiresAt: until } }, // never shortens (null sorts below every string)
+        update: { $max: { leaseExpiresAt: until } }, // never shortens (null sorts below every number)
       },
     })), { ordered: false })
     return r.matchedCount

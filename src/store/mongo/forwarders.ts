@@ -2,7 +2,7 @@
 // reached through the Store interface by one-line forwarders.
 import type { EventRecord } from '../../domain/events.js'
 import type {
-  AcceptResult, AttachmentContent, DailyEventCount, EmailAttempt, EmailLease, EmailListQuery, EmailRecord, EmailSummary, EngagementEvent, IdempotencyRecord,
+  AcceptResult, AttachmentContent, DailyEventCount, EmailAttempt, EmailClaim, EmailLease, EmailListQuery, EmailRecord, EmailSummary, EngagementEvent, IdempotencyRecord,
   QuotaCharge, SuppressionCursor, SuppressionRecord, UnsubscribeResult,
 } from '../emails.js'
 import type { ReceivedQuery, ReceivedRecord } from '../received.js'
@@ -50,12 +50,12 @@ export abstract class MongoForwarders extends MongoDeliveries {
   findEmail (accountId: string, id: string): Promise<EmailRecord | null> { return this.mail.findEmail(accountId, id) }
   listEmails (accountId: string, query: EmailListQuery): Promise<EmailSummary[]> { return this.mail.listEmails(accountId, query) }
   countEvents (accountId: string, window: { since: string; until: string }): Promise<DailyEventCount[]> { return this.mail.countEvents(accountId, window) }
-  claimDueEmails (req: { owner: string; now: string; leaseUntil: string; limit: number }): Promise<EmailRecord[]> { return this.mail.claimDueEmails(req) }
+  claimDueEmails (req: EmailClaim): Promise<EmailRecord[]> { return this.mail.claimDueEmails(req) }
   nextDueAt (now: string): Promise<string | null> { return this.mail.nextDueAt(now) }
   rescheduleEmail (input: { accountId: string; id: string; scheduledAt: string; now: string }): Promise<EmailRecord | 'not_scheduled' | null> { return this.mail.rescheduleEmail(input) }
   cancelEmail (input: { accountId: string; id: string; now: string; refund?: { recipients: number; periods: string[] } }): Promise<EmailRecord | 'not_scheduled' | null> { return this.mail.cancelEmail(input) }
   recordEmailAttempt (attempt: EmailAttempt): Promise<boolean> { return this.mail.recordEmailAttempt(attempt) }
-  renewEmailLeases (owner: string, leases: EmailLease[], leaseUntil: string): Promise<number> { return this.mail.renewEmailLeases(owner, leases, leaseUntil) }
+  renewEmailLeases (owner: string, leases: EmailLease[], leaseUntil: number): Promise<number> { return this.mail.renewEmailLeases(owner, leases, leaseUntil) }
   releaseEmailLeases (owner: string, leases?: EmailLease[]): Promise<number> { return this.mail.releaseEmailLeases(owner, leases) }
   findSuppressions (accountId: string, emails: string[]): Promise<SuppressionRecord[]> { return this.mail.findSuppressions(accountId, emails) }
   listSuppressions (accountId: string, opts: { limit: number; after?: SuppressionCursor }): Promise<SuppressionRecord[]> { return this.mail.listSuppressions(accountId, opts) }

@@ -6,7 +6,7 @@ import type { EventRecord } from '../../domain/events.js'
 import type { EventType } from '../../domain/events.js'
 import { metadataOf } from '../../domain/metadata.js'
 import type {
-  AcceptResult, DailyEventCount, EmailAttempt, EmailLease, EmailListQuery, EmailRecord, EmailStatus, EmailStore, EmailSummary,
+  AcceptResult, DailyEventCount, EmailAttempt, EmailClaim, EmailLease, EmailListQuery, EmailRecord, EmailStatus, EmailStore, EmailSummary,
   AttachmentContent, EngagementEvent, IdempotencyRecord, QuotaCharge, SuppressionCursor, SuppressionReason, SuppressionRecord, UnsubscribeResult,
 } from '../emails.js'
 import { SqliteAttachments, attachmentsOf } from './attachments.js'
@@ -16,14 +16,18 @@ import { emailLeaseRelease } from './leases.js'
 
 type Row = Record<string, unknown>
 
-/** The due, unleased emails a claim takes, earliest due first. */
-const DUE = 'SELECT id FROM emails WHERE next_attempt_at <= ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?) ORDER BY next_attempt_at LIMIT ?'
+/**
+ * The due, unleased emails a claim takes, earliest due first: next_attempt_at (ISO text) at or before the
+ * due time, and no lease or one that ran out (lease_expires_at, ms since the epoch, at or before now).
+ */
+const DUE = 'SELECT id FROM emails WHERE next_attempt_at <= @dueBy AND (lease_expires_at IS NULL OR lease_expires_at <= @now) ORDER BY next_attempt_at LIMIT @limit'
 
 /** findSuppressions reads this many addresses or fewer one by one (the duplicate check is quadratic in it). */
 const FEW_ADDRESSES = 8
 
 const str = (v: unknown): string => v as string
 const strOrNull = (v: unknown): string | null => (v ?? null) as string | null
+const numOrNull = (v: unknown): number | null => (v ?? null) as number | null
 const json = <T>(v: unknown): T => JSON.parse(v as string) as T
 
 /** What changes in a stored email after it is accepted: its recipients' outcomes, status, attempts, lease. */
@@ -36,7 +40,7 @@ function stateOf (r: Row): EmailState {
     attempts: r.attempts as number,
     nextAttemptAt: strOrNull(r.next_attempt_at),
     leaseOwner: strOrNull(r.lease_owner),
-    leaseExpiresAt: strOrNull(r.lease_expires_at),
+    leaseExpiresAt: numOrNull(r.lease_expires_at),
     leaseToken: r.lease_token as number,
     lastError: strOrNull(r.last_error),
     updatedAt: str(r.updated_at),
@@ -154,22 +158,24 @@ export class SqliteEmails implements EmailStore {
       emailById: p('SELECT * FROM emails WHERE account_id = ? AND id = ?'),
       emailAccount: p('SELECT account_id FROM emails WHERE id = ?'),
       emailAnyAccount: p('SELECT * FROM emails WHERE id = ?'),
-      claim: p(`UPDATE emails SET lease_owner = ?, lease_expires_at = ?, lease_token = lease_token + 1
+      claim: p(`UPDATE emails SET lease_owner = @owner, lease_expires_at = @leaseUntil, lease_token = lease_token + 1
                 WHERE id IN (${DUE}) RETURNING *`),
       // The same, returning only the columns that change after acceptance: for when this process accepted
       // emails lately (`fresh`); those it did not are read whole (emailsByIds).
-      claimState: p(`UPDATE emails SET lease_owner = ?, lease_expires_at = ?, lease_token = lease_token + 1
+      claimState: p(`UPDATE emails SET lease_owner = @owner, lease_expires_at = @leaseUntil, lease_token = lease_token + 1
                      WHERE id IN (${DUE})
                      RETURNING id, recipients, status, attempts, next_attempt_at, lease_owner, lease_expires_at, lease_token, last_error, updated_at`),
       emailsByIds: p('SELECT * FROM emails WHERE id IN (SELECT value FROM json_each(?))'),
       attempt: p(`UPDATE emails SET recipients = ?, status = ?, attempts = ?, next_attempt_at = ?, last_error = ?, updated_at = ?,
                     lease_owner = NULL, lease_expires_at = NULL
                   WHERE id = ? AND lease_owner = ? AND lease_token = ?`),
-      renew: p(`UPDATE emails SET lease_expires_at = max(coalesce(lease_expires_at, ''), ?)
+      // Never shortens: the later of the lease's end and the new one (both ms; a lease cleared meanwhile
+      // has no end, and 0 stands for it, as max() of a NULL is NULL).
+      renew: p(`UPDATE emails SET lease_expires_at = max(coalesce(lease_expires_at, 0), ?)
                 WHERE id = ? AND lease_owner = ? AND lease_token = ?`),
       release: emailLeaseRelease(db, 'owner'),
       releaseOne: p('UPDATE emails SET lease_owner = NULL, lease_expires_at = NULL WHERE id = ? AND lease_owner = ? AND lease_token = ?'),
-      anyDue: p('SELECT 1 FROM emails WHERE next_attempt_at <= ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?) LIMIT 1'),
+      anyDue: p('SELECT 1 FROM emails WHERE next_attempt_at <= @dueBy AND (lease_expires_at IS NULL OR lease_expires_at <= @now) LIMIT 1'),
       // The first entry of emails_due after now: one seek, whatever is scheduled behind it.
       nextDue: p('SELECT next_attempt_at FROM emails WHERE next_attempt_at > ? ORDER BY next_attempt_at LIMIT 1').pluck(),
       reschedule: p(`UPDATE emails SET scheduled_at = ?, next_attempt_at = ?, updated_at = ?
@@ -326,17 +332,17 @@ export class SqliteEmails implements EmailStore {
     return row ? toEmail(row) : null
   }
 
-  async claimDueEmails (req: { owner: string; now: string; leaseUntil: string; limit: number }): Promise<EmailRecord[]> {
+  async claimDueEmails (req: EmailClaim): Promise<EmailRecord[]> {
     // The mailer polls: an idle queue is answered by a read, without taking the write lock.
-    if (req.limit <= 0 || this.q.anyDue.get(req.now, req.now) === undefined) return []
+    if (req.limit <= 0 || this.q.anyDue.get({ dueBy: req.dueBy, now: req.now }) === undefined) return []
     // A lease lost to a power cut only makes the email due again: no fsync needed for it alone.
     return await this.writes.run(() => {
-      const args = [req.owner, req.leaseUntil, req.now, req.now, req.limit]
+      const args = { owner: req.owner, leaseUntil: req.leaseUntil, dueBy: req.dueBy, now: req.now, limit: req.limit }
       // Nothing accepted here lately (a process that only sends, beside one that only accepts): whole rows.
-      if (this.fresh.held() === 0) return (this.q.claim.all(...args) as Row[]).map(toEmail).sort(byDue)
+      if (this.fresh.held() === 0) return (this.q.claim.all(args) as Row[]).map(toEmail).sort(byDue)
       const claimed: EmailRecord[] = []
       let unknown: string[] | undefined
-      for (const r of this.q.claimState.all(...args) as Row[]) {
+      for (const r of this.q.claimState.all(args) as Row[]) {
         const fresh = this.fresh.take(str(r.id))
         if (fresh !== undefined) claimed.push(withState(fresh, r))
         else (unknown ??= []).push(str(r.id))
@@ -381,7 +387,7 @@ export class SqliteEmails implements EmailStore {
     }, { durable: false })
   }
 
-  async renewEmailLeases (owner: string, leases: EmailLease[], leaseUntil: string): Promise<number> {
+  async renewEmailLeases (owner: string, leases: EmailLease[], leaseUntil: number): Promise<number> {
     if (leases.length === 0) return 0
     // Not fsynced: a renewal lost to a power cut only lets the lease run out sooner.
     return await this.writes.run(() => {

@@ -368,6 +368,17 @@ export const migrations: string[] = [
      then looks the email, or the received message's recipients, up. */ `
   ALTER TABLE events ADD COLUMN route TEXT;
   `,
+  /* 25: one lease rule (src/domain/lease-owner.ts): an email's lease_expires_at is ms since the epoch, an
+     INTEGER like the delivery engine's lease times, no longer ISO text (text compares wrongly against a
+     number). Every email lease held across the upgrade is released (its email is due again at once, the
+     processes that held it being gone): no old value is converted, the column is dropped with them and
+     made again with its new type, and the due index that reads it with it. */ `
+  DROP INDEX emails_due;
+  UPDATE emails SET lease_owner = NULL WHERE lease_owner IS NOT NULL;
+  ALTER TABLE emails DROP COLUMN lease_expires_at;
+  ALTER TABLE emails ADD COLUMN lease_expires_at INTEGER;
+  CREATE INDEX emails_due ON emails (next_attempt_at, lease_expires_at, id) WHERE next_attempt_at IS NOT NULL;
+  `,
 ]
 
 /** Applies the migrations this database has not had yet, each in its own transaction; refuses a newer schema. */
