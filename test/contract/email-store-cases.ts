@@ -419,6 +419,36 @@ export function emailStoreCases (store: () => Store, make: MakeStore): void {
     assert.equal((await store().findEmail(a.id, e2.id))?.leaseOwner, 'node-a')
   })
 
+  test('a lease ends at a time in ms: held until that ms, free from it, and renewed as a number, never shortened', async () => {
+    const a = await newAccount()
+    const t = Date.now() + 850 * DAY
+    const e = await accepted(a.id, { nextAttemptAt: iso(t - 1) })
+    await sweepBefore(t - 10)
+    const claim = async (owner: string, now: number, leaseUntil: number) =>
+      (await store().claimDueEmails({ owner, dueBy: iso(now), now, leaseUntil, limit: 10 })).filter((c) => c.id === e.id)
+
+    const [first] = await claim('node-a', t, t + MINUTE)
+    assert.ok(first)
+    assert.equal(first.leaseExpiresAt, t + MINUTE)
+    assert.deepEqual(await claim('node-b', t + MINUTE - 1, t + 2 * MINUTE), [], 'held until the ms its lease ends')
+    const [second] = await claim('node-b', t + MINUTE, t + 2 * MINUTE)
+    assert.ok(second, 'a claim after the lease ran out takes the email again')
+    assert.equal(second.leaseOwner, 'node-b')
+    assert.ok(second.leaseToken > first.leaseToken)
+    assert.equal(await store().renewEmailLeases('node-a', [{ id: e.id, leaseToken: first.leaseToken }], t + 9 * MINUTE), 0)
+
+    // Compared as numbers, not as text: 10,000,000,000,000 is the later end although its text sorts first.
+    const mine = { id: e.id, leaseToken: second.leaseToken }
+    const expiry = async () => (await store().findEmail(a.id, e.id))?.leaseExpiresAt
+    assert.equal(await store().renewEmailLeases('node-b', [mine], 9_999_999_999_999), 1)
+    assert.equal(await expiry(), 9_999_999_999_999)
+    assert.equal(await store().renewEmailLeases('node-b', [mine], 10_000_000_000_000), 1)
+    assert.equal(await expiry(), 10_000_000_000_000)
+    assert.equal(await store().renewEmailLeases('node-b', [mine], 9_999_999_999_999), 1)
+    assert.equal(await expiry(), 10_000_000_000_000, 'a renewal never shortens the lease')
+    assert.equal(await store().releaseEmailLeases('node-b', [mine]), 1)
+  })
+
   test('suppressions: add keeps the first entry, find and delete are per account', async () => {
     const a = await newAccount()
     const b = await newAccount()
