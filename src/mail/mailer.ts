@@ -27,8 +27,8 @@ export { MessageBuildError, composeMessage }
 
 export interface MailerTuning {
   /**
-   * This node's name in leases; default: the host name. Leases under this name are taken back at start
-   * (a process that is only starting holds nothing), so two live processes must not share a name.
+   * The owner this process's leases are held under; default: leaseOwner(the host name), unique to this
+   * process (src/domain/lease-owner.ts). Nothing held under another owner is released at start.
    */
   owner?: string
   /** Emails in flight at once. Default 32. */
