@@ -174,7 +174,7 @@ export class DeliveryEngine implements Component {
     every(Math.max(1000, Math.floor(this.leases.ms / 3)), () => {
       const leaseUntil = this.leases.until(this.clock.now())
       const ids = this.heldIds()
-      if (ids.length > 0) this.store.renewLeases(this.owner, ids, leaseUntil).catch((err) => this.log.error({ err }, 'renewing delivery leases failed'))
+      if (ids.length > 0) this.store.renewLeases(this.owner, ids, leaseUntil).catch((err: unknown) => this.log.error({ err }, 'renewing delivery leases failed'))
       this.source.renew(leaseUntil)
     })
     every(Math.max(10, Math.min(1000, Math.floor(this.limits.firstAttemptHoldMs / 2))), () => this.storeSlowFirstAttempts())
@@ -215,7 +215,7 @@ export class DeliveryEngine implements Component {
     this.fetching = true
     this.fetchAgain = false
     // A store fault (disk full…) is logged once by the store's health, not at every poll.
-    this.fetch().catch((err) => { if (!this.store.health.failed(err)) this.log.error({ err }, 'fetching deliveries failed') }).finally(() => {
+    this.fetch().catch((err: unknown) => { if (!this.store.health.failed(err)) this.log.error({ err }, 'fetching deliveries failed') }).finally(() => {
       this.fetching = false
       if (this.fetchAgain) this.wake()
     })
@@ -326,7 +326,7 @@ export class DeliveryEngine implements Component {
         this.log.info({ webhookId, deliveries: n }, 'endpoint answers again: its waiting deliveries are due now')
         this.wake()
       })
-      .catch((err) => this.log.error({ err, webhookId }, 're-driving waiting deliveries failed'))
+      .catch((err: unknown) => this.log.error({ err, webhookId }, 're-driving waiting deliveries failed'))
   }
 
   /** Store statistics for /metrics, cached briefly (retention.ts). */
