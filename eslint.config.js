@@ -7,13 +7,14 @@
 // only src/ with types saved little, since tsconfig.json's one program holds the tests anyway. It runs
 // before the test files (package.json's "test"), not beside them, so their two lanes keep both cores.
 import js from '@eslint/js'
+import { defineConfig } from 'eslint/config'
 import tseslint from 'typescript-eslint'
 
 const unsafe = ['no-unsafe-argument', 'no-unsafe-assignment', 'no-unsafe-call', 'no-unsafe-member-access', 'no-unsafe-return']
 const off = (names) => Object.fromEntries(names.map((n) => [`@typescript-eslint/${n}`, 'off']))
 const readonly = (names) => Object.fromEntries(names.map((n) => [n, 'readonly']))
 
-export default tseslint.config(
+export default defineConfig(
   // test/typed-client compiles only beside the types its test generates, under its own strict tsc run.
   { ignores: ['dist/', 'node_modules/', 'test/typed-client/'] },
   js.configs.recommended,
