@@ -150,7 +150,10 @@ export class DeliveryEngine implements Component {
       held: this.held,
       leases: this.leases,
       source: this.source,
-      maxInFlight: this.limits.maxInFlight,
+      // Mailboxes hold what is read ahead: their shares add up to the read-ahead, not to all of memory.
+      // Shares of maxInFlight (20,000 / actors) let two or three slow webhooks fill the read-ahead (4,096)
+      // without ever parking, and then no webhook got new work.
+      maxInFlight: Math.min(this.limits.maxInFlight, this.limits.readAhead),
       mailboxLimit: actorOptions.mailboxLimit,
       host: {
         running: () => this.running,
@@ -252,9 +255,15 @@ export class DeliveryEngine implements Component {
     return Math.min(this.limits.maxInFlight - this.held.size - this.writer.pending, this.limits.readAhead - this.waiting())
   }
 
-  /** Held in mailboxes, not yet handed to the port. */
+  /**
+   * Held in mailboxes, not yet handed to the port, less what waits for saturated webhooks: their backlog
+   * is parked in the store and paged in by their own actors, so it does not use up the read-ahead (a few
+   * slow receivers with full mailboxes would otherwise hold every other webhook's new work back).
+   */
   private waiting (): number {
-    return this.held.size - this.scheduler.inFlight
+    let parkedBehind = 0
+    for (const id of this.intake.saturated()) parkedBehind += this.scheduler.actorFor(id).queued
+    return this.held.size - this.scheduler.inFlight - parkedBehind
   }
 
   private async fetch (): Promise<void> {
