@@ -17,11 +17,11 @@ import { iso } from '../../src/domain/clock.js'
 import { eventPayload, type EventRecord, type EventType } from '../../src/domain/events.js'
 import { deliveryId, newId } from '../../src/domain/ids.js'
 import { limitsOf } from '../../src/domain/plans.js'
-import { newWebhookSecret } from '../../src/domain/secrets.js'
+import { newWebhookSecret, sealWebhookSecret } from '../../src/domain/secrets.js'
 import { log, QUICK, results } from '../lib/context.js'
 import { sleep } from '../lib/procs.js'
 import { fmt } from '../lib/report.js'
-import { deliveryCounts, removeDir, Seeder, startSvc, stopSvc, tempDataDir } from '../lib/svc.js'
+import { deliveryCounts, removeDir, Seeder, startSvc, stopSvc, SVC_SECRET, tempDataDir } from '../lib/svc.js'
 
 type Answer = { status: number; headers?: Record<string, string>; delayMs?: number }
 
@@ -69,7 +69,7 @@ async function hook (seeder: Seeder, accountId: string, url: string, rateLimit: 
   const now = iso(Date.now())
   const id = newId('wh')
   const r = await seeder.store.insertWebhook({
-    id, accountId, url, events: ['email.sent'], secret: newWebhookSecret(), previousSecret: null, previousSecretExpiresAt: null,
+    id, accountId, url, events: ['email.sent'], secret: sealWebhookSecret(SVC_SECRET, id, newWebhookSecret()), previousSecret: null, previousSecretExpiresAt: null,
     status: 'enabled', rateLimit, createdAt: now, updatedAt: now,
   }, limitsOf('pro').webhooks)
   if (r !== 'created') throw new Error('seeding: webhook refused')
