@@ -4,8 +4,8 @@
 // those need the type checker, which neostandard's TypeScript rules do not use. Layout is left to review.
 // Cost: the type-checked run over the whole tree (tests too, where a missing await hides a failed
 // assertion) took 21 s on this 2-core machine (28 s of CPU) with the other cores lightly used; checking
-// only src/ with types saved little, since tsconfig.json's one program holds the tests anyway. It runs
-// before the test files (package.json's "test"), not beside them, so their two lanes keep both cores.
+// only src/ with types saved little, since tsconfig.json's one program holds the tests anyway. `npm test`
+// runs it beside the test files (scripts/run-tests.mjs --lint), in the CPU their two lanes leave idle.
 import js from '@eslint/js'
 import { defineConfig } from 'eslint/config'
 import tseslint from 'typescript-eslint'
