@@ -11,8 +11,8 @@ import type { ChildProcess } from 'node:child_process'
 import { costOf, CpuWatch, log, notes, pick, postBatches, recordCost, recordCpu, reportLogged, results, startSvc, stopSvc, QUICK, type Sample } from '../lib/context.js'
 import { ask, memoryOf, sleep, startProc, stopChild, type Msg } from '../lib/procs.js'
 import { fmt } from '../lib/report.js'
-import { removeDir, Seeder, tempDataDir } from '../lib/svc.js'
-import { relayHas, SMTP_CONNECTIONS, stageLine, stageTotals, type RelayStats } from './smtp.js'
+import { removeDir, Seeder, tempDataDir, type SvcProcess } from '../lib/svc.js'
+import { relayHas, SMTP_CONNECTIONS, stageLine, stageTotals } from './smtp.js'
 
 export interface SmtpAttachmentFigures {
   /** Emails a second at the relay, each with the 1 MiB file. */
@@ -49,18 +49,33 @@ function bodies (count: number, content: string, recipients: number, scheduledAt
   return out
 }
 
-async function svcRun (relay: ChildProcess, port: number, count: number, content: string, recipients: number, label: string): Promise<Sample & { cpuPerEmail: number }> {
+/** svc on a fresh data directory with one account and key, its SMTP_URL at the relay, for `run`; then stopped and removed. */
+async function withSvc<T> (port: number, label: string, env: Record<string, string>, run: (svc: SvcProcess, key: string) => Promise<T>): Promise<T> {
   const dir = tempDataDir()
   const seeder = new Seeder(dir, 'http://127.0.0.1:9')
   const account = await seeder.account()
   const key = await seeder.apiKey(account)
   await seeder.close()
-  const svc = await startSvc(dir, { SMTP_URL: `smtp://127.0.0.1:${port}`, SMTP_POOL_SIZE: String(SMTP_CONNECTIONS) }, label)
+  const svc = await startSvc(dir, { SMTP_URL: `smtp://127.0.0.1:${port}`, SMTP_POOL_SIZE: String(SMTP_CONNECTIONS), ...env }, label)
   try {
-    // Warm: a few emails with the file, unmeasured.
-    await ask(relay, { type: 'reset' })
-    await postBatches(svc.origin, key, bodies(PER_REQUEST * 2, content, 1), 2)
-    await relayHas(relay, PER_REQUEST * 2, `${label} warm-up`)
+    return await run(svc, key)
+  } finally {
+    await stopSvc(svc)
+    reportLogged(label, svc)
+    removeDir(dir)
+  }
+}
+
+/** A few emails with the file, unmeasured, through to the relay. */
+async function warmUp (relay: ChildProcess, svc: SvcProcess, key: string, content: string, label: string): Promise<void> {
+  await ask(relay, { type: 'reset' })
+  await postBatches(svc.origin, key, bodies(PER_REQUEST * 2, content, 1), 2)
+  await relayHas(relay, PER_REQUEST * 2, `${label} warm-up`)
+}
+
+async function svcRun (relay: ChildProcess, port: number, count: number, content: string, recipients: number, label: string): Promise<Sample & { cpuPerEmail: number }> {
+  return await withSvc(port, label, {}, async (svc, key) => {
+    await warmUp(relay, svc, key, content, label)
     await ask(relay, { type: 'reset' })
     const before = await stageTotals(svc.origin)
     const watch = new CpuWatch({ svc: svc.pid })
@@ -77,11 +92,7 @@ async function svcRun (relay: ChildProcess, port: number, count: number, content
     log(`    svc ${label}: ${fmt(rate)} emails/s (${fmt(s.messages)} messages at the relay for ${fmt(count)} emails × ${recipients}; statuses ${JSON.stringify(statuses)})`)
     log(`      stages (mean per observation): ${stageLine(before, after)}`)
     return { value: rate, foreign, cpuPerEmail: cost.svc?.total ?? NaN }
-  } finally {
-    await stopSvc(svc)
-    reportLogged(label, svc)
-    removeDir(dir)
-  }
+  })
 }
 
 async function peerRun (peer: ChildProcess, relay: ChildProcess, port: number, count: number, content: string): Promise<Sample> {
@@ -104,16 +115,8 @@ async function peerRun (peer: ChildProcess, relay: ChildProcess, port: number, c
  */
 async function svcLegRun (relay: ChildProcess, port: number, count: number, content: string, leadMs: number): Promise<Sample & { late: boolean }> {
   const label = 'smtp-attachment-leg'
-  const dir = tempDataDir()
-  const seeder = new Seeder(dir, 'http://127.0.0.1:9')
-  const account = await seeder.account()
-  const key = await seeder.apiKey(account)
-  await seeder.close()
-  const svc = await startSvc(dir, { SMTP_URL: `smtp://127.0.0.1:${port}`, SMTP_POOL_SIZE: String(SMTP_CONNECTIONS) }, label)
-  try {
-    await ask(relay, { type: 'reset' })
-    await postBatches(svc.origin, key, bodies(PER_REQUEST * 2, content, 1), 2)
-    await relayHas(relay, PER_REQUEST * 2, `${label} warm-up`)
+  return await withSvc(port, label, {}, async (svc, key) => {
+    await warmUp(relay, svc, key, content, label)
     // A whole second, so that every email is due at the same instant.
     const T = Math.ceil((Date.now() + leadMs) / 1000) * 1000
     const statuses = await postBatches(svc.origin, key, bodies(count, content, 1, new Date(T).toISOString()), 4)
@@ -131,11 +134,7 @@ async function svcLegRun (relay: ChildProcess, port: number, count: number, cont
     log(`    svc ${label}: ${fmt(rate)} emails/s from T (${fmt(s.messages)}/${fmt(count)} at the relay; accepted ${fmt((T - accepted) / 1000, 1)} s before T; statuses ${JSON.stringify(statuses)})`)
     if (late) log(`    ! ${label}: the posts ended after T: the figure holds intake too`)
     return { value: rate, foreign, late }
-  } finally {
-    await stopSvc(svc)
-    reportLogged(label, svc)
-    removeDir(dir)
-  }
+  })
 }
 
 const LARGE_SENDS = 20
@@ -147,20 +146,13 @@ const LARGE_FILE_BYTES = 20 * 1024 * 1024
  * resident set before. SEND_BYTES_IN_FLIGHT (32 MiB) lets one such body in at a time; a send answered
  * 503 comes back after its Retry-After, as a client would.
  */
-export async function largeSends (relay: ChildProcess, port: number, env: Record<string, string> = {}): Promise<NonNullable<SmtpAttachmentFigures['memory']>> {
-  const dir = tempDataDir()
-  const seeder = new Seeder(dir, 'http://127.0.0.1:9')
-  const account = await seeder.account()
-  const key = await seeder.apiKey(account)
-  await seeder.close()
-  const svc = await startSvc(dir, { SMTP_URL: `smtp://127.0.0.1:${port}`, SMTP_POOL_SIZE: String(SMTP_CONNECTIONS), ATTACHMENTS_MAX_BYTES: String(LARGE_FILE_BYTES), ...env }, 'smtp-attachment-memory')
-  try {
+async function largeSends (relay: ChildProcess, port: number): Promise<NonNullable<SmtpAttachmentFigures['memory']>> {
+  return await withSvc(port, 'smtp-attachment-memory', { ATTACHMENTS_MAX_BYTES: String(LARGE_FILE_BYTES) }, async (svc, key) => {
     await ask(relay, { type: 'reset' })
     const content = randomBytes(LARGE_FILE_BYTES).toString('base64')
     const beforeMiB = memoryOf(svc.pid)?.rssMiB ?? NaN
     let retried = 0
     const started = Date.now()
-    const trace = process.env.BENCH_TRACE_RSS === '1' ? setInterval(() => { void ask<RelayStats>(relay, { type: 'stats' }).then((r) => log(`      t=${((Date.now() - started) / 1000).toFixed(1)} s rss ${fmt(memoryOf(svc.pid)?.rssMiB ?? NaN)} MiB, ${r.messages} at the relay`)) }, 1000) : undefined
     await Promise.all(Array.from({ length: LARGE_SENDS }, async (_, i) => {
       const body = JSON.stringify({ to: `large${i}@example.com`, subject: `Large ${i}`, text: 'The file is attached.', attachments: [{ filename: 'archive.bin', content }] })
       for (;;) {
@@ -173,16 +165,11 @@ export async function largeSends (relay: ChildProcess, port: number, env: Record
       }
     }))
     const s = await relayHas(relay, LARGE_SENDS, 'smtp-attachment-memory')
-    clearInterval(trace)
     const seconds = (s.last - started) / 1000
     const peakMiB = memoryOf(svc.pid)?.peakMiB ?? NaN
     log(`    svc 20 × 20 MiB sends at once: peak RSS ${fmt(peakMiB)} MiB (${fmt(beforeMiB)} MiB before), ${fmt(s.messages)} at the relay in ${fmt(seconds)} s, ${retried} answered 503 and sent again`)
     return { sends: LARGE_SENDS, fileMiB: LARGE_FILE_BYTES / 1024 / 1024, peakMiB, beforeMiB, seconds, retried }
-  } finally {
-    await stopSvc(svc)
-    reportLogged('smtp-attachment-memory', svc)
-    removeDir(dir)
-  }
+  })
 }
 
 export async function smtpAttachment (): Promise<SmtpAttachmentFigures> {
