@@ -4,6 +4,7 @@
 //   open:   requests started at a fixed `rate` per second whatever the answers do (no coordinated
 //           omission); used to raise events at a fixed rate.
 import { Pool } from 'undici'
+import { openLoop } from '../lib/open-loop.js'
 import { serve, type Msg } from '../lib/procs.js'
 import { summarize } from '../lib/stats.js'
 
@@ -62,15 +63,12 @@ async function open (msg: Msg): Promise<Record<string, unknown>> {
   const pool = new Pool(c.origin, { connections: Number(msg.connections ?? 64), keepAliveTimeout: 30_000 })
   const statuses: Record<string, number> = {}
   const latencies: number[] = []
-  let issued = 0
-  let skipped = 0
   let inFlight = 0
   let errors = 0
   const wall0 = Date.now()
   const t0 = performance.now()
-  const fire = () => {
-    const body = c.bodies[issued % c.bodies.length]!
-    issued++
+  const fire = (i: number) => {
+    const body = c.bodies[i % c.bodies.length]!
     inFlight++
     const s = performance.now()
     pool.request({ path: c.path, method: 'POST', headers: c.headers, body })
@@ -81,21 +79,7 @@ async function open (msg: Msg): Promise<Record<string, unknown>> {
       }, () => { errors++ })
       .finally(() => { inFlight-- })
   }
-  await new Promise<void>((resolve) => {
-    const timer = setInterval(() => {
-      const elapsed = performance.now() - t0
-      if (elapsed >= c.warmupMs + c.durationMs) {
-        clearInterval(timer)
-        resolve()
-        return
-      }
-      const due = Math.floor((elapsed / 1000) * rate)
-      while (issued + skipped < due) {
-        if (inFlight >= maxInFlight) skipped++
-        else fire()
-      }
-    }, 2)
-  })
+  const { issued, skipped } = await openLoop({ rate, untilMs: c.warmupMs + c.durationMs, t0, maxInFlight, inFlight: () => inFlight, fire })
   const sentFor = performance.now() - t0
   const waitUntil = performance.now() + 15_000
   while (inFlight > 0 && performance.now() < waitUntil) await new Promise((r) => setTimeout(r, 10))

@@ -7,6 +7,7 @@
 // accepted email's events at the healthy receiver.
 import { setMaxListeners } from 'node:events'
 import { Pool } from 'undici'
+import { openLoop } from '../lib/open-loop.js'
 import { serve, type Msg } from '../lib/procs.js'
 
 /** One send: when it started (ms, wall clock), its latency (ms), its status (0: no answer), the email's id. */
@@ -25,14 +26,11 @@ async function run (msg: Msg): Promise<Record<string, unknown>> {
   const abandon = new AbortController()
   setMaxListeners(0, abandon.signal)
   const sends: SendRecord[] = []
-  let issued = 0
-  let skipped = 0
   let inFlight = 0
   let unanswered = 0
   const t0 = performance.now()
   const wall0 = Date.now()
-  const fire = () => {
-    const i = issued++
+  const fire = (i: number) => {
     inFlight++
     const started = performance.now()
     const record: SendRecord = { at: wall0 + (started - t0), ms: NaN, status: 0 }
@@ -57,21 +55,7 @@ async function run (msg: Msg): Promise<Record<string, unknown>> {
       }
     }).finally(() => { inFlight-- })
   }
-  await new Promise<void>((resolve) => {
-    const timer = setInterval(() => {
-      const elapsed = performance.now() - t0
-      if (elapsed >= durationMs) {
-        clearInterval(timer)
-        resolve()
-        return
-      }
-      const due = Math.floor((elapsed / 1000) * rate)
-      while (issued + skipped < due) {
-        if (inFlight >= maxInFlight) skipped++
-        else fire()
-      }
-    }, 2)
-  })
+  const { issued, skipped } = await openLoop({ rate, untilMs: durationMs, t0, maxInFlight, inFlight: () => inFlight, fire })
   const giveUpAt = performance.now() + graceMs
   while (inFlight > 0 && performance.now() < giveUpAt) await new Promise((r) => setTimeout(r, 10))
   abandon.abort()
